@@ -1,0 +1,21 @@
+"""The event catalogue: one pydantic model per root event of the DET schema set.
+
+Importing this package imports every family, which registers its events in
+:data:`EVENT_TYPES` (root element name -> model).
+"""
+
+from . import poker  # noqa: F401  (registers the PO family)
+from .base import EVENT_TYPES, Event
+
+FAMILIES = ("PO",)
+
+
+def families() -> dict[str, list[str]]:
+    """Family -> its event types, in declaration order."""
+    out: dict[str, list[str]] = {}
+    for tag, model in EVENT_TYPES.items():
+        out.setdefault(model.family, []).append(tag)
+    return out
+
+
+__all__ = ["EVENT_TYPES", "FAMILIES", "Event", "families"]

@@ -1,0 +1,48 @@
+"""The root-event base class and the registry of every event type of the schema set."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+from ..xmlmodel import XmlModel
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+"""Root element name -> model, filled as the family modules are imported."""
+
+
+class Event(XmlModel):
+    """A root event. Every family names the header fields the same way (IDOper, IDCoffre,
+    DateEvt, IDEvt) but orders them differently, so each family declares its own header."""
+
+    family: ClassVar[str] = ""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "xml_tag" in cls.__dict__ and cls.xml_tag:
+            if cls.xml_tag in EVENT_TYPES:
+                raise TypeError(f"event type {cls.xml_tag} declared twice")
+            EVENT_TYPES[cls.xml_tag] = cls
+
+    @property
+    def id_oper(self) -> str:
+        return self.IDOper  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def id_coffre(self) -> int:
+        return self.IDCoffre  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def id_evt(self) -> int:
+        return self.IDEvt  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def supervised(self) -> bool:
+        """Sent by the operator without the player's acknowledgement (no acquittal)."""
+        return bool(getattr(self, "Supervision", False))
+
+    def with_id_evt(self, id_evt: int) -> Self:
+        """The same event under the IDEvt that ingest assigned."""
+        if id_evt < 0:
+            raise ValueError("IDEvt is a non-negative integer")
+        return self.model_copy(update={"IDEvt": id_evt})

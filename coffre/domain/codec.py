@@ -1,0 +1,180 @@
+"""Bytes in, bytes out: hardened XML and JSON parsing, schema-order serialization, and the
+canonical bytes (exclusive XML C14N 1.0) that the vault hashes and archives."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from lxml import etree
+
+from .errors import Problem, ReasonCode, Rejected
+from .xmlmodel import XmlModel, to_data, to_element
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one input may weigh. The default (1 MiB) holds a POJEU of a long hand many times over."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+DEFAULT_LIMITS = Limits()
+
+_local = threading.local()
+
+
+def _parser() -> etree.XMLParser:
+    """One hardened parser per thread (lxml parsers are not thread-safe).
+
+    No DTD is loaded, no entity is substituted, nothing is fetched from the network,
+    comments and processing instructions are dropped, and libxml2's own limits on depth
+    and text size stay on (``huge_tree=False``).
+    """
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = etree.XMLParser(
+            resolve_entities=False,
+            no_network=True,
+            load_dtd=False,
+            dtd_validation=False,
+            remove_comments=True,
+            remove_pis=True,
+            huge_tree=False,
+            collect_ids=False,
+        )
+        _local.parser = parser
+    return parser
+
+
+def _reject(code: ReasonCode, message: str, path: str = "/") -> Rejected:
+    return Rejected([Problem(code, path, message)])
+
+
+def check_size(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> None:
+    if len(raw) > limits.max_bytes:
+        raise _reject(ReasonCode.DOCUMENT_TOO_LARGE, f"{len(raw)} bytes, the limit is {limits.max_bytes}")
+
+
+def parse_xml(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> etree._Element:
+    """The root element of one XML document, or :class:`Rejected`."""
+    check_size(raw, limits)
+    if b"<!DOCTYPE" in raw or b"<!ENTITY" in raw:
+        raise _reject(ReasonCode.DTD_FORBIDDEN, "DTDs and entity declarations are not accepted")
+    try:
+        root = etree.fromstring(raw, _parser())
+    except etree.XMLSyntaxError as exc:
+        raise _reject(ReasonCode.MALFORMED_XML, str(exc)) from exc
+    if root.getroottree().docinfo.doctype:
+        raise _reject(ReasonCode.DTD_FORBIDDEN, "DTDs and entity declarations are not accepted")
+    if isinstance(root.tag, str) and root.tag.startswith("{"):
+        _strip_namespaces(root)
+    return root
+
+
+def _strip_namespaces(root: etree._Element) -> None:
+    """Events have no namespace in the schema set; a namespaced input is read by local names."""
+    for el in root.iter():
+        if isinstance(el.tag, str) and el.tag.startswith("{"):
+            el.tag = etree.QName(el).localname
+    etree.cleanup_namespaces(root)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _reject(ReasonCode.DUPLICATE_KEY, f"key {key!r} appears twice in one object")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise _reject(ReasonCode.MALFORMED_JSON, f"{name} is not a number an amount can hold")
+
+
+def parse_json(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """JSON with exact decimals (numbers become ``Decimal``), refusing duplicate keys and NaN."""
+    check_size(raw, limits)
+    try:
+        return json.loads(
+            raw, parse_float=Decimal, parse_constant=_no_constant, object_pairs_hook=_no_duplicate_keys
+        )
+    except (ValueError, RecursionError) as exc:
+        raise _reject(ReasonCode.MALFORMED_JSON, str(exc)) from exc
+
+
+def sniff(raw: bytes) -> str:
+    """``xml``, ``json`` or ``empty``/``unknown``: by the first significant byte."""
+    head = raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if not head:
+        return "empty"
+    if head == b"<" or raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "xml"
+    if head in (b"{", b"["):
+        return "json"
+    return "unknown"
+
+
+# --------------------------------------------------------------------------- output
+
+
+def canonical_bytes(model: XmlModel) -> bytes:
+    """Exclusive C14N 1.0 of the event in schema order: what the vault hashes and stores."""
+    return etree.tostring(to_element(model), method="c14n", exclusive=True)
+
+
+def pretty_xml(model: XmlModel) -> bytes:
+    """Indented, with an XML declaration: for people, never for hashing."""
+    return etree.tostring(to_element(model), pretty_print=True, xml_declaration=True, encoding="UTF-8")
+
+
+def to_json(model: XmlModel) -> bytes:
+    """The canonical JSON form: ``{"POJEU": {...}}``, amounts as strings."""
+    return json.dumps({model.xml_tag: to_data(model)}, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+# --------------------------------------------------------------------------- files holding several events
+
+_XML_DECLARATION = re.compile(rb"<\?xml[^>]*\?>")
+_ENCODING = re.compile(rb"""encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+_SPLIT_ROOT = "coffre-split"
+
+
+def split_documents(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> list[bytes]:
+    """The events of a file that holds one or several, one after another.
+
+    XML: top-level elements (XML declarations between them allowed); JSON: one object,
+    a list of objects, or one object per line. A file that cannot be split is returned
+    whole, so that normalizing it reports why.
+    """
+    kind = sniff(raw)
+    if kind == "json":
+        return _split_json(raw, limits)
+    if kind != "xml" or b"<!DOCTYPE" in raw or b"<!ENTITY" in raw:
+        return [raw]
+    declared = _ENCODING.search(raw[:200])
+    try:
+        text = _XML_DECLARATION.sub(b"", raw).decode(declared.group(1).decode() if declared else "utf-8")
+        wrapper = etree.fromstring(f"<{_SPLIT_ROOT}>{text.lstrip(chr(0xFEFF))}</{_SPLIT_ROOT}>", _parser())
+    except (etree.XMLSyntaxError, LookupError, UnicodeDecodeError):
+        return [raw]
+    events = [etree.tostring(child, encoding="UTF-8") for child in wrapper if isinstance(child.tag, str)]
+    return events or [raw]
+
+
+def _split_json(raw: bytes, limits: Limits) -> list[bytes]:
+    try:
+        value = parse_json(raw, Limits(max_bytes=max(limits.max_bytes, len(raw))))
+    except Rejected:
+        lines = [line for line in raw.splitlines() if line.strip()]
+        return lines if len(lines) > 1 else [raw]
+    if isinstance(value, list):
+        return [json.dumps(item, default=str, ensure_ascii=False).encode() for item in value]
+    return [raw]

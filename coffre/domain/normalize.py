@@ -1,0 +1,102 @@
+"""Normalization: one operator input (XML or JSON bytes) to one validated catalogue event.
+
+Every input ends as an :class:`~coffre.domain.catalogue.base.Event` or as
+:class:`~coffre.domain.errors.Rejected` listing every problem found with its reason code
+and path. Nothing else escapes: an unexpected failure inside is itself reported as a
+rejection, so a service calling this can never crash on input.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from .catalogue import EVENT_TYPES, Event
+from .codec import DEFAULT_LIMITS, Limits, parse_json, parse_xml, sniff
+from .errors import Problem, ReasonCode, Rejected
+from .xmlmodel import element_to_data, loc_to_path
+
+log = logging.getLogger(__name__)
+
+_PYDANTIC_CODES = {
+    "missing": ReasonCode.MISSING_ELEMENT,
+    "extra_forbidden": ReasonCode.UNEXPECTED_ELEMENT,
+    "too_short": ReasonCode.TOO_FEW_OCCURRENCES,
+    "too_long": ReasonCode.TOO_MANY_OCCURRENCES,
+    "union_tag_invalid": ReasonCode.UNEXPECTED_ELEMENT,
+    "union_tag_not_found": ReasonCode.UNEXPECTED_ELEMENT,
+    "bool_parsing": ReasonCode.INVALID_BOOLEAN,
+    "bool_type": ReasonCode.INVALID_BOOLEAN,
+}
+
+
+def normalize(raw: bytes, *, id_evt: int | None = None, limits: Limits = DEFAULT_LIMITS) -> Event:
+    """The normalized event for ``raw``, or :class:`Rejected`.
+
+    ``id_evt``, when given, replaces whatever IDEvt the input carried (ingest assigns it);
+    otherwise the input's IDEvt is kept and required.
+    """
+    try:
+        tag, model, data, problems = _read(raw, limits)
+        return _validate(tag, model, data, problems, id_evt)
+    except Rejected:
+        raise
+    except Exception as exc:  # a defect, never the input's fault alone: refuse it visibly
+        log.exception("normalization failed unexpectedly")
+        raise Rejected([Problem(ReasonCode.INVALID_VALUE, "/", f"internal error: {type(exc).__name__}")]) from exc
+
+
+def _read(raw: bytes, limits: Limits) -> tuple[str, type[Event], dict[str, Any], list[Problem]]:
+    kind = sniff(raw)
+    if kind == "empty":
+        raise Rejected([Problem(ReasonCode.EMPTY_INPUT, "/", "the message is empty")])
+    if kind == "xml":
+        root = parse_xml(raw, limits)
+        tag = root.tag
+        model = _event_type(tag)
+        problems: list[Problem] = []
+        return tag, model, element_to_data(model, root, f"/{tag}", problems), problems
+    if kind == "json":
+        value = parse_json(raw, limits)
+        if not isinstance(value, dict) or len(value) != 1:
+            raise Rejected(
+                [Problem(ReasonCode.UNSUPPORTED_FORMAT, "/", 'a JSON event is one object with one key, the event type: {"POJEU": {...}}')]
+            )
+        ((tag, data),) = value.items()
+        model = _event_type(tag)
+        if not isinstance(data, dict):
+            raise Rejected([Problem(ReasonCode.INVALID_VALUE, f"/{tag}", "the event must be a JSON object")], tag)
+        return tag, model, data, []
+    raise Rejected([Problem(ReasonCode.UNSUPPORTED_FORMAT, "/", "neither XML nor JSON")])
+
+
+def _event_type(tag: Any) -> type[Event]:
+    model = EVENT_TYPES.get(tag) if isinstance(tag, str) else None
+    if model is None:
+        raise Rejected([Problem(ReasonCode.UNKNOWN_EVENT, f"/{tag}", f"{tag!r} is not an event of the schema set")])
+    return model
+
+
+def _validate(tag: str, model: type[Event], data: dict[str, Any], problems: list[Problem], id_evt: int | None) -> Event:
+    if id_evt is not None:
+        data = {**data, "IDEvt": id_evt}
+    try:
+        event = model.model_validate(data)
+    except ValidationError as exc:
+        problems = problems + [_problem(model, tag, error, data) for error in exc.errors(include_url=False)]
+        raise Rejected(problems, tag) from None
+    if problems:
+        raise Rejected(problems, tag)
+    return event
+
+
+def _problem(model: type[Event], tag: str, error: Any, data: dict[str, Any]) -> Problem:
+    kind = error["type"]
+    code = ReasonCode(kind) if kind in ReasonCode.__members__ else _PYDANTIC_CODES.get(kind, ReasonCode.INVALID_VALUE)
+    path = loc_to_path(model, tag, tuple(error["loc"]), data)
+    extra = (error.get("ctx") or {}).get("path")
+    if extra:
+        path = f"{path}/{extra}"
+    return Problem(code, path, error["msg"])

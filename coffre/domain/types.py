@@ -1,0 +1,361 @@
+"""The schema set's simple types, as pydantic ``Annotated`` types that normalize and check.
+
+Each type accepts the forms an operator may send (the annex's and the schema's, XML text
+or JSON values) and holds the one form the schema set defines, so that serializing a
+validated model always yields schema-valid text. A value that cannot be normalized
+raises a ``PydanticCustomError`` whose type is a :class:`~coffre.domain.errors.ReasonCode`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
+
+from .errors import ReasonCode
+
+_WS = re.compile(r"[ \t\r\n]+")
+
+
+def fail(code: ReasonCode, message: str, **ctx: Any) -> PydanticCustomError:
+    """The error a validator raises: its type is the reason code."""
+    return PydanticCustomError(str(code), message, ctx or None)
+
+
+def collapse(value: str) -> str:
+    """xs:token whitespace processing: trim and collapse inner runs to one space."""
+    return _WS.sub(" ", value).strip()
+
+
+def _text(value: Any) -> str:
+    """Text content from XML (str) or JSON (str, or an integer for convenience)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise fail(ReasonCode.INVALID_VALUE, "expected text, got {kind}", kind=type(value).__name__)
+
+
+# --------------------------------------------------------------------------- strings
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+"""xs:string: kept exactly as sent."""
+
+
+def pattern_type(
+    regex: str,
+    code: ReasonCode = ReasonCode.INVALID_VALUE,
+    *,
+    what: str = "value",
+    token: bool = True,
+    min_length: int | None = None,
+    max_length: int | None = None,
+    upper: bool = False,
+) -> Any:
+    """A string type restricted by an XSD pattern (implicitly anchored) and lengths.
+
+    ``token`` applies xs:token whitespace collapsing first; ``upper`` upper-cases the
+    value before checking (a normalization, documented per type).
+    """
+    compiled = re.compile(regex)
+
+    def check(value: Any) -> str:
+        text = _text(value)
+        if token:
+            text = collapse(text)
+        if upper:
+            text = text.upper()
+        if max_length is not None and len(text) > max_length:
+            raise fail(ReasonCode.TOO_LONG, "{what} longer than {max} characters", what=what, max=max_length)
+        if (min_length is not None and len(text) < min_length) or not compiled.fullmatch(text):
+            raise fail(code, "{what} {value!r} does not match {pattern}", what=what, value=text, pattern=regex)
+        return text
+
+    return Annotated[str, BeforeValidator(check)]
+
+
+def enum_type(values: Iterable[str], code: ReasonCode = ReasonCode.INVALID_VALUE, *, what: str = "value") -> Any:
+    """A string restricted to an XSD enumeration (exact, case-sensitive match)."""
+    allowed = tuple(values)
+
+    def check(value: Any) -> str:
+        text = _text(value).strip()
+        if text not in allowed:
+            raise fail(code, "{what} {value!r} is not one of {allowed}", what=what, value=text, allowed=", ".join(allowed))
+        return text
+
+    return Annotated[str, BeforeValidator(check)]
+
+
+OpId = pattern_type(r"[0-9]{4}", ReasonCode.INVALID_OPERATOR_ID, what="operator id (4 digits)")
+"""types:opId / Common ``operator``: the operator's 4-digit ARJEL number. Never padded."""
+
+NumId = pattern_type(r"[0-9]+", what="numeric id")
+Sha1 = pattern_type(r"[0-9A-F]{40}", ReasonCode.INVALID_HASH, what="SHA-1 (40 hex digits)", upper=True)
+"""types:sha1. Lower-case hex is upper-cased; any other length or character is refused."""
+
+Canonical = pattern_type(r"[A-Z0-9-]+", what="canonical code")
+Extended = pattern_type(r"[A-Z() '-]+", what="extended code")
+Reference = pattern_type(r"[a-zA-Z0-9._/#-]+", ReasonCode.INVALID_REFERENCE, what="reference")
+Country = pattern_type(r"[A-Z]{2}", ReasonCode.INVALID_COUNTRY, what="ISO 3166-1 alpha-2 country", upper=True)
+_CercleFormatPattern = pattern_type(
+    r"(CG|T(DV)?(/[AGMS]+)?)|([0-9]+/[0-9]+/[0-9]+(/[SAG]+)?)", ReasonCode.INVALID_FORMAT_CODE, what="format"
+)
+
+_FR_CHARS = r"[0-9A-Za-zÀÂÄÇÉÈÊËÎÏÔÖÙÛÜŸàâäçéèêëîïôöùûüÿÆŒæœ€#$'()*+,./:;=?!@_ -]*"
+
+
+def fr_string(max_length: int) -> Any:
+    """Common.xsd ``string-N``: the ``fr`` character set, at most N characters."""
+    return pattern_type(_FR_CHARS, what=f"string-{max_length}", max_length=max_length)
+
+
+def _format_code(value: Any) -> Any:
+    if isinstance(value, str):
+        return re.sub(r"\s*/\s*", "/", value)
+    return value
+
+
+CercleFormat = Annotated[_CercleFormatPattern, BeforeValidator(_format_code)]
+"""cercle:format. The annex writes ``T /AS`` with a space: spaces around the slash are
+removed before the check (``T /AS`` becomes ``T/AS``)."""
+
+
+def empty_text(value: Any) -> str:
+    """types:empty: a marker element with no content."""
+    text = "" if value is None else _text(value)
+    if text.strip():
+        raise fail(ReasonCode.NOT_EMPTY, "element must be empty, holds {value!r}", value=text)
+    return ""
+
+
+# --------------------------------------------------------------------------- numbers
+
+_XS_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")
+_XS_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _decimal(value: Any) -> Decimal:
+    if isinstance(value, bool):
+        raise fail(ReasonCode.INVALID_DECIMAL, "expected a decimal, got a boolean")
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise fail(ReasonCode.INVALID_DECIMAL, "decimal must be finite")
+        result = value
+    elif isinstance(value, int):
+        result = Decimal(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if not _XS_DECIMAL.fullmatch(text):
+            raise fail(ReasonCode.INVALID_DECIMAL, "{value!r} is not an xs:decimal", value=value)
+        try:
+            result = Decimal(text)
+        except InvalidOperation as exc:  # pragma: no cover - the pattern already excludes this
+            raise fail(ReasonCode.INVALID_DECIMAL, "{value!r} is not a decimal", value=value) from exc
+    elif isinstance(value, float):
+        raise fail(ReasonCode.INVALID_DECIMAL, "amounts are exact decimals: send text, not a binary float")
+    else:
+        raise fail(ReasonCode.INVALID_DECIMAL, "expected a decimal, got {kind}", kind=type(value).__name__)
+    if result == 0:
+        result = abs(result)  # -0.00 -> 0.00: one lexical form for zero
+    return result
+
+
+def _non_negative_decimal(value: Any) -> Decimal:
+    result = _decimal(value)
+    if result < 0:
+        raise fail(ReasonCode.NEGATIVE_AMOUNT, "amount {value} is negative", value=str(value))
+    return result
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool):
+        raise fail(ReasonCode.INVALID_INTEGER, "expected an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    if isinstance(value, str) and _XS_INTEGER.fullmatch(value.strip()):
+        return int(value.strip())
+    raise fail(ReasonCode.INVALID_INTEGER, "{value!r} is not an integer", value=value)
+
+
+def _non_negative_integer(value: Any) -> int:
+    result = _integer(value)
+    if result < 0:
+        raise fail(ReasonCode.INVALID_INTEGER, "{value} is negative", value=result)
+    return result
+
+
+Dec = Annotated[Decimal, BeforeValidator(_decimal)]
+"""xs:decimal, exact. Binary floats are refused; ``1E+3`` from JSON becomes 1000."""
+NonNegDec = Annotated[Decimal, BeforeValidator(_non_negative_decimal)]
+"""types:nonNegativeDecimal / Common ``mouvement``: refused with NEGATIVE_AMOUNT below zero."""
+Integer = Annotated[int, BeforeValidator(_integer)]
+NonNegInt = Annotated[int, BeforeValidator(_non_negative_integer)]
+
+
+def bounded_integer(minimum: int | None = None, maximum: int | None = None, code: ReasonCode = ReasonCode.INVALID_INTEGER) -> Any:
+    def check(value: Any) -> int:
+        result = _integer(value)
+        if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
+            raise fail(code, "{value} is outside {low}..{high}", value=result, low=minimum, high=maximum)
+        return result
+
+    return Annotated[int, BeforeValidator(check)]
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text in ("true", "1"):
+            return True
+        if text in ("false", "0"):
+            return False
+    raise fail(ReasonCode.INVALID_BOOLEAN, "{value!r} is not an xs:boolean (true, false, 1, 0)", value=value)
+
+
+Boolean = Annotated[bool, BeforeValidator(_boolean)]
+
+
+# --------------------------------------------------------------------------- dates
+
+_XS_DATETIME = re.compile(
+    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})T(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r"(?P<frac>\.[0-9]+)?(?P<tz>Z|[+-][0-9]{2}:[0-9]{2})?"
+)
+_XS_DATE = re.compile(r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})(Z|[+-][0-9]{2}:[0-9]{2})?")
+
+
+def _parse_xs_datetime(text: str) -> datetime | None:
+    """xs:dateTime to an aware UTC datetime; no zone means UTC (annex: dates are UTC)."""
+    m = _XS_DATETIME.fullmatch(text)
+    if not m:
+        return None
+    hour = int(m["h"])
+    extra = timedelta(0)
+    if hour == 24 and m["mi"] == "00" and m["s"] == "00":
+        hour, extra = 0, timedelta(days=1)  # xs:dateTime allows 24:00:00, the next day's midnight
+    tz = UTC
+    if m["tz"] and m["tz"] != "Z":
+        sign = 1 if m["tz"][0] == "+" else -1
+        tz_hours, tz_minutes = int(m["tz"][1:3]), int(m["tz"][4:6])
+        tz = timezone(sign * timedelta(hours=tz_hours, minutes=tz_minutes))
+    try:
+        local = datetime(int(m["y"]), int(m["mo"]), int(m["d"]), hour, int(m["mi"]), int(m["s"]), tzinfo=tz)
+    except ValueError:
+        return None
+    return (local + extra).astimezone(UTC)
+
+
+def _datetime_type(digits: int, fmt: str, what: str) -> Any:
+    """A schema date in the compact UTC ``aammjj…`` form of ``digits`` digits."""
+
+    def check(value: Any) -> str:
+        if isinstance(value, datetime):
+            moment = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        else:
+            text = _text(value).strip()
+            if len(text) == digits and text.isdigit():
+                try:
+                    datetime.strptime(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y"))
+                except ValueError as exc:
+                    raise fail(ReasonCode.INVALID_DATE, "{value!r} is not a real {what}", value=text, what=what) from exc
+                return text
+            moment = _parse_xs_datetime(text)
+            if moment is None:
+                raise fail(
+                    ReasonCode.INVALID_DATE, "{value!r} is neither {what} nor xs:dateTime", value=text, what=what
+                )
+        if fmt.startswith("%y") and not 2000 <= moment.year <= 2099:
+            raise fail(ReasonCode.INVALID_DATE, "year {year} cannot be written as {what}", year=moment.year, what=what)
+        if fmt.endswith("%M") and moment.second:
+            raise fail(ReasonCode.INVALID_DATE, "{what} has no seconds, {value!r} has", what=what, value=str(value))
+        return moment.strftime(fmt)
+
+    return Annotated[str, BeforeValidator(check)]
+
+
+def _date_type(digits: int, fmt: str, what: str) -> Any:
+    """A schema calendar date (``aammjj`` or ``aaaammjj``); also accepts xs:date."""
+
+    def check(value: Any) -> str:
+        if isinstance(value, date) and not isinstance(value, datetime):
+            day = value
+        else:
+            text = _text(value).strip()
+            if len(text) == digits and text.isdigit():
+                try:
+                    datetime.strptime(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y"))
+                except ValueError as exc:
+                    raise fail(ReasonCode.INVALID_DATE, "{value!r} is not a real {what}", value=text, what=what) from exc
+                return text
+            m = _XS_DATE.fullmatch(text)
+            if not m:
+                raise fail(ReasonCode.INVALID_DATE, "{value!r} is neither {what} nor xs:date", value=text, what=what)
+            try:
+                day = date(int(m["y"]), int(m["mo"]), int(m["d"]))
+            except ValueError as exc:
+                raise fail(ReasonCode.INVALID_DATE, "{value!r} is not a real date", value=text) from exc
+        if fmt.startswith("%y") and not 2000 <= day.year <= 2099:
+            raise fail(ReasonCode.INVALID_DATE, "year {year} cannot be written as {what}", year=day.year, what=what)
+        return day.strftime(fmt)
+
+    return Annotated[str, BeforeValidator(check)]
+
+
+DateTime12 = _datetime_type(12, "%y%m%d%H%M%S", "aammjjhhmmss")
+"""types:date-aammjjhhmmss: UTC. Accepts the compact form or xs:dateTime (zone converted to
+UTC, no zone read as UTC, fractions of a second dropped)."""
+DateTime10 = _datetime_type(10, "%y%m%d%H%M", "aammjjhhmm")
+Date8 = _date_type(8, "%Y%m%d", "aaaammjj")
+Date6 = _date_type(6, "%y%m%d", "aammjj")
+
+
+# --------------------------------------------------------------------------- addresses
+
+_ZONE = re.compile(r"[0-9a-z]+")
+
+
+def _ip_address(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    text = _text(value).strip()
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError as exc:
+        raise fail(ReasonCode.INVALID_IP, "{value!r} is not an IPv4 or IPv6 address", value=text) from exc
+
+
+def _ip_compressed(value: Any) -> str:
+    """types:IP: IPv4 dotted, or IPv6 in RFC 5952 form (compressed, lower case)."""
+    addr = _ip_address(value)
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.scope_id is not None and not _ZONE.fullmatch(addr.scope_id.lower()):
+            raise fail(ReasonCode.INVALID_IP, "IPv6 zone {zone!r} is not [0-9a-z]+", zone=addr.scope_id)
+        text = addr.compressed
+        if addr.scope_id is not None:
+            text = text.split("%")[0] + "%" + addr.scope_id.lower()
+        return text
+    return str(addr)
+
+
+def _ip_full(value: Any) -> str:
+    """Common.xsd IP: IPv4 dotted, or IPv6 as all eight groups (the pattern has no ``::``)."""
+    addr = _ip_address(value)
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.scope_id is not None:
+            raise fail(ReasonCode.INVALID_IP, "this schema's IP type has no IPv6 zone")
+        return ":".join(f"{int(group, 16):x}" for group in addr.exploded.split(":"))
+    return str(addr)
+
+
+IP = Annotated[str, BeforeValidator(_ip_compressed)]
+IPFull = Annotated[str, BeforeValidator(_ip_full)]

@@ -1,0 +1,56 @@
+"""Shared fixtures. The regulator's reference set is read from ``$COFFRE_ARJEL_REFERENCE``
+or ``../shared/arjel-reference``; tests that need it skip cleanly when it is absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coffre.domain.codec import canonical_bytes, split_documents
+from coffre.domain.normalize import normalize
+from coffre.domain.schema import SchemaSet, default_reference_dir
+
+REFERENCE = default_reference_dir()
+ANNEX_ENV = "COFFRE_DET_ANNEX"
+
+
+def reference_or_skip() -> Path:
+    if not (REFERENCE / "xsd" / "PO.xsd").is_file():
+        pytest.skip(f"the regulator's reference set is not at {REFERENCE} (set COFFRE_ARJEL_REFERENCE)")
+    return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    return reference_or_skip()
+
+
+@pytest.fixture(scope="session")
+def schema_set(reference_dir: Path) -> SchemaSet:
+    return SchemaSet(reference_dir / "xsd")
+
+
+def sample_files(family: str) -> list[Path]:
+    """The regulator's sample files of one family (empty when the reference set is absent)."""
+    folder = REFERENCE / "samples" / family
+    return sorted(folder.glob("*.xml")) if folder.is_dir() else []
+
+
+def sample_params(family: str) -> list:
+    files = sample_files(family)
+    if not files:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no {family} samples at {REFERENCE}"))]
+    return [pytest.param(f, id=f.name) for f in files]
+
+
+def assert_sample_normalizes(path: Path, schema_set: SchemaSet) -> list:
+    """Every event of a sample file normalizes and its canonical bytes validate against the schema."""
+    events = []
+    for raw in split_documents(path.read_bytes()):
+        event = normalize(raw)
+        data = canonical_bytes(event)
+        assert schema_set.errors(event.family, data) == [], data.decode()
+        events.append(event)
+    assert events
+    return events
