@@ -90,7 +90,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise _reject(ReasonCode.DUPLICATE_KEY, f"key {key!r} appears twice in one object")
+            raise _reject(ReasonCode.DUPLICATE_KEY, f"key '{key}' appears twice in one object")
         result[key] = value
     return result
 

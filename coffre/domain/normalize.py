@@ -45,7 +45,9 @@ def normalize(raw: bytes, *, id_evt: int | None = None, limits: Limits = DEFAULT
         raise
     except Exception as exc:  # a defect, never the input's fault alone: refuse it visibly
         log.exception("normalization failed unexpectedly")
-        raise Rejected([Problem(ReasonCode.INVALID_VALUE, "/", f"internal error: {type(exc).__name__}")]) from exc
+        raise Rejected(
+            [Problem(ReasonCode.INVALID_VALUE, "/", f"internal error: {type(exc).__name__}")]
+        ) from exc
 
 
 def _read(raw: bytes, limits: Limits) -> tuple[str, type[Event], dict[str, Any], list[Problem]]:
@@ -62,12 +64,20 @@ def _read(raw: bytes, limits: Limits) -> tuple[str, type[Event], dict[str, Any],
         value = parse_json(raw, limits)
         if not isinstance(value, dict) or len(value) != 1:
             raise Rejected(
-                [Problem(ReasonCode.UNSUPPORTED_FORMAT, "/", 'a JSON event is one object with one key, the event type: {"POJEU": {...}}')]
+                [
+                    Problem(
+                        ReasonCode.UNSUPPORTED_FORMAT,
+                        "/",
+                        'a JSON event is one object with one key, the event type: {"POJEU": {...}}',
+                    )
+                ]
             )
         ((tag, data),) = value.items()
         model = _event_type(tag)
         if not isinstance(data, dict):
-            raise Rejected([Problem(ReasonCode.INVALID_VALUE, f"/{tag}", "the event must be a JSON object")], tag)
+            raise Rejected(
+                [Problem(ReasonCode.INVALID_VALUE, f"/{tag}", "the event must be a JSON object")], tag
+            )
         return tag, model, data, []
     raise Rejected([Problem(ReasonCode.UNSUPPORTED_FORMAT, "/", "neither XML nor JSON")])
 
@@ -75,11 +85,15 @@ def _read(raw: bytes, limits: Limits) -> tuple[str, type[Event], dict[str, Any],
 def _event_type(tag: Any) -> type[Event]:
     model = EVENT_TYPES.get(tag) if isinstance(tag, str) else None
     if model is None:
-        raise Rejected([Problem(ReasonCode.UNKNOWN_EVENT, f"/{tag}", f"{tag!r} is not an event of the schema set")])
+        raise Rejected(
+            [Problem(ReasonCode.UNKNOWN_EVENT, f"/{tag}", f"'{tag}' is not an event of the schema set")]
+        )
     return model
 
 
-def _validate(tag: str, model: type[Event], data: dict[str, Any], problems: list[Problem], id_evt: int | None) -> Event:
+def _validate(
+    tag: str, model: type[Event], data: dict[str, Any], problems: list[Problem], id_evt: int | None
+) -> Event:
     if id_evt is not None:
         data = {**data, "IDEvt": id_evt}
     try:
@@ -94,7 +108,11 @@ def _validate(tag: str, model: type[Event], data: dict[str, Any], problems: list
 
 def _problem(model: type[Event], tag: str, error: Any, data: dict[str, Any]) -> Problem:
     kind = error["type"]
-    code = ReasonCode(kind) if kind in ReasonCode.__members__ else _PYDANTIC_CODES.get(kind, ReasonCode.INVALID_VALUE)
+    code = (
+        ReasonCode(kind)
+        if kind in ReasonCode.__members__
+        else _PYDANTIC_CODES.get(kind, ReasonCode.INVALID_VALUE)
+    )
     path = loc_to_path(model, tag, tuple(error["loc"]), data)
     extra = (error.get("ctx") or {}).get("path")
     if extra:

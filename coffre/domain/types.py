@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from .errors import ReasonCode
 
 _WS = re.compile(r"[ \t\r\n]+")
+_NOT_XML_CHAR = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def fail(code: ReasonCode, message: str, **ctx: Any) -> PydanticCustomError:
@@ -34,8 +35,19 @@ def collapse(value: str) -> str:
 
 
 def _text(value: Any) -> str:
-    """Text content from XML (str) or JSON (str, or an integer for convenience)."""
+    """Text content from XML (str) or JSON (str, or an integer for convenience).
+
+    Characters XML 1.0 cannot carry (NUL, most controls, lone surrogates) are refused:
+    JSON can hold them, the archive could not.
+    """
     if isinstance(value, str):
+        bad = _NOT_XML_CHAR.search(value)
+        if bad:
+            raise fail(
+                ReasonCode.INVALID_VALUE,
+                "character {codepoint} cannot be written in XML",
+                codepoint=f"U+{ord(bad.group()):04X}",
+            )
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
@@ -75,20 +87,30 @@ def pattern_type(
         if max_length is not None and len(text) > max_length:
             raise fail(ReasonCode.TOO_LONG, "{what} longer than {max} characters", what=what, max=max_length)
         if (min_length is not None and len(text) < min_length) or not compiled.fullmatch(text):
-            raise fail(code, "{what} {value!r} does not match {pattern}", what=what, value=text, pattern=regex)
+            raise fail(
+                code, "{what} '{value}' does not match {pattern}", what=what, value=text, pattern=regex
+            )
         return text
 
     return Annotated[str, BeforeValidator(check)]
 
 
-def enum_type(values: Iterable[str], code: ReasonCode = ReasonCode.INVALID_VALUE, *, what: str = "value") -> Any:
+def enum_type(
+    values: Iterable[str], code: ReasonCode = ReasonCode.INVALID_VALUE, *, what: str = "value"
+) -> Any:
     """A string restricted to an XSD enumeration (exact, case-sensitive match)."""
     allowed = tuple(values)
 
     def check(value: Any) -> str:
         text = _text(value).strip()
         if text not in allowed:
-            raise fail(code, "{what} {value!r} is not one of {allowed}", what=what, value=text, allowed=", ".join(allowed))
+            raise fail(
+                code,
+                "{what} '{value}' is not one of {allowed}",
+                what=what,
+                value=text,
+                allowed=", ".join(allowed),
+            )
         return text
 
     return Annotated[str, BeforeValidator(check)]
@@ -132,7 +154,7 @@ def empty_text(value: Any) -> str:
     """types:empty: a marker element with no content."""
     text = "" if value is None else _text(value)
     if text.strip():
-        raise fail(ReasonCode.NOT_EMPTY, "element must be empty, holds {value!r}", value=text)
+        raise fail(ReasonCode.NOT_EMPTY, "element must be empty, holds '{value}'", value=text)
     return ""
 
 
@@ -154,11 +176,11 @@ def _decimal(value: Any) -> Decimal:
     elif isinstance(value, str):
         text = value.strip()
         if not _XS_DECIMAL.fullmatch(text):
-            raise fail(ReasonCode.INVALID_DECIMAL, "{value!r} is not an xs:decimal", value=value)
+            raise fail(ReasonCode.INVALID_DECIMAL, "'{value}' is not an xs:decimal", value=value)
         try:
             result = Decimal(text)
         except InvalidOperation as exc:  # pragma: no cover - the pattern already excludes this
-            raise fail(ReasonCode.INVALID_DECIMAL, "{value!r} is not a decimal", value=value) from exc
+            raise fail(ReasonCode.INVALID_DECIMAL, "'{value}' is not a decimal", value=value) from exc
     elif isinstance(value, float):
         raise fail(ReasonCode.INVALID_DECIMAL, "amounts are exact decimals: send text, not a binary float")
     else:
@@ -184,7 +206,7 @@ def _integer(value: Any) -> int:
         return int(value)
     if isinstance(value, str) and _XS_INTEGER.fullmatch(value.strip()):
         return int(value.strip())
-    raise fail(ReasonCode.INVALID_INTEGER, "{value!r} is not an integer", value=value)
+    raise fail(ReasonCode.INVALID_INTEGER, "'{value}' is not an integer", value=value)
 
 
 def _non_negative_integer(value: Any) -> int:
@@ -202,7 +224,9 @@ Integer = Annotated[int, BeforeValidator(_integer)]
 NonNegInt = Annotated[int, BeforeValidator(_non_negative_integer)]
 
 
-def bounded_integer(minimum: int | None = None, maximum: int | None = None, code: ReasonCode = ReasonCode.INVALID_INTEGER) -> Any:
+def bounded_integer(
+    minimum: int | None = None, maximum: int | None = None, code: ReasonCode = ReasonCode.INVALID_INTEGER
+) -> Any:
     def check(value: Any) -> int:
         result = _integer(value)
         if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
@@ -221,7 +245,7 @@ def _boolean(value: Any) -> bool:
             return True
         if text in ("false", "0"):
             return False
-    raise fail(ReasonCode.INVALID_BOOLEAN, "{value!r} is not an xs:boolean (true, false, 1, 0)", value=value)
+    raise fail(ReasonCode.INVALID_BOOLEAN, "'{value}' is not an xs:boolean (true, false, 1, 0)", value=value)
 
 
 Boolean = Annotated[bool, BeforeValidator(_boolean)]
@@ -269,17 +293,29 @@ def _datetime_type(digits: int, fmt: str, what: str) -> Any:
                 try:
                     datetime.strptime(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y"))
                 except ValueError as exc:
-                    raise fail(ReasonCode.INVALID_DATE, "{value!r} is not a real {what}", value=text, what=what) from exc
+                    raise fail(
+                        ReasonCode.INVALID_DATE, "'{value}' is not a real {what}", value=text, what=what
+                    ) from exc
                 return text
             moment = _parse_xs_datetime(text)
             if moment is None:
                 raise fail(
-                    ReasonCode.INVALID_DATE, "{value!r} is neither {what} nor xs:dateTime", value=text, what=what
+                    ReasonCode.INVALID_DATE,
+                    "'{value}' is neither {what} nor xs:dateTime",
+                    value=text,
+                    what=what,
                 )
         if fmt.startswith("%y") and not 2000 <= moment.year <= 2099:
-            raise fail(ReasonCode.INVALID_DATE, "year {year} cannot be written as {what}", year=moment.year, what=what)
+            raise fail(
+                ReasonCode.INVALID_DATE,
+                "year {year} cannot be written as {what}",
+                year=moment.year,
+                what=what,
+            )
         if fmt.endswith("%M") and moment.second:
-            raise fail(ReasonCode.INVALID_DATE, "{what} has no seconds, {value!r} has", what=what, value=str(value))
+            raise fail(
+                ReasonCode.INVALID_DATE, "{what} has no seconds, '{value}' has", what=what, value=str(value)
+            )
         return moment.strftime(fmt)
 
     return Annotated[str, BeforeValidator(check)]
@@ -297,17 +333,23 @@ def _date_type(digits: int, fmt: str, what: str) -> Any:
                 try:
                     datetime.strptime(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y"))
                 except ValueError as exc:
-                    raise fail(ReasonCode.INVALID_DATE, "{value!r} is not a real {what}", value=text, what=what) from exc
+                    raise fail(
+                        ReasonCode.INVALID_DATE, "'{value}' is not a real {what}", value=text, what=what
+                    ) from exc
                 return text
             m = _XS_DATE.fullmatch(text)
             if not m:
-                raise fail(ReasonCode.INVALID_DATE, "{value!r} is neither {what} nor xs:date", value=text, what=what)
+                raise fail(
+                    ReasonCode.INVALID_DATE, "'{value}' is neither {what} nor xs:date", value=text, what=what
+                )
             try:
                 day = date(int(m["y"]), int(m["mo"]), int(m["d"]))
             except ValueError as exc:
-                raise fail(ReasonCode.INVALID_DATE, "{value!r} is not a real date", value=text) from exc
+                raise fail(ReasonCode.INVALID_DATE, "'{value}' is not a real date", value=text) from exc
         if fmt.startswith("%y") and not 2000 <= day.year <= 2099:
-            raise fail(ReasonCode.INVALID_DATE, "year {year} cannot be written as {what}", year=day.year, what=what)
+            raise fail(
+                ReasonCode.INVALID_DATE, "year {year} cannot be written as {what}", year=day.year, what=what
+            )
         return day.strftime(fmt)
 
     return Annotated[str, BeforeValidator(check)]
@@ -331,7 +373,7 @@ def _ip_address(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     try:
         return ipaddress.ip_address(text)
     except ValueError as exc:
-        raise fail(ReasonCode.INVALID_IP, "{value!r} is not an IPv4 or IPv6 address", value=text) from exc
+        raise fail(ReasonCode.INVALID_IP, "'{value}' is not an IPv4 or IPv6 address", value=text) from exc
 
 
 def _ip_compressed(value: Any) -> str:
@@ -339,7 +381,7 @@ def _ip_compressed(value: Any) -> str:
     addr = _ip_address(value)
     if isinstance(addr, ipaddress.IPv6Address):
         if addr.scope_id is not None and not _ZONE.fullmatch(addr.scope_id.lower()):
-            raise fail(ReasonCode.INVALID_IP, "IPv6 zone {zone!r} is not [0-9a-z]+", zone=addr.scope_id)
+            raise fail(ReasonCode.INVALID_IP, "IPv6 zone '{zone}' is not [0-9a-z]+", zone=addr.scope_id)
         text = addr.compressed
         if addr.scope_id is not None:
             text = text.split("%")[0] + "%" + addr.scope_id.lower()

@@ -54,7 +54,7 @@ def _switch(value: Any) -> bool:
         return True
     if isinstance(value, str) and value.strip() in ("false", "0"):
         return False
-    raise fail(ReasonCode.INVALID_BOOLEAN, "{value!r} is neither empty nor an xs:boolean", value=value)
+    raise fail(ReasonCode.INVALID_BOOLEAN, "'{value}' is neither empty nor an xs:boolean", value=value)
 
 
 Switch = Annotated[bool, BeforeValidator(_switch)]
@@ -180,14 +180,18 @@ def binding(cls: type[XmlModel]) -> ModelBinding:
 # --------------------------------------------------------------------------- XML -> data
 
 
-def element_to_data(cls: type[XmlModel], el: etree._Element, path: str, problems: list[Problem]) -> dict[str, Any]:
+def element_to_data(
+    cls: type[XmlModel], el: etree._Element, path: str, problems: list[Problem]
+) -> dict[str, Any]:
     """The input dict for ``cls.model_validate`` from an element; structural problems are collected."""
     b = binding(cls)
     data: dict[str, Any] = {}
     for key, value in el.attrib.items():
         fb = b.by_xml_name.get(key)
         if fb is None or fb.kind in ("element", "text"):
-            problems.append(Problem(ReasonCode.UNEXPECTED_ATTRIBUTE, f"{path}/@{key}", f"no attribute {key!r} here"))
+            problems.append(
+                Problem(ReasonCode.UNEXPECTED_ATTRIBUTE, f"{path}/@{key}", f"no attribute '{key}' here")
+            )
             continue
         data[key] = value
     if b.text_field is not None:
@@ -201,17 +205,27 @@ def element_to_data(cls: type[XmlModel], el: etree._Element, path: str, problems
         fb = b.by_xml_name.get(tag)
         child_path = f"{path}/{tag}[{seen[tag]}]" if fb is not None and fb.many else f"{path}/{tag}"
         if fb is None:
-            problems.append(Problem(ReasonCode.UNEXPECTED_ELEMENT, child_path, f"no element {tag!r} here"))
+            problems.append(Problem(ReasonCode.UNEXPECTED_ELEMENT, child_path, f"no element '{tag}' here"))
             continue
         if fb.members is not None:
             value: Any = {tag: element_to_data(fb.members[tag], child, child_path, problems)}
         elif fb.model is not None:
             value = element_to_data(fb.model, child, child_path, problems)
         else:
+            for key in child.attrib:
+                problems.append(
+                    Problem(
+                        ReasonCode.UNEXPECTED_ATTRIBUTE, f"{child_path}/@{key}", f"{tag} has no attributes"
+                    )
+                )
             for grandchild in child:
                 if isinstance(grandchild.tag, str):
                     problems.append(
-                        Problem(ReasonCode.UNEXPECTED_ELEMENT, f"{child_path}/{grandchild.tag}", f"{tag} holds text only")
+                        Problem(
+                            ReasonCode.UNEXPECTED_ELEMENT,
+                            f"{child_path}/{grandchild.tag}",
+                            f"{tag} holds text only",
+                        )
                     )
             value = child.text or ""
         if fb.many:
@@ -242,7 +256,12 @@ def loc_to_path(cls: type[XmlModel], root: str, loc: tuple[Any, ...], data: Any)
             index = loc[i + 1]
             items = value if isinstance(value, list) else []
             tag = loc[i + 2] if i + 2 < len(loc) and isinstance(loc[i + 2], str) else None
-            if tag is None and index < len(items) and isinstance(items[index], dict) and len(items[index]) == 1:
+            if (
+                tag is None
+                and index < len(items)
+                and isinstance(items[index], dict)
+                and len(items[index]) == 1
+            ):
                 tag = next(iter(items[index]))
             if tag in fb.members:
                 nth = sum(1 for it in items[: index + 1] if isinstance(it, dict) and tag in it)
@@ -318,7 +337,11 @@ def to_data(model: XmlModel) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fb in b.fields:
         value = getattr(model, fb.name)
-        if value is None or (fb.kind == "attribute" and value == fb.default) or (fb.kind == "flag" and not value):
+        if (
+            value is None
+            or (fb.kind == "attribute" and value == fb.default)
+            or (fb.kind == "flag" and not value)
+        ):
             continue
         if fb.kind in ("attribute", "flag"):
             out[fb.name] = value

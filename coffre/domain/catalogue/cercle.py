@@ -171,7 +171,11 @@ def free_text_motif(allowed: tuple[str, ...]) -> Any:
         if not text:
             return data
         info = data.get("Info")
-        return {**data, "Motif": "Autre", "Info": text if not isinstance(info, str) or not info else f"{text} | {info}"}
+        return {
+            **data,
+            "Motif": "Autre",
+            "Info": text if not isinstance(info, str) or not info else f"{text} | {info}",
+        }
 
     return model_validator(mode="before")(classmethod(normalize))  # type: ignore[arg-type]
 

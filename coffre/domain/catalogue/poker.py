@@ -92,7 +92,11 @@ VARIANTS: dict[str, Variant] = {
         Variant("7SHL", "7 Card Stud High Limit", _STUD_ROUNDS),
         Variant("7SJL", "7 Card Stud High/Low Limit", _STUD_ROUNDS),
         Variant("7SLL", "7 Card Stud Razz Limit", _STUD_ROUNDS),
-        Variant("2T7TD", "Triple Draw deuce to seven Lowball Limit", ("bet", "pre-draw", "1st draw", "2nd draw", "3rd draw", "reveal")),
+        Variant(
+            "2T7TD",
+            "Triple Draw deuce to seven Lowball Limit",
+            ("bet", "pre-draw", "1st draw", "2nd draw", "3rd draw", "reveal"),
+        ),
     )
 }
 """The variants of annex 1.3.6.d.5, under the codes the schema's ``canonical`` type allows."""
@@ -111,8 +115,10 @@ def normalize_regle(value: Any) -> str:
         code = "O" + code[1:]
     if code not in VARIANTS:
         raise fail(
-            ReasonCode.UNKNOWN_REGLE, "Regle {value!r} is not a variant of annex 1.3.6.d.5 ({known})",
-            value=value, known=", ".join(VARIANTS),
+            ReasonCode.UNKNOWN_REGLE,
+            "Regle '{value}' is not a variant of annex 1.3.6.d.5 ({known})",
+            value=value,
+            known=", ".join(VARIANTS),
         )
     return code
 
@@ -167,7 +173,11 @@ class Player(XmlModel):
 
 def _at_least_two(players: list[Player]) -> list[Player]:
     if len(players) < 2:
-        raise fail(ReasonCode.TOO_FEW_PARTICIPANTS, "a synthesis POJEU needs at least two participants, has {n}", n=len(players))
+        raise fail(
+            ReasonCode.TOO_FEW_PARTICIPANTS,
+            "a synthesis POJEU needs at least two participants, has {n}",
+            n=len(players),
+        )
     return players
 
 
@@ -230,7 +240,11 @@ class Draw(_CardAction):
     @model_validator(mode="after")
     def _seat_unless_common(self) -> Draw:
         if self.Siege is None and not self.commune:
-            raise fail(ReasonCode.MISSING_SEAT, "a card that is not commune needs the Siege of its owner", path="Siege")
+            raise fail(
+                ReasonCode.MISSING_SEAT,
+                "a card that is not commune needs the Siege of its owner",
+                path="Siege",
+            )
         return self
 
 
@@ -283,7 +297,7 @@ def _unique_names(tours: list[Round]) -> list[Round]:
     seen: set[str] = set()
     for tour in tours:
         if tour.name in seen:
-            raise fail(ReasonCode.DUPLICATE_TOUR_NAME, "two Tour are named {name!r}", name=tour.name)
+            raise fail(ReasonCode.DUPLICATE_TOUR_NAME, "two Tour are named '{name}'", name=tour.name)
         seen.add(tour.name)
     return tours
 
