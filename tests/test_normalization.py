@@ -183,3 +183,9 @@ def test_json_with_annex_spellings_and_numbers():
 def test_ingest_assigned_idevt_replaces_the_inputs():
     event = normalize(POINSCRIT, id_evt=41)
     assert event.IDEvt == 41 and event.with_id_evt(42).IDEvt == 42
+
+
+def test_the_decisions_pochat_spelling_is_poachat():
+    raw = POINSCRIT.replace(b"POINSCRIT>", b"POCHAT>").replace(b"<Format>T /AS</Format>", b"")
+    event = normalize(raw)
+    assert event.xml_tag == "POACHAT" and canonical_bytes(event).startswith(b"<POACHAT>")

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .catalogue import EVENT_TYPES, Event
+from .catalogue import EVENT_ALIASES, EVENT_TYPES, Event
 from .codec import DEFAULT_LIMITS, Limits, parse_json, parse_xml, sniff
 from .errors import Problem, ReasonCode, Rejected
 from .xmlmodel import element_to_data, loc_to_path
@@ -83,7 +83,7 @@ def _read(raw: bytes, limits: Limits) -> tuple[str, type[Event], dict[str, Any],
 
 
 def _event_type(tag: Any) -> type[Event]:
-    model = EVENT_TYPES.get(tag) if isinstance(tag, str) else None
+    model = EVENT_TYPES.get(EVENT_ALIASES.get(tag, tag)) if isinstance(tag, str) else None
     if model is None:
         raise Rejected(
             [Problem(ReasonCode.UNKNOWN_EVENT, f"/{tag}", f"'{tag}' is not an event of the schema set")]

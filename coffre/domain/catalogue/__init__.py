@@ -5,7 +5,7 @@ Importing this package imports every family, which registers its events in
 """
 
 from . import poker  # noqa: F401  (registers the PO family)
-from .base import EVENT_TYPES, Event
+from .base import EVENT_ALIASES, EVENT_TYPES, Event
 
 FAMILIES = ("PO",)
 
@@ -18,4 +18,4 @@ def families() -> dict[str, list[str]]:
     return out
 
 
-__all__ = ["EVENT_TYPES", "FAMILIES", "Event", "families"]
+__all__ = ["EVENT_ALIASES", "EVENT_TYPES", "FAMILIES", "Event", "families"]

@@ -9,6 +9,9 @@ from ..xmlmodel import XmlModel
 EVENT_TYPES: dict[str, type[Event]] = {}
 """Root element name -> model, filled as the family modules are imported."""
 
+EVENT_ALIASES: dict[str, str] = {}
+"""Other root names the regulator's texts use for an event -> the schema's name."""
+
 
 class Event(XmlModel):
     """A root event. Every family names the header fields the same way (IDOper, IDCoffre,

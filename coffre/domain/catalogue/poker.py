@@ -30,6 +30,7 @@ from ..types import (
     fail,
 )
 from ..xmlmodel import ATTRIBUTE, AttributeSwitch, XmlModel, spelled
+from .base import EVENT_ALIASES
 from .cercle import Cancel, CercleAnonymous, Final, Register, Special
 
 # --------------------------------------------------------------------------- cards (1.3.6.d.3)
@@ -321,6 +322,9 @@ class POACHAT(Special):
 
     family: ClassVar[str] = "PO"
     xml_tag: ClassVar[str] = "POACHAT"
+
+
+EVENT_ALIASES["POCHAT"] = "POACHAT"  # decision 2016-064, article 2's table of types
 
 
 class POGAIN(Special):
