@@ -205,3 +205,8 @@ def test_reason_codes_are_documented():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "reason-codes.md").read_text(encoding="utf-8")
     missing = [code.value for code in ReasonCode if f"`{code.value}`" not in doc]
     assert missing == []
+
+
+def test_a_substitution_group_name_is_not_an_element():
+    raw = pojeu().replace(b"<Fold><Siege>1</Siege></Fold>", b"<Action><Siege>1</Siege></Action>")
+    assert only(rejected(raw)) == ("UNEXPECTED_ELEMENT", "/POJEU/Jeu/Tour[2]/Action")

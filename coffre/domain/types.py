@@ -281,6 +281,15 @@ def _parse_xs_datetime(text: str) -> datetime | None:
     return (local + extra).astimezone(UTC)
 
 
+def _checked_compact(text: str, fmt: str, what: str) -> str:
+    """A date already in its compact form, kept as is once checked to be a real date."""
+    try:
+        datetime.strptime(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y"))
+    except ValueError as exc:
+        raise fail(ReasonCode.INVALID_DATE, "'{value}' is not a real {what}", value=text, what=what) from exc
+    return text
+
+
 def _datetime_type(digits: int, fmt: str, what: str) -> Any:
     """A schema date in the compact UTC ``aammjj…`` form of ``digits`` digits."""
 
@@ -290,13 +299,7 @@ def _datetime_type(digits: int, fmt: str, what: str) -> Any:
         else:
             text = _text(value).strip()
             if len(text) == digits and text.isdigit():
-                try:
-                    datetime.strptime(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y"))
-                except ValueError as exc:
-                    raise fail(
-                        ReasonCode.INVALID_DATE, "'{value}' is not a real {what}", value=text, what=what
-                    ) from exc
-                return text
+                return _checked_compact(text, fmt, what)
             moment = _parse_xs_datetime(text)
             if moment is None:
                 raise fail(
@@ -330,13 +333,7 @@ def _date_type(digits: int, fmt: str, what: str) -> Any:
         else:
             text = _text(value).strip()
             if len(text) == digits and text.isdigit():
-                try:
-                    datetime.strptime(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y"))
-                except ValueError as exc:
-                    raise fail(
-                        ReasonCode.INVALID_DATE, "'{value}' is not a real {what}", value=text, what=what
-                    ) from exc
-                return text
+                return _checked_compact(text, fmt, what)
             m = _XS_DATE.fullmatch(text)
             if not m:
                 raise fail(

@@ -166,11 +166,14 @@ def binding(cls: type[XmlModel]) -> ModelBinding:
     by_key: dict[str, FieldBinding] = {}
     for fb in fields:
         by_key[fb.name] = fb
+        if fb.members is not None:  # a substitution group: its members' tags, never its own name
+            for tag in fb.members:
+                by_xml_name[tag] = fb
+            continue
         for n in fb.xml_names:
-            by_xml_name[n] = fb
             by_key[n] = fb
-        for tag in fb.members or ():
-            by_xml_name[tag] = fb
+            if fb.kind != "text":  # text content is never a child element
+                by_xml_name[n] = fb
     text_fields = [fb.name for fb in fields if fb.kind == "text"]
     if len(text_fields) > 1:
         raise TypeError(f"{cls.__name__} has more than one TEXT field")
@@ -247,6 +250,8 @@ def loc_to_path(cls: type[XmlModel], root: str, loc: tuple[Any, ...], data: Any)
         fb = binding(current).by_key.get(str(key)) if isinstance(key, str) else None
         if fb is None:
             parts.append(f"/{key}")
+            break
+        if fb.kind == "text":
             break
         value = data.get(key) if isinstance(data, dict) else None
         if fb.kind == "attribute":

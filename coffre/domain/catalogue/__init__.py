@@ -4,10 +4,11 @@ Importing this package imports every family, which registers its events in
 :data:`EVENT_TYPES` (root element name -> model).
 """
 
-from . import poker  # noqa: F401  (registers the PO family)
+from . import betting, cj, fantasy, lottery, money, pdv, poker  # noqa: F401  (each registers its events)
 from .base import EVENT_ALIASES, EVENT_TYPES, Event
 
-FAMILIES = ("PO",)
+FAMILIES = ("PO", "CJ", "PASP", "PAHI", "LOTI", "LOJI", "FA", "MO", "PDV")
+"""The root schemas of the set, one per family (``PO`` -> ``PO.xsd``)."""
 
 
 def families() -> dict[str, list[str]]:

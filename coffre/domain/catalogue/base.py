@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, Self
 
+from ..errors import ReasonCode
+from ..types import fail
 from ..xmlmodel import XmlModel
 
 EVENT_TYPES: dict[str, type[Event]] = {}
@@ -49,3 +52,23 @@ class Event(XmlModel):
         if id_evt < 0:
             raise ValueError("IDEvt is a non-negative integer")
         return self.model_copy(update={"IDEvt": id_evt})
+
+
+def complete_groups(model: XmlModel, groups: Sequence[Sequence[str]]) -> int:
+    """How many of ``groups`` are present, each being all-or-nothing (an optional
+    xs:sequence of elements, such as SoldeAvant/SoldeMouvement/SoldeApres); a partial
+    group is refused with INCOMPLETE_GROUP at its first missing element."""
+    present_groups = 0
+    for group in groups:
+        present = [name for name in group if getattr(model, name) is not None]
+        if present and len(present) < len(group):
+            missing = next(name for name in group if getattr(model, name) is None)
+            raise fail(
+                ReasonCode.INCOMPLETE_GROUP,
+                "{missing} is required with {present}",
+                missing=missing,
+                present=", ".join(present),
+                path=missing,
+            )
+        present_groups += bool(present)
+    return present_groups

@@ -28,7 +28,7 @@ from ..types import (
     fail,
 )
 from ..xmlmodel import AttributeSwitch, FlagField, XmlModel, spelled
-from .base import Event
+from .base import Event, complete_groups
 
 
 class CercleAnonymous(Event):
@@ -77,20 +77,7 @@ class FinanceOld(XmlModel):
 
     @model_validator(mode="after")
     def _finance_groups_complete(self) -> Any:
-        present_groups = 0
-        for group in self._FINANCE_GROUPS:
-            present = [name for name in group if getattr(self, name) is not None]
-            if present and len(present) < len(group):
-                missing = next(name for name in group if getattr(self, name) is None)
-                raise fail(
-                    ReasonCode.INCOMPLETE_GROUP,
-                    "{missing} is required with {present}",
-                    missing=missing,
-                    present=", ".join(present),
-                    path=missing,
-                )
-            present_groups += bool(present)
-        if not present_groups:
+        if not complete_groups(self, self._FINANCE_GROUPS):
             raise fail(
                 ReasonCode.MISSING_ELEMENT,
                 "a financial movement is required: SoldeAvant/SoldeMouvement/SoldeApres or the Bonus group",

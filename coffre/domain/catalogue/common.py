@@ -18,7 +18,7 @@ from ..types import (
     fr_string,
     pattern_type,
 )
-from ..xmlmodel import FlagField, spelled
+from ..xmlmodel import FlagField, XmlModel, spelled
 from .base import Event
 
 # Common.xsd simple types -------------------------------------------------------------
@@ -34,7 +34,7 @@ Canonique = pattern_type(r"[0-9A-Z' -]*", what="canonique code")
 Code = pattern_type(r"[#0-9A-Z-]*", what="code")
 Reference2 = pattern_type(r"[a-zA-Z0-9._/#-]+", ReasonCode.INVALID_REFERENCE, what="reference")
 Postal = pattern_type(
-    r"(([0-8][0-9AB])|(9[0-9AB]|99))[0-9]{3}", what="postal code", token=False, min_length=5, max_length=5
+    r"(([0-8][0-9AB])|(9[0-9AB]|99))[0-9]{3}", what="postal code", min_length=5, max_length=5
 )
 
 
@@ -47,14 +47,7 @@ class AnonymousHeader(Event):
     IDCoffre: NonNegInt
 
 
-class PlayerHeader(Event):
-    """The player-event header of Common.xsd families, in their schema order.
-
-    ``IPJoueur`` here is Common.xsd's ``IP`` type, whose IPv6 form has all eight groups
-    (no ``::``): IPv6 addresses are emitted in that full, lower-case form.
-    ``supervision="true"`` (the annex's attribute) is accepted for ``<Supervision/>``.
-    """
-
+class _PlayerIdentity(Event):
     IDOper: OpId
     DateEvt: DateTime12
     IDEvt: NonNegInt
@@ -62,6 +55,28 @@ class PlayerHeader(Event):
     HashJoueur: Sha1
     IDSession: String256
     IPJoueur: IPFull | None = None
+
+
+class _PointOfSale(XmlModel):
     IDPointDeVente: String64 | None = None
+
+
+class _CoffreAndSupervision(XmlModel):
     IDCoffre: NonNegInt
     Supervision: FlagField = spelled("Supervision", "supervision", default=False)
+
+
+class PlayerHeader(_CoffreAndSupervision, _PointOfSale, _PlayerIdentity):
+    """The player-event header of Common.xsd families, in their schema order: IDOper,
+    DateEvt, IDEvt, IDJoueur, HashJoueur, IDSession, IPJoueur?, IDPointDeVente?,
+    IDCoffre, Supervision?.
+
+    ``IPJoueur`` here is Common.xsd's ``IP`` type, whose IPv6 form has all eight groups
+    (no ``::``): IPv6 addresses are emitted in that full, lower-case form.
+    ``supervision="true"`` (the annex's attribute) is accepted for ``<Supervision/>``.
+    """
+
+
+class PlayerHeaderWithoutPointDeVente(_CoffreAndSupervision, _PlayerIdentity):
+    """The same header without ``IDPointDeVente`` (PREFCPTE, OKCONDGENE): the schema has
+    no place for it there, so one sent is refused (UNEXPECTED_ELEMENT)."""

@@ -1,0 +1,49 @@
+"""The documentation's examples and lists are true: they are checked against the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from coffre.domain.catalogue import EVENT_TYPES
+from coffre.domain.codec import canonical_bytes
+from coffre.domain.normalize import normalize
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+CONTRACT = (DOCS / "input-contract.md").read_text(encoding="utf-8")
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", CONTRACT, re.DOTALL)
+
+
+def test_the_xml_example_is_recorded_as_documented():
+    given, recorded = blocks("xml")
+    assert canonical_bytes(normalize(given.encode(), id_evt=1)) == recorded.strip().encode()
+
+
+def test_the_json_example_normalizes():
+    (example,) = blocks("json")
+    event = normalize(example.encode())
+    assert event.xml_tag == "POJEU" and event.Participants.Joueur[0].Pays == "FR"
+
+
+def test_the_documented_event_list_is_the_catalogue():
+    table = CONTRACT.split("## Which events", 1)[1].split("## XML", 1)[0]
+    documented = set(re.findall(r"\b[A-Z]{4,}\b", table)) - {
+        "PO",
+        "CJ",
+        "PASP",
+        "PAHI",
+        "LOTI",
+        "LOJI",
+        "FA",
+        "MO",
+        "PDV",
+        "ARJEL",
+        "UNKNOWN_EVENT",
+        "POCAVE",
+        "POPARTIE",
+        "POEVERS",
+    }
+    assert documented == set(EVENT_TYPES)
