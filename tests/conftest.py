@@ -3,16 +3,25 @@ or ``../shared/arjel-reference``; tests that need it skip cleanly when it is abs
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from coffre.domain.codec import canonical_bytes, split_documents
 from coffre.domain.normalize import normalize
 from coffre.domain.schema import SchemaSet, default_reference_dir
 
+# CI runs the property tests derandomized (the same examples every run: a red CI is a
+# real regression, never luck); locally they explore anew each run. HYPOTHESIS_PROFILE=deep
+# explores 20 times more.
+settings.register_profile("dev", max_examples=250, deadline=None)
+settings.register_profile("ci", max_examples=250, deadline=None, derandomize=True, print_blob=True)
+settings.register_profile("deep", max_examples=5000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
 REFERENCE = default_reference_dir()
-ANNEX_ENV = "COFFRE_DET_ANNEX"
 
 
 def reference_or_skip() -> Path:

@@ -189,3 +189,13 @@ def test_the_decisions_pochat_spelling_is_poachat():
     raw = POINSCRIT.replace(b"POINSCRIT>", b"POCHAT>").replace(b"<Format>T /AS</Format>", b"")
     event = normalize(raw)
     assert event.xml_tag == "POACHAT" and canonical_bytes(event).startswith(b"<POACHAT>")
+
+
+def test_annex_typo_slege_and_retransmission_element():
+    raw = pojeu().replace(b"<Siege>2</Siege><Inscription>", b"<Slege>2</Slege><Inscription>")
+    raw = raw.replace(
+        b"<IDOper>0099</IDOper><IDCoffre>", b"<IDOper>0099</IDOper><Retransmission/><IDCoffre>", 1
+    )
+    event = normalize(raw)
+    assert event.Participants.Joueur[1].Siege == 2 and event.retransmission
+    assert canonical_bytes(event).startswith(b'<POJEU retransmission="true">')

@@ -210,3 +210,24 @@ def test_reason_codes_are_documented():
 def test_a_substitution_group_name_is_not_an_element():
     raw = pojeu().replace(b"<Fold><Siege>1</Siege></Fold>", b"<Action><Siege>1</Siege></Action>")
     assert only(rejected(raw)) == ("UNEXPECTED_ELEMENT", "/POJEU/Jeu/Tour[2]/Action")
+
+
+def test_description_and_motif_are_exclusive_in_poachat():
+    raw = POINSCRIT.replace(b"POINSCRIT>", b"POACHAT>").replace(
+        b"<Format>T /AS</Format>", b"<Motif>x</Motif>"
+    )
+    assert only(rejected(raw)) == ("CHOICE_CONFLICT", "/POACHAT/Motif")
+
+
+def test_retransmission_has_no_place_in_a_common_xsd_event():
+    from coffre.domain.codec import canonical_bytes
+
+    from conftest import sample_files
+
+    files = [f for f in sample_files("CJ") if f.name == "CPTEALIM.xml"]
+    if not files:
+        pytest.skip("no CJ samples")
+    raw = canonical_bytes(normalize(files[0].read_bytes())).replace(
+        b"<CPTEALIM>", b'<CPTEALIM retransmission="true">'
+    )
+    assert only(rejected(raw)) == ("UNEXPECTED_ATTRIBUTE", "/CPTEALIM/@retransmission")

@@ -21,6 +21,7 @@ class ReasonCode(StrEnum):
     DTD_FORBIDDEN = "DTD_FORBIDDEN"
     DUPLICATE_KEY = "DUPLICATE_KEY"
     UNKNOWN_EVENT = "UNKNOWN_EVENT"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
     # -- structure --------------------------------------------------------------------
     MISSING_ELEMENT = "MISSING_ELEMENT"
     UNEXPECTED_ELEMENT = "UNEXPECTED_ELEMENT"
