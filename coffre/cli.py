@@ -86,6 +86,119 @@ def cmd_annex_examples(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup_logging(level: str) -> None:
+    import logging
+
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format='{"time":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","message":"%(message)s"}',
+    )
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    """``coffre ingest|vault|acquittal``: one service, configured by COFFRE_* variables."""
+    from .config import load_settings
+
+    settings = load_settings()
+    _setup_logging(settings.log_level)
+    if args.command == "ingest":
+        from coffre_ingest.app import run
+    elif args.command == "vault":
+        from coffre_vault.service import run
+    else:
+        from coffre_acquittal.service import run
+    run(settings)
+    return 0
+
+
+def _describe(label: str, outcome: object) -> str:
+    from .client import Outcome
+
+    assert isinstance(outcome, Outcome)
+    if outcome.acquittal and outcome.status == "recorded":
+        a = outcome.acquittal
+        return f"{label}: {a.event_type} recorded, acquitted: IDOper {a.id_oper} IDCoffre {a.id_coffre} IDEvt {a.id_evt} chain {a.chain_hash}"
+    if outcome.acquittal:
+        reasons = "; ".join(f"{r['code']} {r['path']}" for r in outcome.acquittal.reasons or [])
+        return f"{label}: rejected: {reasons}"
+    r = outcome.receipt
+    assert r is not None
+    why = "synthesis event" if not r.supervised else "Supervision"
+    return f"{label}: {r.event_type} recorded without acquittal ({why}): IDOper {r.id_oper} IDCoffre {r.id_coffre} IDEvt {r.id_evt} chain {r.chain_hash}"
+
+
+async def _submit_all(
+    bootstrap: str, settings: object, items: list[tuple[str, bytes]], timeout: float
+) -> int:
+    from .client import CoffreClient
+
+    failures = 0
+    async with CoffreClient(bootstrap, settings.topics, settings.synthesis_events) as client:  # type: ignore[attr-defined]
+        for label, raw in items:
+            try:
+                outcome = await client.submit(raw, timeout=timeout)
+            except TimeoutError:
+                print(f"{label}: no outcome within {timeout:.0f}s", flush=True)
+                failures += 1
+                continue
+            print(_describe(label, outcome), flush=True)
+            failures += outcome.status == "rejected"
+    return failures
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Publish events and print each acquittal or rejection; exit 0 only if all were recorded."""
+    import asyncio
+
+    from .config import load_settings
+
+    settings = load_settings(**({"bootstrap_servers": args.bootstrap} if args.bootstrap else {}))
+    items = list(_inputs(args.files))
+    failures = asyncio.run(_submit_all(settings.bootstrap_servers, settings, items, args.timeout))
+    return 0 if failures == 0 and items else 1
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """The whole stack on this machine (embedded broker unless --bootstrap)."""
+    import asyncio
+    import signal
+    import threading
+
+    from .config import load_settings
+    from .stack import Stack
+
+    overrides = {"data_dir": args.data} if args.data else {}
+    settings = load_settings(**overrides)
+    stack = Stack(settings, bootstrap=args.bootstrap)
+    bootstrap = stack.start()
+    print(
+        f"coffre is up: Kafka at {bootstrap}, topics {settings.topic_prefix}*, data in {settings.data_dir}",
+        flush=True,
+    )
+    print(f"logs: {settings.data_dir}/logs/{{broker,ingest,vault,acquittal}}.log", flush=True)
+    failures = 0
+    try:
+        if args.demo:
+            from .domain.annex import annex_examples
+
+            examples = [(f"annex 1.4.3.{letter}", raw) for letter, raw in annex_examples(args.annex).items()]
+            failures = asyncio.run(_submit_all(bootstrap, settings, examples, timeout=90.0))
+        if not args.once:
+            print("running; Ctrl-C or SIGTERM stops it", flush=True)
+            done = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: done.set())
+            signal.signal(signal.SIGINT, lambda *_: done.set())
+            while not done.wait(1.0):
+                for name, child in stack.children.items():
+                    if child.poll() is not None:
+                        print(f"{name} exited with {child.returncode}; restarting it", flush=True)
+                        stack.spawn(name)
+    finally:
+        codes = stack.stop()
+        print(f"stopped: {codes}", flush=True)
+    return 0 if failures == 0 else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="coffre", description="coffre-fort for French licensed gambling operators"
@@ -112,6 +225,36 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("catalogue", help="list the event types coffre accepts")
     p.add_argument("--fields", action="store_true", help="also list each event's elements in schema order")
     p.set_defaults(func=cmd_catalogue)
+
+    for name, text in (
+        ("ingest", "run the ingest service (COFFRE_* variables configure it)"),
+        ("vault", "run the vault service"),
+        ("acquittal", "run the acquittal service"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.set_defaults(func=cmd_service)
+
+    p = sub.add_parser("up", help="the whole stack on this machine: embedded Kafka, ingest, vault, acquittal")
+    p.add_argument(
+        "--bootstrap", default=None, metavar="HOST:PORT", help="use this Kafka instead of the embedded broker"
+    )
+    p.add_argument(
+        "--demo", action="store_true", help="publish the annex 1.4.3 examples and print each outcome"
+    )
+    p.add_argument("--once", action="store_true", help="exit after the demo instead of running on")
+    p.add_argument("--data", default=None, help="data folder (default: $COFFRE_DATA_DIR or var)")
+    p.add_argument(
+        "--annex", default=None, help="the annex Markdown (default: $COFFRE_DET_ANNEX or ../shared/spec/…)"
+    )
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("publish", help="publish events and print each acquittal or rejection")
+    p.add_argument("files", nargs="+", help="event files or folders (XML or JSON)")
+    p.add_argument(
+        "--bootstrap", default=None, metavar="HOST:PORT", help="Kafka (default: $COFFRE_BOOTSTRAP_SERVERS)"
+    )
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each outcome")
+    p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("annex-examples", help="extract the annex 1.4.3 example events into a folder")
     p.add_argument(

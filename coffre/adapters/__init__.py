@@ -1,0 +1,1 @@
+"""Adapters: the outside world (files, Kafka, the broker) behind small interfaces."""

@@ -1,0 +1,253 @@
+"""Kafka plumbing shared by the services: client tuning, topic creation, reading a topic to its end.
+
+Written for aiokafka against both Apache Kafka and the embedded Tansu broker
+(:mod:`coffre.adapters.broker`). What Tansu 0.6.0 does differently, and how this module copes:
+
+* No idempotent or transactional producers (InitProducerId fails): ``enable_idempotence=False``.
+* ``end_offsets()`` can under-report when the last batch holds several records, so
+  :func:`drain` reads until a fetch returns nothing for ``idle_ms`` instead of trusting it.
+* A metadata request naming a missing topic creates it with 4 partitions (auto-creation), so
+  this module only ever asks for *all* topics and filters, and creates topics explicitly.
+* A consumer-group join waits about half the session timeout, hence the short session timeout.
+* Tansu numbers a group's first generation 0 (Kafka starts at 1) and aiokafka sends LeaveGroup
+  only for generation > 0: the first member of a fresh group leaves silently and the next
+  consumer of that group waits for its session to expire (~11 s instead of ~3 s). Stop
+  consumers with :func:`stop_consumer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.conn import create_conn
+from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.protocol.group import LeaveGroupRequest
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.structs import ConsumerRecord
+
+__all__ = [
+    "CONSUMER_TUNING",
+    "PRODUCER_TUNING",
+    "TopicMismatchError",
+    "drain",
+    "ensure_topics",
+    "kafka_available",
+    "partitions_for",
+    "stop_consumer",
+]
+
+#: aiokafka consumer keyword arguments for latency on these brokers. Offsets are committed by the
+#: caller, after its own durable write; a fresh group starts at the beginning of the topic.
+CONSUMER_TUNING: dict[str, Any] = {
+    "fetch_max_wait_ms": 5,
+    "fetch_min_bytes": 1,
+    "session_timeout_ms": 6000,
+    "heartbeat_interval_ms": 1000,
+    "enable_auto_commit": False,
+    "auto_offset_reset": "earliest",
+    "max_poll_records": 500,
+}
+
+#: aiokafka producer keyword arguments: every write acknowledged by all in-sync replicas, a
+#: millisecond of batching, no idempotence (Tansu cannot: InitProducerId fails there).
+PRODUCER_TUNING: dict[str, Any] = {
+    "acks": "all",
+    "linger_ms": 1,
+    "enable_idempotence": False,
+    "max_batch_size": 256 * 1024,
+}
+
+_ADMIN_TIMEOUT_MS = 10_000
+
+
+class TopicMismatchError(RuntimeError):
+    """A topic exists with another partition count than the one asked for."""
+
+
+async def _all_topics(admin: AIOKafkaAdminClient) -> dict[str, dict[str, Any]]:
+    # describe_topics(None) asks for *all* topics: naming one would auto-create it on Tansu.
+    return {t["topic"]: t for t in await admin.describe_topics(None)}
+
+
+def _ready(description: dict[str, Any] | None, partitions: int) -> bool:
+    if description is None or description.get("error_code", 0) != 0:
+        return False
+    parts = description.get("partitions", [])
+    return len(parts) == partitions and all(p["error_code"] == 0 and p["leader"] >= 0 for p in parts)
+
+
+async def _admin(bootstrap: str) -> AIOKafkaAdminClient:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_ADMIN_TIMEOUT_MS)
+    await admin.start()
+    return admin
+
+
+async def ensure_topics(
+    bootstrap: str, topics: Mapping[str, int], timeout: float = 30.0, *, replication: int = 1
+) -> None:
+    """Create every missing topic with exactly its partition count, then wait until metadata shows them.
+
+    "Already exists" is fine (another process may create the same topic concurrently); an existing
+    topic with a different partition count raises :class:`TopicMismatchError`. Never relies on
+    the broker's auto-creation.
+    """
+    for name, count in topics.items():
+        if not name or not isinstance(count, int) or count < 1:
+            raise ValueError(f"topic {name!r}: a non-empty name and a partition count >= 1 are needed")
+    if not topics:
+        return
+    deadline = time.monotonic() + timeout
+    admin = await _admin(bootstrap)
+    try:
+        existing = await _all_topics(admin)
+        missing = [NewTopic(n, c, replication) for n, c in topics.items() if n not in existing]
+        if missing:
+            response = await admin.create_topics(missing, timeout_ms=_ADMIN_TIMEOUT_MS)
+            for entry in response.topic_errors:
+                name, code = entry[0], entry[1]
+                if code == 0 or code == TopicAlreadyExistsError.errno:
+                    continue
+                message = entry[2] if len(entry) > 2 else ""
+                raise RuntimeError(f"could not create topic {name!r}: error {code} {message or ''}".strip())
+        while True:
+            described = await _all_topics(admin)
+            for name, count in topics.items():
+                found = described.get(name)
+                if found is not None and found.get("error_code", 0) == 0:
+                    have = len(found.get("partitions", []))
+                    if have and have != count:
+                        raise TopicMismatchError(f"topic {name!r} has {have} partitions, not {count}")
+            if all(_ready(described.get(n), c) for n, c in topics.items()):
+                return
+            if time.monotonic() >= deadline:
+                pending = sorted(n for n, c in topics.items() if not _ready(described.get(n), c))
+                raise TimeoutError(f"topics not ready after {timeout}s: {pending}")
+            await asyncio.sleep(0.05)
+    finally:
+        await admin.close()
+
+
+async def partitions_for(bootstrap: str, topic: str) -> int:
+    """The partition count of ``topic`` (never creates it); ``KeyError`` if it does not exist."""
+    admin = await _admin(bootstrap)
+    try:
+        found = (await _all_topics(admin)).get(topic)
+    finally:
+        await admin.close()
+    if found is None or found.get("error_code", 0) != 0:
+        raise KeyError(f"no topic {topic!r} on {bootstrap}")
+    return len(found["partitions"])
+
+
+async def drain(
+    bootstrap: str, topic: str, *, idle_ms: int = 500, group_id: str | None = None
+) -> list[ConsumerRecord]:
+    """Every record of ``topic`` from the beginning, until a fetch has returned nothing for ``idle_ms``.
+
+    Partitions are assigned by hand (no group join, nothing committed; ``group_id`` only names
+    the reading consumer). Records come back partition by partition, each in offset order.
+    ``end_offsets()`` serves only as a lower bound: on Tansu it can under-report. ``KeyError``
+    when the topic does not exist (it is never created).
+    """
+    count = await partitions_for(bootstrap, topic)
+    tps = [TopicPartition(topic, p) for p in range(count)]
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        **{**CONSUMER_TUNING, "max_poll_records": 10_000},
+    )
+    await consumer.start()
+    records: dict[int, list[ConsumerRecord]] = {p: [] for p in range(count)}
+    try:
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        floor = await consumer.end_offsets(tps)
+        # If the floor is never reached (it should be), give up after a bounded wait.
+        give_up = time.monotonic() + max(10.0, 20 * idle_ms / 1000)
+        while True:
+            batch = await consumer.getmany(*tps, timeout_ms=idle_ms)
+            if batch:
+                for tp, recs in batch.items():
+                    records[tp.partition].extend(recs)
+                continue
+            reached = True
+            for tp in tps:
+                if await consumer.position(tp) < floor[tp]:
+                    reached = False
+                    break
+            if reached or time.monotonic() >= give_up:
+                break
+    finally:
+        await consumer.stop()
+    return [r for p in range(count) for r in records[p]]
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """``consumer.stop()``, leaving its group even at generation 0.
+
+    aiokafka skips LeaveGroup at generation 0, the first generation on Tansu, which leaves a
+    ghost member the group's next consumer waits on until its session expires. Changes nothing
+    on Apache Kafka (first generation 1). Best effort, through aiokafka internals when present:
+    the LeaveGroup is sent at the point aiokafka sends its own (heartbeat stopped, final
+    commits done).
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    original = getattr(coordinator, "_maybe_leave_group", None)
+    if coordinator is not None and original is not None:
+
+        async def leave_group() -> None:
+            if (
+                getattr(coordinator, "generation", None) == 0
+                and getattr(coordinator, "member_id", None)
+                and getattr(coordinator, "_group_instance_id", None) is None
+            ):
+                with contextlib.suppress(Exception):
+                    request = LeaveGroupRequest(coordinator.group_id, coordinator.member_id)
+                    async with asyncio.timeout(5):
+                        await coordinator._send_req(request)
+            await original()
+
+        coordinator._maybe_leave_group = leave_group
+    await consumer.stop()
+
+
+async def _metadata_ok(bootstrap: str, timeout: float) -> bool:
+    host, _, port = bootstrap.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    conn = None
+    try:
+        async with asyncio.timeout(timeout):
+            conn = await create_conn(host, int(port), request_timeout_ms=int(timeout * 1000))
+            response = await conn.send(MetadataRequest([]))
+            return len(response.brokers) > 0
+    except Exception:
+        return False
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def kafka_available(bootstrap: str, timeout: float = 3.0) -> bool:
+    """Whether a Kafka metadata request to the first bootstrap address succeeds within ``timeout``.
+
+    Synchronous and safe to call from inside a running event loop (it uses its own, in a thread).
+    """
+    first = bootstrap.split(",")[0].strip()
+    if not first or ":" not in first:
+        return False
+    result: list[bool] = [False]
+
+    def run() -> None:
+        result[0] = asyncio.run(_metadata_ok(first, timeout))
+
+    thread = threading.Thread(target=run, name="kafka-available", daemon=True)
+    thread.start()
+    thread.join(timeout + 1.0)
+    return result[0]

@@ -1,0 +1,168 @@
+"""A small client for operator platforms: publish an event, ``await`` its outcome.
+
+    async with CoffreClient("kafka:9092") as client:
+        outcome = await client.submit(event_bytes)          # publish and wait
+        if outcome.status == "recorded": ...                 # the player may be told
+
+The outcome is the acquittal (``recorded`` or ``rejected``), or for an event that gets
+no acquittal (a synthesis event such as POJEU, or one carrying ``Supervision``) the
+vault's receipt (``recorded-without-acquittal``). The client normalizes the event
+locally only to know which of the two to wait for; ingest remains the judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from .adapters.kafka import PRODUCER_TUNING
+from .config import Topics
+from .domain.errors import Rejected
+from .domain.messages import CORRELATION_ID, SOURCE_ID, Acquittal, Receipt, header
+from .domain.normalize import normalize
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: str  # "recorded" | "rejected" | "recorded-without-acquittal"
+    correlation_id: str
+    acquittal: Acquittal | None = None
+    receipt: Receipt | None = None
+
+
+class CoffreClient:
+    def __init__(
+        self, bootstrap: str, topics: Topics | None = None, synthesis_events: set[str] | None = None
+    ):
+        from .config import Settings
+
+        self.bootstrap = bootstrap
+        self.topics = topics or Settings(bootstrap_servers=bootstrap).topics
+        self.synthesis_events = synthesis_events if synthesis_events is not None else {"POJEU"}
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._waiting: dict[str, tuple[asyncio.Future[Outcome], bool]] = {}
+        self._early: dict[str, Outcome] = {}
+
+    async def start(self) -> None:
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, **PRODUCER_TUNING)
+        await self._producer.start()
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5
+        )
+        await self._consumer.start()
+        partitions = []
+        for topic in (self.topics.acquittals, self.topics.receipts):
+            found: set[int] | None = None
+            for _ in range(100):  # the topic may be brand new: wait for its metadata
+                await self._consumer.topics()
+                found = self._consumer.partitions_for_topic(topic)
+                if found:
+                    break
+                await asyncio.sleep(0.1)
+            if not found:
+                raise RuntimeError(f"topic {topic} does not exist: is coffre running?")
+            partitions += [TopicPartition(topic, p) for p in sorted(found)]
+        self._consumer.assign(partitions)
+        await self._consumer.seek_to_end(*partitions)
+        self._reader = asyncio.create_task(self._read())
+
+    async def stop(self) -> None:
+        if self._reader:
+            self._reader.cancel()
+        if self._consumer:
+            await self._consumer.stop()
+        if self._producer:
+            await self._producer.stop()
+
+    async def __aenter__(self) -> CoffreClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def expects_acquittal(self, event: bytes) -> bool:
+        """True unless the event normalizes to a synthesis or supervised event."""
+        try:
+            normalized = normalize(event, id_evt=0)
+        except Rejected:
+            return True  # ingest will refuse it: a rejected acquittal comes
+        return normalized.xml_tag not in self.synthesis_events and not normalized.supervised
+
+    async def publish(
+        self, event: bytes, *, correlation_id: str | None = None, source_id: str | None = None
+    ) -> str:
+        assert self._producer, "start() the client first"
+        correlation_id = correlation_id or str(uuid.uuid4())
+        headers = [(CORRELATION_ID, correlation_id.encode())]
+        if source_id:
+            headers.append((SOURCE_ID, source_id.encode()))
+        await self._producer.send_and_wait(
+            self.topics.events_in, event, key=correlation_id.encode(), headers=headers
+        )
+        return correlation_id
+
+    async def submit(
+        self,
+        event: bytes,
+        *,
+        timeout: float = 30.0,
+        correlation_id: str | None = None,
+        source_id: str | None = None,
+    ) -> Outcome:
+        """Publish ``event`` and wait for its acquittal (or its receipt, when none is due)."""
+        correlation_id = correlation_id or str(uuid.uuid4())
+        future = self.expect(correlation_id, acquittal=self.expects_acquittal(event))
+        await self.publish(event, correlation_id=correlation_id, source_id=source_id)
+        return await asyncio.wait_for(future, timeout)
+
+    def expect(self, correlation_id: str, *, acquittal: bool = True) -> asyncio.Future[Outcome]:
+        """A future for the outcome of ``correlation_id`` (register before publishing)."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        early = self._early.pop(correlation_id, None)
+        if early and (early.acquittal or not acquittal):
+            future.set_result(early)
+        else:
+            self._waiting[correlation_id] = (future, acquittal)
+        return future
+
+    async def _read(self) -> None:
+        assert self._consumer
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=100)
+            for tp, records in batches.items():
+                for record in records:
+                    correlation_id = header(list(record.headers or ()), CORRELATION_ID)
+                    if not correlation_id:
+                        continue
+                    if tp.topic == self.topics.acquittals:
+                        a = Acquittal.decode(record.value)
+                        self._resolve(
+                            correlation_id, Outcome(a.status, correlation_id, acquittal=a), is_acquittal=True
+                        )
+                    else:
+                        r = Receipt.decode(record.value)
+                        self._resolve(
+                            correlation_id,
+                            Outcome("recorded-without-acquittal", correlation_id, receipt=r),
+                            is_acquittal=False,
+                        )
+
+    def _resolve(self, correlation_id: str, outcome: Outcome, *, is_acquittal: bool) -> None:
+        waiting = self._waiting.get(correlation_id)
+        if waiting is None:
+            if is_acquittal or correlation_id not in self._early:
+                self._early[correlation_id] = outcome
+                if len(self._early) > 100_000:
+                    self._early.pop(next(iter(self._early)))
+            return
+        future, wants_acquittal = waiting
+        if is_acquittal or not wants_acquittal:
+            del self._waiting[correlation_id]
+            if not future.done():
+                future.set_result(outcome)

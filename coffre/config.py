@@ -1,0 +1,84 @@
+"""Configuration from environment variables (``COFFRE_…``), validated at start-up.
+
+Every service reads the same :class:`Settings`; a bad value stops the process with a
+message naming the variable (see :func:`load_settings`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return {item.strip() for item in value.split(",") if item.strip()}
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    events_in: str
+    normalized: str
+    rejected: str
+    receipts: str
+    acquittals: str
+
+    def all(self) -> tuple[str, ...]:
+        return (self.events_in, self.normalized, self.rejected, self.receipts, self.acquittals)
+
+
+class Settings(BaseSettings):
+    """coffre's settings. Each field is the variable ``COFFRE_<NAME>`` (upper case)."""
+
+    model_config = SettingsConfigDict(env_prefix="COFFRE_", extra="ignore")
+
+    bootstrap_servers: str = Field(
+        "127.0.0.1:9092", description="Kafka bootstrap servers, host:port[,host:port]"
+    )
+    topic_prefix: str = Field("coffre.", description="prefix of every topic name")
+    partitions: int = Field(
+        6, ge=1, le=1000, description="partitions of each topic coffre creates at start-up"
+    )
+    replication_factor: int = Field(1, ge=1, description="replication of the topics coffre creates")
+    data_dir: Path = Field(
+        Path("var"), description="where ingest keeps its IDEvt store and the vault its journals"
+    )
+    synthesis_events: Annotated[set[str], NoDecode, BeforeValidator(_csv)] = Field(
+        default_factory=lambda: {"POJEU"},
+        description="event types recorded without acquittal (comma-separated); annex 1.3.6: POJEU",
+    )
+    late_after_seconds: float = Field(
+        2.0, gt=0, description="a record later than this after ingest is counted late"
+    )
+    max_event_bytes: int = Field(1024 * 1024, ge=1024, description="the largest input message accepted")
+    batch_max: int = Field(1000, ge=1, description="the most messages one service handles in one batch")
+    batch_wait_ms: int = Field(2, ge=0, description="how long a service waits to fill a batch")
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+
+    @property
+    def topics(self) -> Topics:
+        p = self.topic_prefix
+        return Topics(
+            f"{p}events.in", f"{p}events.normalized", f"{p}events.rejected", f"{p}receipts", f"{p}acquittals"
+        )
+
+    @property
+    def topic_partitions(self) -> dict[str, int]:
+        return dict.fromkeys(self.topics.all(), self.partitions)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The settings, or exit with one line per bad variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        for error in exc.errors():
+            name = "COFFRE_" + "_".join(str(part) for part in error["loc"][:1]).upper()
+            print(f"coffre: configuration error: {name}: {error['msg']}", file=sys.stderr)
+        raise SystemExit(2) from None

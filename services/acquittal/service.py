@@ -1,0 +1,179 @@
+"""The acquittal service: receipts and rejections in, acquittals out.
+
+It also reads the normalized events (their headers) to know which acquittable events are
+waiting for their record, so that late records are counted and reported even before
+their receipt arrives. The acquittal itself is built from the receipt alone: it can
+never precede the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, ensure_topics, stop_consumer
+from coffre.config import Settings
+from coffre.domain.messages import (
+    CORRELATION_ID,
+    EVENT_TYPE,
+    ID_COFFRE,
+    ID_EVT,
+    ID_OPER,
+    INGESTED_AT,
+    SUPERVISED,
+    Acquittal,
+    Receipt,
+    Rejection,
+    header,
+)
+
+log = logging.getLogger("coffre.acquittal")
+Key = tuple[str, int, int]
+
+
+@dataclass
+class AcquittalStats:
+    recorded: int = 0
+    rejected: int = 0
+    not_acquitted: int = 0
+    late: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+
+class Acquitter:
+    """The decisions, without Kafka."""
+
+    def __init__(self, synthesis_events: set[str], late_after: float, clock=time.time):
+        self.synthesis_events = synthesis_events
+        self.late_after = late_after
+        self.clock = clock
+        self.waiting: dict[Key, float] = {}  # acquittable events seen, not yet recorded -> ingested at
+        self.reported_late: set[Key] = set()
+        self.recent: OrderedDict[Key, None] = OrderedDict()  # recorded keys, to ignore a late-read event
+        self.stats = AcquittalStats()
+
+    def acquittable(self, event_type: str, supervised: bool) -> bool:
+        return event_type not in self.synthesis_events and not supervised
+
+    def on_normalized(self, headers: list) -> None:
+        event_type = header(headers, EVENT_TYPE) or ""
+        if not self.acquittable(event_type, header(headers, SUPERVISED) == "1"):
+            return
+        key = (
+            header(headers, ID_OPER) or "",
+            int(header(headers, ID_COFFRE) or 0),
+            int(header(headers, ID_EVT) or 0),
+        )
+        if key not in self.recent:
+            self.waiting[key] = float(header(headers, INGESTED_AT) or self.clock())
+
+    def on_receipt(self, receipt: Receipt) -> Acquittal | None:
+        key = (receipt.id_oper, receipt.id_coffre, receipt.id_evt)
+        self.waiting.pop(key, None)
+        self.recent[key] = None
+        if len(self.recent) > 200_000:
+            self.recent.popitem(last=False)
+        if not self.acquittable(receipt.event_type, receipt.supervised):
+            self.stats.not_acquitted += 1
+            return None
+        if receipt.ingested_at is not None:
+            latency = self.clock() - receipt.ingested_at
+            self.stats.latencies.append(latency)
+            if len(self.stats.latencies) > 100_000:
+                del self.stats.latencies[:50_000]
+            if latency > self.late_after and key not in self.reported_late:
+                self._late(key, latency)
+        self.reported_late.discard(key)
+        self.stats.recorded += 1
+        return Acquittal.recorded(receipt)
+
+    def on_rejection(self, rejection: Rejection) -> Acquittal:
+        self.stats.rejected += 1
+        return Acquittal.rejected(rejection)
+
+    def sweep(self) -> None:
+        """Count and report what has waited too long for its record (once each)."""
+        now = self.clock()
+        for key, since in list(self.waiting.items()):
+            if now - since > self.late_after and key not in self.reported_late:
+                self._late(key, now - since)
+
+    def _late(self, key: Key, waited: float) -> None:
+        self.reported_late.add(key)
+        self.stats.late += 1
+        log.warning("late record: coffre %s/%s IDEvt %s waited %.3fs", *key, waited)
+
+
+async def serve(settings: Settings, stop: asyncio.Event | None = None) -> AcquittalStats:
+    topics = settings.topics
+    await ensure_topics(
+        settings.bootstrap_servers, settings.topic_partitions, replication=settings.replication_factor
+    )
+    acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
+    consumer = AIOKafkaConsumer(
+        topics.normalized,
+        topics.receipts,
+        topics.rejected,
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=f"{settings.topic_prefix}acquittal",
+        **{**CONSUMER_TUNING, "max_poll_records": settings.batch_max},
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers, **PRODUCER_TUNING)
+    stop = stop or asyncio.Event()
+    await producer.start()
+    await consumer.start()
+    log.info("acquittal ready")
+    last_sweep = time.monotonic()
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
+            out: list[Acquittal] = []
+            for tp, records in batches.items():
+                for record in records:
+                    headers = list(record.headers or ())
+                    if tp.topic == topics.normalized:
+                        acquitter.on_normalized(headers)
+                    elif tp.topic == topics.receipts:
+                        acquittal = acquitter.on_receipt(Receipt.decode(record.value))
+                        if acquittal:
+                            out.append(acquittal)
+                    else:
+                        out.append(acquitter.on_rejection(Rejection.decode(record.value)))
+            deliveries = [
+                await producer.send(
+                    topics.acquittals,
+                    value=a.encode(),
+                    key=a.correlation_id.encode() if a.correlation_id else None,
+                    headers=[(CORRELATION_ID, a.correlation_id.encode())] if a.correlation_id else None,
+                )
+                for a in out
+            ]
+            await asyncio.gather(*deliveries)
+            if batches:
+                await consumer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
+            if time.monotonic() - last_sweep > 0.5:
+                acquitter.sweep()
+                last_sweep = time.monotonic()
+    finally:
+        await stop_consumer(consumer)
+        await producer.stop()
+    return acquitter.stats
+
+
+def run(settings: Settings) -> None:
+    """``coffre acquittal``: until SIGTERM or SIGINT."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(settings, stop)
+
+    asyncio.run(main())

@@ -1,0 +1,110 @@
+"""The ingest service: a faust stream over ``coffre.events.in``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+import faust
+
+from coffre.adapters.kafka import ensure_topics
+from coffre.config import Settings
+from coffre.domain.codec import Limits
+
+from .step import InputMessage, ingest_batch
+from .store import IngestStore
+
+log = logging.getLogger("coffre.ingest")
+FATAL_EXIT = 70
+PRUNE_AFTER_SECONDS = 24 * 3600
+
+
+def _headers(raw: object) -> list[tuple[str, bytes]]:
+    if not raw:
+        return []
+    items = raw.items() if isinstance(raw, dict) else raw
+    return [(str(k), v if isinstance(v, bytes) else str(v).encode()) for k, v in items]  # type: ignore[union-attr]
+
+
+def build_app(settings: Settings) -> faust.App:
+    topics = settings.topics
+    data = Path(settings.data_dir) / "ingest"
+    app = faust.App(
+        f"{settings.topic_prefix}ingest",
+        broker=";".join(f"kafka://{server.strip()}" for server in settings.bootstrap_servers.split(",")),
+        value_serializer="raw",
+        key_serializer="raw",
+        datadir=str(data / "faust"),
+        web_enabled=False,
+        topic_allow_declare=False,  # topics are created with explicit partitions at start-up
+        topic_disable_leader=True,
+        broker_session_timeout=6.0,
+        broker_heartbeat_interval=1.0,
+        broker_commit_interval=0.2,
+        broker_max_poll_records=settings.batch_max,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        producer_linger_ms=1,
+        stream_wait_empty=False,
+    )
+    source = app.topic(topics.events_in, value_serializer="raw", key_serializer="raw", allow_empty=True)
+    store = IngestStore(data / "store.sqlite")
+    limits = Limits(max_bytes=settings.max_event_bytes)
+
+    async def publish_outbox() -> None:
+        rows = store.unpublished()
+        if not rows:
+            return
+        deliveries = [
+            await app.producer.send(row.topic, row.key, row.value, None, None, row.headers) for row in rows
+        ]
+        await asyncio.gather(*deliveries)
+        store.mark_published(rows[-1].seq)
+
+    @app.agent(source)
+    async def ingest(stream: faust.StreamT) -> None:
+        try:
+            await publish_outbox()  # what a crash left committed but unpublished goes first, in order
+        except Exception:
+            log.critical("cannot publish the outbox at start-up", exc_info=True)
+            os._exit(FATAL_EXIT)
+        batches = 0
+        async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
+            batch = [
+                InputMessage(
+                    e.message.partition, e.message.offset, e.message.value or b"", _headers(e.message.headers)
+                )
+                for e in events
+            ]
+            try:
+                counts = ingest_batch(batch, store, topics, limits)
+                await publish_outbox()
+            except Exception:
+                # faust acks a batch even when its body fails: die before it can, so the
+                # batch is read again after the restart (the outbox keeps what was durable)
+                log.critical("ingest batch failed; stopping before its offsets are committed", exc_info=True)
+                os._exit(FATAL_EXIT)
+            log.debug("batch: %s", counts)
+            batches += 1
+            if batches % 1000 == 0:
+                store.prune(PRUNE_AFTER_SECONDS)
+
+    return app
+
+
+def run(settings: Settings) -> None:
+    """``coffre ingest``: create the topics, then run the faust worker until SIGTERM."""
+    asyncio.run(
+        ensure_topics(
+            settings.bootstrap_servers, settings.topic_partitions, replication=settings.replication_factor
+        )
+    )
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    app = build_app(settings)
+    worker = faust.Worker(
+        app, loop=loop, loglevel=settings.log_level.lower(), quiet=True, redirect_stdouts=False
+    )
+    worker.execute_from_commandline()

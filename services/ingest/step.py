@@ -1,0 +1,98 @@
+"""The ingest step proper: normalize a batch and assign IDEvt, with no Kafka in sight
+(unit-testable with an in-memory store)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from coffre.config import Topics
+from coffre.domain.codec import Limits, canonical_bytes
+from coffre.domain.errors import Rejected
+from coffre.domain.messages import (
+    CORRELATION_ID,
+    EVENT_TYPE,
+    ID_COFFRE,
+    ID_EVT,
+    ID_OPER,
+    INGESTED_AT,
+    SOURCE_ID,
+    SUPERVISED,
+    Headers,
+    Rejection,
+    header,
+)
+from coffre.domain.normalize import normalize
+
+from .store import IngestStore
+
+UNASSIGNED = 0
+"""The IDEvt an event holds between normalization and assignment (never published)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputMessage:
+    partition: int
+    offset: int
+    value: bytes
+    headers: Headers
+
+
+@dataclass
+class StepCounts:
+    accepted: int = 0
+    rejected: int = 0
+    redelivered: int = 0
+
+
+def ingest_batch(batch: list[InputMessage], store: IngestStore, topics: Topics, limits: Limits) -> StepCounts:
+    """Normalize ``batch`` and commit its outputs (events with their IDEvt, or rejections)
+    to the store's outbox in one durable transaction. Inputs already handled are skipped."""
+    counts = StepCounts()
+    seen = store.handled([(m.partition, m.offset) for m in batch])
+    with store.transaction() as tx:
+        for message in batch:
+            if (message.partition, message.offset) in seen:
+                counts.redelivered += 1
+                continue
+            passthrough = [
+                (k, v) for k, v in message.headers if k in (CORRELATION_ID, SOURCE_ID) and v is not None
+            ]
+            try:
+                event = normalize(message.value or b"", id_evt=UNASSIGNED, limits=limits)
+            except Rejected as refusal:
+                rejection = Rejection.of(
+                    refusal,
+                    message.value or b"",
+                    message.headers,
+                    topics.events_in,
+                    message.partition,
+                    message.offset,
+                )
+                key = (header(message.headers, CORRELATION_ID) or "").encode() or None
+                tx.add(
+                    message.partition, message.offset, topics.rejected, key, rejection.encode(), passthrough
+                )
+                counts.rejected += 1
+                continue
+            id_evt = tx.next_id_evt(event.id_oper, event.id_coffre)
+            value = canonical_bytes(event.with_id_evt(id_evt))
+            headers = [
+                *passthrough,
+                (EVENT_TYPE, event.xml_tag.encode()),
+                (ID_OPER, event.id_oper.encode()),
+                (ID_COFFRE, str(event.id_coffre).encode()),
+                (ID_EVT, str(id_evt).encode()),
+                (SUPERVISED, b"1" if event.supervised else b"0"),
+                (INGESTED_AT, repr(time.time()).encode()),
+            ]
+            tx.add(
+                message.partition,
+                message.offset,
+                topics.normalized,
+                str(event.id_coffre).encode(),
+                value,
+                headers,
+            )
+            counts.accepted += 1
+    return counts

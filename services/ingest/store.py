@@ -1,0 +1,157 @@
+"""The ingest's durable state: IDEvt counters and the outbox, in one SQLite file.
+
+Why an outbox: Tansu (and many Kafka set-ups) offer no transactional producer, so
+"assign IDEvt, publish, commit the input offset" cannot be atomic. Instead the
+assignment and the exact bytes to publish are committed here first (WAL, fsync: one
+transaction per batch, a group commit), then published. After a crash:
+
+* an input redelivered by Kafka is found here by its (partition, offset) and is never
+  assigned a second IDEvt: invariant 2, same IDEvt and same bytes;
+* whatever was committed here but not confirmed published is published again, in
+  IDEvt order, before any new input is read, so the vault never sees a gap.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from coffre.domain.messages import Headers
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS counters (
+    id_oper TEXT NOT NULL, id_coffre INTEGER NOT NULL, last_id_evt INTEGER NOT NULL,
+    PRIMARY KEY (id_oper, id_coffre)
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    in_partition INTEGER NOT NULL, in_offset INTEGER NOT NULL,
+    topic TEXT NOT NULL, key BLOB, value BLOB NOT NULL, headers TEXT NOT NULL,
+    published INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL,
+    UNIQUE (in_partition, in_offset)
+);
+CREATE INDEX IF NOT EXISTS outbox_unpublished ON outbox (published, seq);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    seq: int
+    in_partition: int
+    in_offset: int
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: Headers
+
+
+class Transaction:
+    """One batch's assignments and outputs; committed (fsynced) as a whole or not at all."""
+
+    def __init__(self, store: IngestStore):
+        self._store = store
+        self._counters: dict[tuple[str, int], int] = {}
+        self.rows: list[tuple[int, int, str, bytes | None, bytes, Headers]] = []
+
+    def next_id_evt(self, id_oper: str, id_coffre: int) -> int:
+        key = (id_oper, id_coffre)
+        current = self._counters.get(key, self._store.last_id_evt(id_oper, id_coffre))
+        self._counters[key] = current + 1
+        return current + 1
+
+    def add(
+        self, partition: int, offset: int, topic: str, key: bytes | None, value: bytes, headers: Headers
+    ) -> None:
+        self.rows.append((partition, offset, topic, key, value, headers))
+
+
+class IngestStore:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")  # the commit is the durable point: fsync it
+        self._db.executescript(SCHEMA)
+        self._last: dict[tuple[str, int], int] = {
+            (oper, coffre): last
+            for oper, coffre, last in self._db.execute("SELECT id_oper, id_coffre, last_id_evt FROM counters")
+        }
+
+    def last_id_evt(self, id_oper: str, id_coffre: int) -> int:
+        return self._last.get((id_oper, id_coffre), 0)
+
+    def handled(self, keys: list[tuple[int, int]]) -> set[tuple[int, int]]:
+        """The (partition, offset) of inputs already handled (a redelivery)."""
+        if not keys:
+            return set()
+        found: set[tuple[int, int]] = set()
+        partitions = {p for p, _ in keys}
+        for partition in partitions:
+            offsets = [o for p, o in keys if p == partition]
+            rows = self._db.execute(
+                "SELECT in_partition, in_offset FROM outbox WHERE in_partition = ? AND in_offset BETWEEN ? AND ?",
+                (partition, min(offsets), max(offsets)),
+            )
+            found.update((p, o) for p, o in rows)
+        return found
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        tx = Transaction(self)
+        yield tx
+        if not tx.rows:
+            return
+        now = time.time()
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(
+                "INSERT INTO counters (id_oper, id_coffre, last_id_evt) VALUES (?, ?, ?) "
+                "ON CONFLICT (id_oper, id_coffre) DO UPDATE SET last_id_evt = excluded.last_id_evt",
+                [(oper, coffre, last) for (oper, coffre), last in tx._counters.items()],
+            )
+            db.executemany(
+                "INSERT INTO outbox (in_partition, in_offset, topic, key, value, headers, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(p, o, t, k, v, _encode_headers(h), now) for p, o, t, k, v, h in tx.rows],
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._last.update(tx._counters)
+
+    def unpublished(self) -> list[OutboxRow]:
+        """Outputs committed but not confirmed published, in the order they were assigned."""
+        return [
+            OutboxRow(seq, p, o, t, k, v, _decode_headers(h))
+            for seq, p, o, t, k, v, h in self._db.execute(
+                "SELECT seq, in_partition, in_offset, topic, key, value, headers FROM outbox WHERE published = 0 ORDER BY seq"
+            )
+        ]
+
+    def mark_published(self, up_to_seq: int) -> None:
+        """Everything up to ``up_to_seq`` is on Kafka (not fsynced: losing this only republishes)."""
+        self._db.execute("UPDATE outbox SET published = 1 WHERE published = 0 AND seq <= ?", (up_to_seq,))
+
+    def prune(self, older_than_seconds: float) -> int:
+        """Forget published outputs older than this: their inputs were committed long ago."""
+        cursor = self._db.execute(
+            "DELETE FROM outbox WHERE published = 1 AND created < ?", (time.time() - older_than_seconds,)
+        )
+        return cursor.rowcount
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _encode_headers(headers: Headers) -> str:
+    return json.dumps([[k, v.decode("latin-1")] for k, v in headers])
+
+
+def _decode_headers(text: str) -> Headers:
+    return [(k, v.encode("latin-1")) for k, v in json.loads(text)]

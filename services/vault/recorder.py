@@ -1,0 +1,129 @@
+"""The recording step, without Kafka: append a batch to the journals, then make it durable.
+
+Invariants (PRODUCT.md): IDEvt 1, 2, 3… per coffre with no gap and no duplicate; a
+redelivered event (same IDEvt, same bytes) is recorded once and its receipt re-emitted;
+"recorded" means appended with its chain hash and fsynced, and no receipt exists before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coffre.adapters.journal import JournalSet
+from coffre.domain.messages import (
+    CORRELATION_ID,
+    EVENT_TYPE,
+    ID_COFFRE,
+    ID_EVT,
+    ID_OPER,
+    INGESTED_AT,
+    SUPERVISED,
+    Headers,
+    Receipt,
+    header,
+)
+
+
+class VaultHalt(Exception):
+    """A breach of the chain's invariants (a gap, or the same IDEvt with other bytes).
+    The vault stops rather than write a broken chain: the event stays on Kafka."""
+
+
+class InvalidMessage(VaultHalt):
+    """A message on the normalized topic that ingest did not write (headers missing or
+    not matching the event's bytes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizedMessage:
+    id_oper: str
+    id_coffre: int
+    id_evt: int
+    event_type: str
+    value: bytes
+    correlation_id: str | None
+    supervised: bool
+    ingested_at: float | None
+
+    @classmethod
+    def parse(cls, value: bytes, headers: Headers) -> NormalizedMessage:
+        try:
+            id_oper = header(headers, ID_OPER) or ""
+            id_coffre = int(header(headers, ID_COFFRE) or "")
+            id_evt = int(header(headers, ID_EVT) or "")
+            event_type = header(headers, EVENT_TYPE) or ""
+        except ValueError as exc:
+            raise InvalidMessage(f"normalized message without coffre headers: {headers!r}") from exc
+        # the headers must say what the bytes say: the journal stores the bytes
+        expected = (
+            value.startswith(f"<{event_type}".encode())
+            and f"<IDOper>{id_oper}</IDOper>".encode() in value
+            and f"<IDCoffre>{id_coffre}</IDCoffre>".encode() in value
+            and f"<IDEvt>{id_evt}</IDEvt>".encode() in value
+        )
+        if not expected:
+            raise InvalidMessage(
+                f"headers {id_oper}/{id_coffre}/{id_evt} {event_type} do not match the event bytes"
+            )
+        ingested = header(headers, INGESTED_AT)
+        return cls(
+            id_oper,
+            id_coffre,
+            id_evt,
+            event_type,
+            value,
+            header(headers, CORRELATION_ID),
+            header(headers, SUPERVISED) == "1",
+            float(ingested) if ingested else None,
+        )
+
+
+@dataclass
+class RecordCounts:
+    recorded: int = 0
+    redelivered: int = 0
+
+
+class Recorder:
+    def __init__(self, journals: JournalSet):
+        self.journals = journals
+
+    def append(self, messages: list[NormalizedMessage], counts: RecordCounts | None = None) -> list[Receipt]:
+        """Append what is new (not yet durable: call :meth:`sync` before publishing the receipts)."""
+        receipts = []
+        for m in messages:
+            journal = self.journals.journal(m.id_oper, m.id_coffre)
+            if m.id_evt <= journal.last_id_evt:
+                record = journal.get(m.id_evt)
+                if record is None or record.event != m.value:
+                    raise VaultHalt(
+                        f"coffre {m.id_oper}/{m.id_coffre}: IDEvt {m.id_evt} is already recorded with other bytes"
+                    )
+                chain = record.chain_hash
+                if counts:
+                    counts.redelivered += 1
+            elif m.id_evt == journal.last_id_evt + 1:
+                chain = journal.append(m.id_evt, m.value)
+                if counts:
+                    counts.recorded += 1
+            else:
+                raise VaultHalt(
+                    f"coffre {m.id_oper}/{m.id_coffre}: IDEvt {m.id_evt} follows {journal.last_id_evt}: a gap"
+                )
+            receipts.append(
+                Receipt(
+                    m.id_oper,
+                    m.id_coffre,
+                    m.id_evt,
+                    m.event_type,
+                    chain.hex(),
+                    m.correlation_id,
+                    m.supervised,
+                    m.ingested_at,
+                )
+            )
+        return receipts
+
+    def sync(self) -> None:
+        """Group commit: one fsync per journal appended to since the last sync."""
+        self.journals.sync()

