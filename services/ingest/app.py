@@ -74,7 +74,12 @@ def build_app(settings: Settings) -> faust.App:
         async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
             batch = [
                 InputMessage(
-                    e.message.partition, e.message.offset, e.message.value or b"", _headers(e.message.headers)
+                    e.message.partition,
+                    e.message.offset,
+                    e.message.value or b"",
+                    _headers(e.message.headers),
+                    timestamp=round((e.message.timestamp or 0) * 1000),  # faust gives seconds
+                    key=e.message.key,
                 )
                 for e in events
             ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from hashlib import sha256
 
 from coffre.config import Topics
 from coffre.domain.codec import Limits, canonical_bytes
@@ -36,6 +37,28 @@ class InputMessage:
     offset: int
     value: bytes
     headers: Headers
+    timestamp: int = 0
+    """The record's Kafka timestamp (ms), as the broker delivers it."""
+    key: bytes | None = None
+
+    @property
+    def input_id(self) -> bytes:
+        """What identifies this input among redeliveries: its position *and* its content.
+
+        Kafka redelivers a record with the same partition, offset, timestamp, key, headers and
+        value. The position alone is not enough: a broker that lost its log (an in-memory
+        broker restarted, a topic recreated) hands out the same offsets again for new records,
+        which must not be mistaken for redeliveries and dropped."""
+        digest = sha256(b"%d:%d:%d:" % (self.partition, self.offset, self.timestamp))
+        digest.update(b"k%d:" % -1 if self.key is None else b"k%d:" % len(self.key))
+        digest.update(self.key or b"")
+        for name, value in self.headers:
+            encoded = name.encode()
+            digest.update(b"h%d:%d:" % (len(encoded), -1 if value is None else len(value)))
+            digest.update(encoded)
+            digest.update(value or b"")
+        digest.update(self.value)
+        return digest.digest()
 
 
 @dataclass
@@ -49,10 +72,11 @@ def ingest_batch(batch: list[InputMessage], store: IngestStore, topics: Topics, 
     """Normalize ``batch`` and commit its outputs (events with their IDEvt, or rejections)
     to the store's outbox in one durable transaction. Inputs already handled are skipped."""
     counts = StepCounts()
-    seen = store.handled([(m.partition, m.offset) for m in batch])
+    ids = [m.input_id for m in batch]
+    seen = store.handled(ids)
     with store.transaction() as tx:
-        for message in batch:
-            if (message.partition, message.offset) in seen:
+        for message, input_id in zip(batch, ids, strict=True):
+            if input_id in seen:
                 counts.redelivered += 1
                 continue
             passthrough = [
@@ -71,7 +95,13 @@ def ingest_batch(batch: list[InputMessage], store: IngestStore, topics: Topics, 
                 )
                 key = (header(message.headers, CORRELATION_ID) or "").encode() or None
                 tx.add(
-                    message.partition, message.offset, topics.rejected, key, rejection.encode(), passthrough
+                    input_id,
+                    message.partition,
+                    message.offset,
+                    topics.rejected,
+                    key,
+                    rejection.encode(),
+                    passthrough,
                 )
                 counts.rejected += 1
                 continue
@@ -87,6 +117,7 @@ def ingest_batch(batch: list[InputMessage], store: IngestStore, topics: Topics, 
                 (INGESTED_AT, repr(time.time()).encode()),
             ]
             tx.add(
+                input_id,
                 message.partition,
                 message.offset,
                 topics.normalized,

@@ -5,8 +5,9 @@ Why an outbox: Tansu (and many Kafka set-ups) offer no transactional producer, s
 assignment and the exact bytes to publish are committed here first (WAL, fsync: one
 transaction per batch, a group commit), then published. After a crash:
 
-* an input redelivered by Kafka is found here by its (partition, offset) and is never
-  assigned a second IDEvt: invariant 2, same IDEvt and same bytes;
+* an input redelivered by Kafka is found here by its id (its position and a digest of its
+  content, so that a broker that lost its log and reuses offsets is not mistaken for a
+  redelivery) and is never assigned a second IDEvt: invariant 2, same IDEvt and same bytes;
 * whatever was committed here but not confirmed published is published again, in
   IDEvt order, before any new input is read, so the vault never sees a gap.
 """
@@ -30,10 +31,10 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    input_id BLOB NOT NULL UNIQUE,
     in_partition INTEGER NOT NULL, in_offset INTEGER NOT NULL,
     topic TEXT NOT NULL, key BLOB, value BLOB NOT NULL, headers TEXT NOT NULL,
-    published INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL,
-    UNIQUE (in_partition, in_offset)
+    published INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS outbox_unpublished ON outbox (published, seq);
 """
@@ -56,7 +57,7 @@ class Transaction:
     def __init__(self, store: IngestStore):
         self._store = store
         self._counters: dict[tuple[str, int], int] = {}
-        self.rows: list[tuple[int, int, str, bytes | None, bytes, Headers]] = []
+        self.rows: list[tuple[bytes, int, int, str, bytes | None, bytes, Headers]] = []
 
     def next_id_evt(self, id_oper: str, id_coffre: int) -> int:
         key = (id_oper, id_coffre)
@@ -65,9 +66,17 @@ class Transaction:
         return current + 1
 
     def add(
-        self, partition: int, offset: int, topic: str, key: bytes | None, value: bytes, headers: Headers
+        self,
+        input_id: bytes,
+        partition: int,
+        offset: int,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: Headers,
     ) -> None:
-        self.rows.append((partition, offset, topic, key, value, headers))
+        """The output of one input (``input_id``, see :attr:`InputMessage.input_id`), to publish."""
+        self.rows.append((input_id, partition, offset, topic, key, value, headers))
 
 
 class IngestStore:
@@ -85,19 +94,16 @@ class IngestStore:
     def last_id_evt(self, id_oper: str, id_coffre: int) -> int:
         return self._last.get((id_oper, id_coffre), 0)
 
-    def handled(self, keys: list[tuple[int, int]]) -> set[tuple[int, int]]:
-        """The (partition, offset) of inputs already handled (a redelivery)."""
-        if not keys:
-            return set()
-        found: set[tuple[int, int]] = set()
-        partitions = {p for p, _ in keys}
-        for partition in partitions:
-            offsets = [o for p, o in keys if p == partition]
-            rows = self._db.execute(
-                "SELECT in_partition, in_offset FROM outbox WHERE in_partition = ? AND in_offset BETWEEN ? AND ?",
-                (partition, min(offsets), max(offsets)),
+    def handled(self, input_ids: list[bytes]) -> set[bytes]:
+        """The ids (:attr:`InputMessage.input_id`) of inputs already handled: redeliveries."""
+        found: set[bytes] = set()
+        for start in range(0, len(input_ids), 500):  # SQLite's bound on host parameters
+            chunk = input_ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                row[0]
+                for row in self._db.execute(f"SELECT input_id FROM outbox WHERE input_id IN ({marks})", chunk)
             )
-            found.update((p, o) for p, o in rows)
         return found
 
     @contextmanager
@@ -116,8 +122,9 @@ class IngestStore:
                 [(oper, coffre, last) for (oper, coffre), last in tx._counters.items()],
             )
             db.executemany(
-                "INSERT INTO outbox (in_partition, in_offset, topic, key, value, headers, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(p, o, t, k, v, _encode_headers(h), now) for p, o, t, k, v, h in tx.rows],
+                "INSERT INTO outbox (input_id, in_partition, in_offset, topic, key, value, headers, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(i, p, o, t, k, v, _encode_headers(h), now) for i, p, o, t, k, v, h in tx.rows],
             )
             db.execute("COMMIT")
         except BaseException:

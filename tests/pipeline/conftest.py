@@ -23,6 +23,8 @@ from collections.abc import Iterator
 import pytest
 
 from coffre.adapters.broker import EmbeddedBroker
+from coffre.config import Settings
+from coffre.stack import Stack
 
 
 def _docker_answers() -> bool:
@@ -73,3 +75,18 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def topic_prefix() -> str:
     return f"t{uuid.uuid4().hex[:8]}."
+
+
+@pytest.fixture
+def stack(kafka_bootstrap, topic_prefix, tmp_path):
+    """The three services as child processes on the session broker, with their own topics and data."""
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, data_dir=tmp_path, partitions=3
+    )
+    running = Stack(settings, bootstrap=kafka_bootstrap)
+    running.start()
+    yield running
+    codes = running.stop()
+    assert all(code == 0 for code in codes.values()), (
+        f"services did not stop cleanly: {codes} (logs in {tmp_path}/logs)"
+    )

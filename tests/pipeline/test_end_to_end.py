@@ -11,26 +11,11 @@ import pytest
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import drain
 from coffre.client import CoffreClient
-from coffre.config import Settings
 from coffre.domain.annex import annex_examples, default_annex_path
 from coffre.domain.messages import Acquittal
 from coffre.stack import Stack
 
 from events import POINSCRIT, pojeu
-
-
-@pytest.fixture
-def stack(kafka_bootstrap, topic_prefix, tmp_path):
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, data_dir=tmp_path, partitions=3
-    )
-    running = Stack(settings, bootstrap=kafka_bootstrap)
-    running.start()
-    yield running
-    codes = running.stop()
-    assert all(code == 0 for code in codes.values()), (
-        f"services did not stop cleanly: {codes} (logs in {tmp_path}/logs)"
-    )
 
 
 async def submit_all(stack: Stack, events: list[bytes], timeout: float = 60.0) -> list:

@@ -78,8 +78,27 @@ def test_a_failed_transaction_assigns_nothing(tmp_path):
     store = IngestStore(tmp_path / "s.sqlite")
     with pytest.raises(RuntimeError), store.transaction() as tx:
         tx.next_id_evt("0099", 7)
-        tx.add(0, 0, "t", None, b"x", [])
+        tx.add(b"id", 0, 0, "t", None, b"x", [])
         raise RuntimeError("disk on fire")
     assert store.last_id_evt("0099", 7) == 0 and store.unpublished() == []
     ingest_batch([message(0, POINSCRIT)], store, TOPICS, LIMITS)
     assert b"<IDEvt>1</IDEvt>" in store.unpublished()[0].value
+
+
+def test_a_reused_offset_with_other_content_is_a_new_input(tmp_path):
+    """An in-memory broker that restarted (or a recreated topic) hands out offset 0 again: the
+    new record is not a redelivery of the old one and must not be dropped."""
+    store = IngestStore(tmp_path / "s.sqlite")
+    first = InputMessage(0, 0, POINSCRIT, [(CORRELATION_ID, b"req-1")], timestamp=1_000, key=b"a")
+    ingest_batch([first], store, TOPICS, LIMITS)
+    for again in (
+        InputMessage(0, 0, POINSCRIT, [(CORRELATION_ID, b"req-2")], timestamp=1_000, key=b"a"),
+        InputMessage(0, 0, POINSCRIT, [(CORRELATION_ID, b"req-1")], timestamp=2_000, key=b"a"),
+        InputMessage(0, 0, POINSCRIT, [(CORRELATION_ID, b"req-1")], timestamp=1_000, key=b"b"),
+        InputMessage(
+            0, 0, other_coffre(POINSCRIT, 8), [(CORRELATION_ID, b"req-1")], timestamp=1_000, key=b"a"
+        ),
+    ):
+        assert ingest_batch([again], store, TOPICS, LIMITS).accepted == 1
+    assert ingest_batch([first], store, TOPICS, LIMITS).redelivered == 1  # the very same record
+    assert [int(header(r.headers, ID_EVT)) for r in store.unpublished()] == [1, 2, 3, 4, 1]
