@@ -3,10 +3,23 @@
 Invariants (PRODUCT.md): IDEvt 1, 2, 3… per coffre with no gap and no duplicate; a
 redelivered event (same IDEvt, same bytes) is recorded once and its receipt re-emitted;
 "recorded" means appended with its chain hash and fsynced, and no receipt exists before.
+
+Two kinds of message are passed over, never recorded, and counted:
+
+* one *ahead* of its coffre's chain (IDEvt > last + 1). Ingest publishes its outbox in
+  IDEvt order and, when a delivery fails, dies and publishes again everything from the first
+  row not confirmed, so a later copy of the missing events and of this one follows on the
+  same partition. Halting there instead would stop the vault for good: the offset of the
+  early copy would be read again at every restart.
+* one that ingest did not write (coffre headers missing or not matching the bytes): the
+  topic is internal, but a stray producer must not stop the recording of everyone else.
+
+The same IDEvt with other bytes is a real breach (two writers of one coffre): :class:`VaultHalt`.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from coffre.adapters.journal import JournalSet
@@ -23,13 +36,15 @@ from coffre.domain.messages import (
     header,
 )
 
+log = logging.getLogger("coffre.vault")
+
 
 class VaultHalt(Exception):
-    """A breach of the chain's invariants (a gap, or the same IDEvt with other bytes).
+    """A breach of the chain's invariants: an IDEvt already recorded with other bytes.
     The vault stops rather than write a broken chain: the event stays on Kafka."""
 
 
-class InvalidMessage(VaultHalt):
+class InvalidMessage(ValueError):
     """A message on the normalized topic that ingest did not write (headers missing or
     not matching the event's bytes)."""
 
@@ -82,34 +97,52 @@ class NormalizedMessage:
 class RecordCounts:
     recorded: int = 0
     redelivered: int = 0
+    ahead: int = 0
+    foreign: int = 0
 
 
 class Recorder:
-    def __init__(self, journals: JournalSet):
+    def __init__(self, journals: JournalSet, counts: RecordCounts | None = None):
         self.journals = journals
+        self.counts = counts or RecordCounts()
 
-    def append(self, messages: list[NormalizedMessage], counts: RecordCounts | None = None) -> list[Receipt]:
-        """Append what is new (not yet durable: call :meth:`sync` before publishing the receipts)."""
+    def append(self, messages: list[tuple[bytes, Headers]]) -> list[Receipt]:
+        """Append what is new among ``(value, headers)`` messages of the normalized topic, and
+        return the receipts of what is recorded or was already. Not durable: call :meth:`sync`
+        before publishing the receipts."""
         receipts = []
-        for m in messages:
+        counts = self.counts
+        for value, headers in messages:
+            try:
+                m = NormalizedMessage.parse(value, headers)
+            except InvalidMessage as exc:
+                counts.foreign += 1
+                log.error("passed over a message ingest did not write: %s", exc)
+                continue
             journal = self.journals.journal(m.id_oper, m.id_coffre)
-            if m.id_evt <= journal.last_id_evt:
+            last = journal.last_id_evt
+            if m.id_evt <= last:
                 record = journal.get(m.id_evt)
                 if record is None or record.event != m.value:
                     raise VaultHalt(
                         f"coffre {m.id_oper}/{m.id_coffre}: IDEvt {m.id_evt} is already recorded with other bytes"
                     )
                 chain = record.chain_hash
-                if counts:
-                    counts.redelivered += 1
-            elif m.id_evt == journal.last_id_evt + 1:
+                counts.redelivered += 1
+            elif m.id_evt == last + 1:
                 chain = journal.append(m.id_evt, m.value)
-                if counts:
-                    counts.recorded += 1
+                counts.recorded += 1
             else:
-                raise VaultHalt(
-                    f"coffre {m.id_oper}/{m.id_coffre}: IDEvt {m.id_evt} follows {journal.last_id_evt}: a gap"
+                counts.ahead += 1
+                log.warning(
+                    "coffre %s/%s: IDEvt %d arrived while the chain ends at %d; passed over until "
+                    "ingest publishes the missing events again",
+                    m.id_oper,
+                    m.id_coffre,
+                    m.id_evt,
+                    last,
                 )
+                continue
             receipts.append(
                 Receipt(
                     m.id_oper,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, ensure_topic
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID
 
-from .recorder import NormalizedMessage, RecordCounts, Recorder, VaultHalt
+from .recorder import RecordCounts, Recorder, VaultHalt
 
 log = logging.getLogger("coffre.vault")
 FATAL_EXIT = 70
@@ -28,6 +27,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         settings.bootstrap_servers, settings.topic_partitions, replication=settings.replication_factor
     )
     recorder = Recorder(JournalSet(Path(settings.data_dir) / "vault" / "journal"))
+    counts = recorder.counts
     consumer = AIOKafkaConsumer(
         topics.normalized,
         bootstrap_servers=settings.bootstrap_servers,
@@ -36,7 +36,6 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     )
     producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers, **PRODUCER_TUNING)
     stop = stop or asyncio.Event()
-    counts = RecordCounts()
     await producer.start()
     await consumer.start()
     log.info("vault ready: recording %s", topics.normalized)
@@ -45,12 +44,13 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
             batches = await consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
             if not batches:
                 continue
-            messages = [
-                NormalizedMessage.parse(record.value, list(record.headers or ()))
-                for tp in sorted(batches, key=lambda tp: tp.partition)
-                for record in batches[tp]
-            ]
-            receipts = recorder.append(messages, counts)
+            receipts = recorder.append(
+                [
+                    (record.value or b"", list(record.headers or ()))
+                    for records in batches.values()
+                    for record in records
+                ]
+            )
             await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
             deliveries = [
                 await producer.send(
@@ -65,9 +65,6 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
             ]
             await asyncio.gather(*deliveries)
             await consumer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
-    except VaultHalt:
-        log.critical("vault halted: the chain's invariants would break; nothing committed", exc_info=True)
-        os._exit(FATAL_EXIT)
     finally:
         await stop_consumer(consumer)
         await producer.stop()
@@ -85,7 +82,11 @@ def run(settings: Settings) -> None:
             loop.add_signal_handler(sig, stop.set)
         await serve(settings, stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except VaultHalt:
+        log.critical("vault halted: the chain's invariants would break; nothing committed", exc_info=True)
+        raise SystemExit(FATAL_EXIT) from None
 
 
 __all__ = ["TopicPartition", "run", "serve"]

@@ -1,0 +1,58 @@
+"""Reading and writing the services' topics from tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from coffre_ingest.step import InputMessage, ingest_batch
+from coffre_ingest.store import IngestStore, OutboxRow
+
+from coffre.adapters.kafka import PRODUCER_TUNING, partitions_for
+from coffre.config import Topics
+from coffre.domain.codec import Limits
+from coffre.domain.messages import Receipt
+
+
+def normalized_rows(
+    store: IngestStore, topics: Topics, events: list[bytes], start_offset: int = 0
+) -> list[OutboxRow]:
+    """What ingest would publish for ``events`` (IDEvt assigned by ``store``), taken from its outbox."""
+    batch = [InputMessage(0, start_offset + i, raw, [], timestamp=i) for i, raw in enumerate(events)]
+    ingest_batch(batch, store, topics, Limits())
+    rows = store.unpublished()
+    store.mark_published(rows[-1].seq)
+    return rows
+
+
+async def publish_rows(bootstrap: str, rows: list[OutboxRow]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_TUNING)
+    await producer.start()
+    try:
+        sent = [await producer.send(r.topic, r.value, key=r.key, headers=r.headers) for r in rows]
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+
+
+async def read_receipts(bootstrap: str, topic: str, expected: int, timeout: float) -> list[Receipt]:
+    """The receipts on ``topic`` from its beginning, once ``expected`` arrived or ``timeout`` passed
+    (then whatever arrived), and half a second more to catch any surplus."""
+    partitions = await partitions_for(bootstrap, topic)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50)
+    await consumer.start()
+    receipts: list[Receipt] = []
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        await consumer.seek_to_beginning()
+        deadline = time.monotonic() + timeout
+        settle: float | None = None
+        while time.monotonic() < (settle or deadline):
+            for records in (await consumer.getmany(timeout_ms=100)).values():
+                receipts += [Receipt.decode(r.value) for r in records]
+            if settle is None and len(receipts) >= expected:
+                settle = time.monotonic() + 0.5
+    finally:
+        await consumer.stop()
+    return receipts
