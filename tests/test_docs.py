@@ -47,3 +47,18 @@ def test_the_documented_event_list_is_the_catalogue():
         "POEVERS",
     }
     assert documented == set(EVENT_TYPES)
+
+
+def test_the_readme_configuration_table_is_the_settings():
+    from coffre.config import Settings
+
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    documented = dict(re.findall(r"^\| `(COFFRE_[A-Z_]+)` \| `([^`]*)` \|", table, re.MULTILINE))
+    expected = {}
+    for name, field in Settings.model_fields.items():
+        default = field.default_factory() if field.default_factory else field.default
+        expected[f"COFFRE_{name.upper()}"] = (
+            ",".join(sorted(default)) if isinstance(default, set) else str(default)
+        )
+    assert documented == expected
