@@ -431,7 +431,7 @@ def report(results: Results, args: argparse.Namespace, bootstrap: str, event_siz
         f"{args.events:,} events of {event_size} bytes (POINSCRIT) over {args.coffres} coffres, {os.cpu_count()} CPUs"
     )
     widths = [max(len(r[i]) for r in [*rows, ("measure", "result", "target", "")]) for i in range(4)]
-    line = "  ".join("-" * w for w in widths)
+    line = "  ".join("-" * w for w in widths if w)
     print(line)
     print(
         "  ".join(

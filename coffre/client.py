@@ -13,6 +13,7 @@ locally only to know which of the two to wait for; ingest remains the judge.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from .config import Topics
 from .domain.errors import Rejected
 from .domain.messages import CORRELATION_ID, SOURCE_ID, Acquittal, Receipt, header
 from .domain.normalize import normalize
+
+log = logging.getLogger("coffre.client")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,25 +136,39 @@ class CoffreClient:
 
     async def _read(self) -> None:
         assert self._consumer
-        while True:
-            batches = await self._consumer.getmany(timeout_ms=100)
-            for tp, records in batches.items():
-                for record in records:
-                    correlation_id = header(list(record.headers or ()), CORRELATION_ID)
-                    if not correlation_id:
-                        continue
-                    if tp.topic == self.topics.acquittals:
-                        a = Acquittal.decode(record.value)
-                        self._resolve(
-                            correlation_id, Outcome(a.status, correlation_id, acquittal=a), is_acquittal=True
-                        )
-                    else:
-                        r = Receipt.decode(record.value)
-                        self._resolve(
-                            correlation_id,
-                            Outcome("recorded-without-acquittal", correlation_id, receipt=r),
-                            is_acquittal=False,
-                        )
+        try:
+            while True:
+                batches = await self._consumer.getmany(timeout_ms=100)
+                for tp, records in batches.items():
+                    for record in records:
+                        self._on_record(tp.topic, record.value or b"", list(record.headers or ()))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the reader is gone: nobody would ever be answered
+            for future, _ in self._waiting.values():
+                if not future.done():
+                    future.set_exception(exc)
+            self._waiting.clear()
+            raise
+
+    def _on_record(self, topic: str, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        correlation_id = header(headers, CORRELATION_ID)
+        if not correlation_id:
+            return
+        try:
+            if topic == self.topics.acquittals:
+                a = Acquittal.decode(value)
+                outcome, is_acquittal = Outcome(a.status, correlation_id, acquittal=a), True
+            else:
+                r = Receipt.decode(value)
+                outcome, is_acquittal = (
+                    Outcome("recorded-without-acquittal", correlation_id, receipt=r),
+                    False,
+                )
+        except (ValueError, TypeError, KeyError):  # not ours to judge: skip it, keep reading
+            log.warning("unreadable record on %s for correlation-id %s", topic, correlation_id, exc_info=True)
+            return
+        self._resolve(correlation_id, outcome, is_acquittal=is_acquittal)
 
     def _resolve(self, correlation_id: str, outcome: Outcome, *, is_acquittal: bool) -> None:
         waiting = self._waiting.get(correlation_id)

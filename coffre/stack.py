@@ -46,15 +46,12 @@ class Stack:
         return self.bootstrap
 
     def env(self) -> dict[str, str]:
+        """The children's environment: this process's, with every setting as its COFFRE_ variable."""
         env = dict(os.environ)
-        env.update(
-            COFFRE_BOOTSTRAP_SERVERS=self.bootstrap or "",
-            COFFRE_DATA_DIR=str(self.settings.data_dir),
-            COFFRE_TOPIC_PREFIX=self.settings.topic_prefix,
-            COFFRE_PARTITIONS=str(self.settings.partitions),
-            COFFRE_SYNTHESIS_EVENTS=",".join(sorted(self.settings.synthesis_events)),
-            COFFRE_LOG_LEVEL=self.settings.log_level,
-        )
+        for name in type(self.settings).model_fields:
+            value = getattr(self.settings, name)
+            env[f"COFFRE_{name.upper()}"] = ",".join(sorted(value)) if isinstance(value, set) else str(value)
+        env["COFFRE_BOOTSTRAP_SERVERS"] = self.bootstrap or ""
         return env
 
     def spawn(self, name: str) -> subprocess.Popen[bytes]:

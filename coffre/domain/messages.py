@@ -154,11 +154,14 @@ class Acquittal:
         return cls("rejected", rejection.correlation_id, rejection.event_type, reasons=rejection.problems)
 
     def encode(self) -> bytes:
-        return _dumps({k: v for k, v in asdict(self).items() if v is not None})
+        """JSON; ``status``, ``correlation_id`` and ``event_type`` always (null when unknown: an
+        input that is not an event has no type), the other fields when they apply."""
+        kept = ("status", "correlation_id", "event_type")
+        return _dumps({k: v for k, v in asdict(self).items() if v is not None or k in kept})
 
     @classmethod
     def decode(cls, raw: bytes) -> Acquittal:
-        return cls(**json.loads(raw))
+        return cls(**{"correlation_id": None, "event_type": None, **json.loads(raw)})
 
 
 __all__ = ["Acquittal", "Headers", "Problem", "Receipt", "Rejection", "header"]

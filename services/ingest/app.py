@@ -8,8 +8,9 @@ import os
 from pathlib import Path
 
 import faust
+from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from coffre.adapters.kafka import ensure_topics
+from coffre.adapters.kafka import CONSUMER_TUNING, ensure_topics
 from coffre.config import Settings
 from coffre.domain.codec import Limits
 
@@ -28,10 +29,40 @@ def _headers(raw: object) -> list[tuple[str, bytes]]:
     return [(str(k), v if isinstance(v, bytes) else str(v).encode()) for k, v in items]  # type: ignore[union-attr]
 
 
+class _LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """faust's consumer thread, with coffre's fetch wait instead of faust's fixed 1,500 ms.
+
+    faust-streaming 0.15 hard-codes ``fetch_max_wait_ms=1500`` for its worker consumer and has
+    no setting for it. A broker that does not answer a waiting fetch as soon as data arrives
+    (Tansu does not) then holds every input up to 1.5 s: measured, ingest's p50 was 437 ms
+    at 500 events/s."""
+
+    def _create_worker_consumer(
+        self, transport: faust_aiokafka.Transport
+    ) -> faust_aiokafka.aiokafka.AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._fetch_max_wait_ms = CONSUMER_TUNING["fetch_max_wait_ms"]  # read by start(), for its fetcher
+        return consumer
+
+
+class _LowLatencyConsumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _LowLatencyConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class _LowLatencyTransport(faust_aiokafka.Transport):
+    Consumer = _LowLatencyConsumer
+
+
+class IngestApp(faust.App):
+    def _new_transport(self) -> faust_aiokafka.Transport:
+        return _LowLatencyTransport(self.conf.broker_consumer, self)
+
+
 def build_app(settings: Settings) -> faust.App:
     topics = settings.topics
     data = Path(settings.data_dir) / "ingest"
-    app = faust.App(
+    app = IngestApp(
         f"{settings.topic_prefix}ingest",
         broker=";".join(f"kafka://{server.strip()}" for server in settings.bootstrap_servers.split(",")),
         value_serializer="raw",

@@ -81,7 +81,11 @@ def topic_prefix() -> str:
 def stack(kafka_bootstrap, topic_prefix, tmp_path):
     """The three services as child processes on the session broker, with their own topics and data."""
     settings = Settings(
-        bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, data_dir=tmp_path, partitions=3
+        bootstrap_servers=kafka_bootstrap,
+        topic_prefix=topic_prefix,
+        data_dir=tmp_path,
+        partitions=3,
+        max_event_bytes=64 * 1024,
     )
     running = Stack(settings, bootstrap=kafka_bootstrap)
     running.start()

@@ -12,7 +12,7 @@ from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import drain
 from coffre.client import CoffreClient
 from coffre.domain.annex import annex_examples, default_annex_path
-from coffre.domain.messages import Acquittal
+from coffre.domain.messages import Acquittal, Rejection
 from coffre.stack import Stack
 
 from events import POINSCRIT, pojeu
@@ -68,3 +68,33 @@ def test_supervised_events_get_no_acquittal(stack):
         "recorded",
     ]
     assert outcomes[0].receipt.supervised
+
+
+HOSTILE = {
+    "binary": (b"\x00\xff\xfe not xml", "UNSUPPORTED_FORMAT"),
+    "entity expansion": (
+        b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aa"><!ENTITY b "&a;&a;&a;">]>'
+        b"<POINSCRIT><IDOper>&b;</IDOper></POINSCRIT>",
+        "DTD_FORBIDDEN",
+    ),
+    "external entity": (
+        b'<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><POINSCRIT>&e;</POINSCRIT>',
+        "DTD_FORBIDDEN",
+    ),
+    "empty": (b"", "EMPTY_INPUT"),
+    "broken json": (b'{"POJEU": [}', "MALFORMED_JSON"),
+    "too large": (POINSCRIT.replace(b"Tournoi du dimanche", b"x" * 100_000), "DOCUMENT_TOO_LARGE"),
+}
+
+
+def test_hostile_inputs_are_rejected_with_their_codes_and_break_nothing(stack):
+    outcomes = asyncio.run(submit_all(stack, [raw for raw, _ in HOSTILE.values()] + [POINSCRIT]))
+    for (name, (_, code)), outcome in zip(HOSTILE.items(), outcomes, strict=False):
+        assert outcome.status == "rejected", name
+        assert [r["code"] for r in outcome.acquittal.reasons] == [code], name
+    assert outcomes[-1].status == "recorded" and outcomes[-1].acquittal.id_evt == 1  # refusals burn no IDEvt
+    assert all(child.poll() is None for child in stack.children.values()), "a service died on input"
+
+    rejections = asyncio.run(drain(stack.bootstrap, stack.settings.topics.rejected))
+    originals = {Rejection.decode(r.value).original for r in rejections}
+    assert originals == {raw for raw, _ in HOSTILE.values()}  # every refused input kept, byte for byte

@@ -104,3 +104,12 @@ def test_late_records_are_counted_once_whether_seen_waiting_or_at_receipt():
     acquitter.on_receipt(receipt(id_evt=4, ingested_at=1000.0))  # late, never seen waiting
     assert acquitter.stats.late == 3
     assert acquitter.stats.latencies[-1] == 3.0
+
+
+def test_the_acquittal_of_an_input_that_is_no_event_round_trips():
+    refusal = Rejection(
+        "req-3", None, None, [{"code": "EMPTY_INPUT", "path": "/", "message": "m"}], b"", "in", 0, 1
+    )
+    acquittal = Acquitter({"POJEU"}, 2.0).on_rejection(refusal)
+    assert Acquittal.decode(acquittal.encode()) == acquittal
+    assert Acquittal.decode(b'{"status":"rejected","reasons":[]}').correlation_id is None
