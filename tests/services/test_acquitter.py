@@ -12,6 +12,7 @@ from coffre.domain.messages import (
     ID_OPER,
     INGESTED_AT,
     SUPERVISED,
+    Acquittal,
     Receipt,
     Rejection,
 )
