@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -27,14 +28,17 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.conn import create_conn
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import ConsumerRecord
 
+log = logging.getLogger("coffre.kafka")
+
 __all__ = [
     "CONSUMER_TUNING",
     "PRODUCER_TUNING",
+    "OffsetCommitter",
     "TopicMismatchError",
     "drain",
     "ensure_topics",
@@ -251,3 +255,36 @@ def kafka_available(bootstrap: str, timeout: float = 3.0) -> bool:
     thread.start()
     thread.join(timeout + 1.0)
     return result[0]
+
+
+class OffsetCommitter:
+    """Commits a consumer's offsets off the critical path, in order, one commit in flight.
+
+    The caller hands it the offsets of a batch once that batch's effects are on Kafka (its
+    receipts or acquittals acknowledged); the next batch is read meanwhile. A commit that fails
+    (a rebalance took the partition) is logged and dropped: those records are read again, which
+    every consumer here handles as a redelivery.
+    """
+
+    def __init__(self, consumer: AIOKafkaConsumer):
+        self._consumer = consumer
+        self._last: asyncio.Task[None] | None = None
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        if offsets:
+            self._last = asyncio.create_task(self._commit_after(self._last, offsets))
+
+    async def _commit_after(
+        self, previous: asyncio.Task[None] | None, offsets: dict[TopicPartition, int]
+    ) -> None:
+        if previous is not None:
+            await previous
+        try:
+            await self._consumer.commit(offsets)
+        except KafkaError as exc:
+            log.warning("offset commit failed (the records will be read again): %s", exc)
+
+    async def flush(self) -> None:
+        """Wait for every commit handed over so far."""
+        if self._last is not None:
+            await self._last

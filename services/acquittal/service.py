@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, ensure_topics, stop_consumer
+from coffre.adapters.kafka import (
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    OffsetCommitter,
+    ensure_topics,
+    stop_consumer,
+)
 from coffre.config import Settings
 from coffre.domain.messages import (
     CORRELATION_ID,
@@ -43,6 +49,7 @@ class AcquittalStats:
     rejected: int = 0
     not_acquitted: int = 0
     late: int = 0
+    unreadable: int = 0
     latencies: list[float] = field(default_factory=list)
 
 
@@ -128,6 +135,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
     stop = stop or asyncio.Event()
     await producer.start()
     await consumer.start()
+    committer = OffsetCommitter(consumer)
     log.info("acquittal ready")
     last_sweep = time.monotonic()
     try:
@@ -137,14 +145,23 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
             for tp, records in batches.items():
                 for record in records:
                     headers = list(record.headers or ())
-                    if tp.topic == topics.normalized:
-                        acquitter.on_normalized(headers)
-                    elif tp.topic == topics.receipts:
-                        acquittal = acquitter.on_receipt(Receipt.decode(record.value))
-                        if acquittal:
-                            out.append(acquittal)
-                    else:
-                        out.append(acquitter.on_rejection(Rejection.decode(record.value)))
+                    try:
+                        if tp.topic == topics.normalized:
+                            acquitter.on_normalized(headers)
+                        elif tp.topic == topics.receipts:
+                            acquittal = acquitter.on_receipt(Receipt.decode(record.value or b""))
+                            if acquittal:
+                                out.append(acquittal)
+                        else:
+                            out.append(acquitter.on_rejection(Rejection.decode(record.value or b"")))
+                    except (ValueError, TypeError, KeyError):  # not written by coffre: never crash on it
+                        acquitter.stats.unreadable += 1
+                        log.error(
+                            "passed over an unreadable record at %s offset %d",
+                            tp,
+                            record.offset,
+                            exc_info=True,
+                        )
             deliveries = [
                 await producer.send(
                     topics.acquittals,
@@ -156,11 +173,12 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
             ]
             await asyncio.gather(*deliveries)
             if batches:
-                await consumer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
+                committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
             if time.monotonic() - last_sweep > 0.5:
                 acquitter.sweep()
                 last_sweep = time.monotonic()
     finally:
+        await committer.flush()
         await stop_consumer(consumer)
         await producer.stop()
     return acquitter.stats

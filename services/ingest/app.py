@@ -115,7 +115,9 @@ def build_app(settings: Settings) -> faust.App:
                 for e in events
             ]
             try:
-                counts = ingest_batch(batch, store, topics, limits)
+                # in a worker thread: the loop goes on with faust's fetching and the producer's
+                # acknowledgements while SQLite fsyncs
+                counts = await asyncio.to_thread(ingest_batch, batch, store, topics, limits)
                 await publish_outbox()
             except Exception:
                 # faust acks a batch even when its body fails: die before it can, so the

@@ -90,6 +90,7 @@ class IngestStore:
             (oper, coffre): last
             for oper, coffre, last in self._db.execute("SELECT id_oper, id_coffre, last_id_evt FROM counters")
         }
+        self._published_up_to = 0  # outbox rows up to this seq are on Kafka; written with the next commit
 
     def last_id_evt(self, id_oper: str, id_coffre: int) -> int:
         return self._last.get((id_oper, id_coffre), 0)
@@ -116,6 +117,7 @@ class IngestStore:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
+            self._write_published_mark()
             db.executemany(
                 "INSERT INTO counters (id_oper, id_coffre, last_id_evt) VALUES (?, ?, ?) "
                 "ON CONFLICT (id_oper, id_coffre) DO UPDATE SET last_id_evt = excluded.last_id_evt",
@@ -137,22 +139,33 @@ class IngestStore:
         return [
             OutboxRow(seq, p, o, t, k, v, _decode_headers(h))
             for seq, p, o, t, k, v, h in self._db.execute(
-                "SELECT seq, in_partition, in_offset, topic, key, value, headers FROM outbox WHERE published = 0 ORDER BY seq"
+                "SELECT seq, in_partition, in_offset, topic, key, value, headers FROM outbox"
+                " WHERE published = 0 AND seq > ? ORDER BY seq",
+                (self._published_up_to,),
             )
         ]
 
     def mark_published(self, up_to_seq: int) -> None:
-        """Everything up to ``up_to_seq`` is on Kafka (not fsynced: losing this only republishes)."""
-        self._db.execute("UPDATE outbox SET published = 1 WHERE published = 0 AND seq <= ?", (up_to_seq,))
+        """Everything up to ``up_to_seq`` is on Kafka. Kept in memory and written with the next
+        transaction (or at close), which saves an fsync per batch: losing the mark in a crash
+        only publishes those rows once more, which the vault takes as redeliveries."""
+        self._published_up_to = max(self._published_up_to, up_to_seq)
+
+    def _write_published_mark(self) -> None:
+        self._db.execute(
+            "UPDATE outbox SET published = 1 WHERE published = 0 AND seq <= ?", (self._published_up_to,)
+        )
 
     def prune(self, older_than_seconds: float) -> int:
         """Forget published outputs older than this: their inputs were committed long ago."""
+        self._write_published_mark()
         cursor = self._db.execute(
             "DELETE FROM outbox WHERE published = 1 AND created < ?", (time.time() - older_than_seconds,)
         )
         return cursor.rowcount
 
     def close(self) -> None:
+        self._write_published_mark()
         self._db.close()
 
 

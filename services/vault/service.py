@@ -11,7 +11,13 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, ensure_topics, stop_consumer
+from coffre.adapters.kafka import (
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    OffsetCommitter,
+    ensure_topics,
+    stop_consumer,
+)
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID
 
@@ -38,6 +44,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     stop = stop or asyncio.Event()
     await producer.start()
     await consumer.start()
+    committer = OffsetCommitter(consumer)
     log.info("vault ready: recording %s", topics.normalized)
     try:
         while not stop.is_set():
@@ -64,8 +71,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
                 for receipt in receipts
             ]
             await asyncio.gather(*deliveries)
-            await consumer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
+            committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
     finally:
+        await committer.flush()
         await stop_consumer(consumer)
         await producer.stop()
         recorder.journals.close()
