@@ -38,7 +38,7 @@ from types import FrameType
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from coffre.adapters.broker import EmbeddedBroker
-from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, ensure_topics
+from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, drain, ensure_topics
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID, Acquittal, header
 from coffre.stack import Stack
@@ -304,6 +304,30 @@ async def offered_load(
     )
 
 
+HOPS = (
+    ("events_in", "normalized", "ingest: events.in -> normalized"),
+    ("normalized", "receipts", "vault: normalized -> receipts"),
+    ("receipts", "acquittals", "acquittal: receipts -> acquittals"),
+)
+
+
+async def hop_latencies(bootstrap: str, topics: object, prefix: str) -> dict[str, list[float]]:
+    """Per service, the delay (ms) between an event's record on its input topic and the record it
+    caused on its output topic, from the broker's record timestamps (CreateTime, set by each
+    producer's clock: one machine, one clock), for the events whose correlation id starts with
+    ``prefix``. Where the end-to-end latency goes, hop by hop."""
+    stamps: dict[str, dict[str, int]] = {}
+    for name in ("events_in", "normalized", "receipts", "acquittals"):
+        for record in await drain(bootstrap, getattr(topics, name)):
+            cid = header(list(record.headers or ()), CORRELATION_ID)
+            if cid and cid.startswith(prefix):
+                stamps.setdefault(cid, {})[name] = record.timestamp
+    return {
+        label: sorted(float(s[b] - s[a]) for s in stamps.values() if a in s and b in s)
+        for a, b, label in HOPS
+    }
+
+
 @dataclass
 class Results:
     raw_rate: float | None = None
@@ -311,6 +335,7 @@ class Results:
     e2e_recorded: int = 0
     e2e_seconds: float = 0.0
     latency: Latency | None = None
+    hops: dict[str, list[float]] = field(default_factory=dict)
     cpu: CpuMeter | None = None
     errors: list[str] = field(default_factory=list)
 
@@ -376,6 +401,7 @@ async def coffre_phases(
             raise PhaseTimeout(
                 f"latency: {results.latency.arrived:,} of {results.latency.sent:,} acquittals within {args.timeout:.0f} s"
             )
+        results.hops = await hop_latencies(stack.bootstrap, topics, "l-")
     finally:
         await producer.stop()
         await reader.stop()
@@ -422,6 +448,16 @@ def report(results: Results, args: argparse.Namespace, bootstrap: str, event_siz
         )
         rows.append(("  offered rate achieved", f"{lat.achieved_rate:,.0f} events/s", "", ""))
         rows.append(("  publisher behind schedule, max", f"{lat.behind_ms:.1f} ms", "", ""))
+        for label, delays in results.hops.items():
+            if delays:
+                rows.append(
+                    (
+                        f"  {label}",
+                        f"p50 {percentile(delays, 0.5):.0f} / p99 {percentile(delays, 0.99):.0f} ms",
+                        "",
+                        "",
+                    )
+                )
     else:
         rows.append((f"latency @ {args.rate:,.0f}/s", "n/a", f"p99 < {TARGET_P99_MS:.0f} ms", ""))
 
