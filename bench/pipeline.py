@@ -481,8 +481,16 @@ def report(results: Results, args: argparse.Namespace, bootstrap: str, event_siz
     meter = results.cpu
     if meter and meter.used and meter.wall > 0:
         print(f"CPU during the end-to-end phase ({meter.wall:.2f} s wall; 100% = one core):")
+        events = args.events if results.e2e_rate else 0
         for name, used in sorted(meter.used.items(), key=lambda item: -item[1]):
-            print(f"  {name:<10} {used:7.2f} s  {100 * used / meter.wall:5.0f}%")
+            per_event = f"  {1e6 * used / events:6.0f} µs/event" if events else ""
+            print(f"  {name:<10} {used:7.2f} s  {100 * used / meter.wall:5.0f}%{per_event}")
+        total = sum(meter.used.values())
+        if events:
+            print(
+                f"  {'all':<10} {total:7.2f} s  {100 * total / meter.wall:5.0f}%  {1e6 * total / events:6.0f} µs/event"
+                f"  -> at most {events / total * (os.cpu_count() or 1):,.0f} events/s on {os.cpu_count()} cores"
+            )
     for error in results.errors:
         print(f"note: {error}")
 
