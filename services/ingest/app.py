@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -20,6 +22,7 @@ from .store import IngestStore
 log = logging.getLogger("coffre.ingest")
 FATAL_EXIT = 70
 PRUNE_AFTER_SECONDS = 24 * 3600
+T = TypeVar("T")
 
 
 def _headers(raw: object) -> list[tuple[str, bytes]]:
@@ -57,6 +60,20 @@ class _LowLatencyTransport(faust_aiokafka.Transport):
 class IngestApp(faust.App):
     def _new_transport(self) -> faust_aiokafka.Transport:
         return _LowLatencyTransport(self.conf.broker_consumer, self)
+
+
+async def _durably(step: Callable[..., T], *args: Any) -> T:
+    """Run ``step`` in a worker thread (the loop goes on with faust's fetching and the producer's
+    acknowledgements while SQLite fsyncs) and see it through even when the agent is cancelled.
+
+    faust acks a batch's events when the agent leaves it, cancelled (SIGTERM) or not, and then
+    commits their offsets: the durable write must be over by then, or the inputs would be lost."""
+    work = asyncio.ensure_future(asyncio.to_thread(step, *args))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait([work])
+        raise
 
 
 def build_app(settings: Settings) -> faust.App:
@@ -115,9 +132,7 @@ def build_app(settings: Settings) -> faust.App:
                 for e in events
             ]
             try:
-                # in a worker thread: the loop goes on with faust's fetching and the producer's
-                # acknowledgements while SQLite fsyncs
-                counts = await asyncio.to_thread(ingest_batch, batch, store, topics, limits)
+                counts = await _durably(ingest_batch, batch, store, topics, limits)
                 await publish_outbox()
             except Exception:
                 # faust acks a batch even when its body fails: die before it can, so the
