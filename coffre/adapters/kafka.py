@@ -63,7 +63,7 @@ CONSUMER_TUNING: dict[str, Any] = {
 #: millisecond of batching, no idempotence (Tansu cannot: InitProducerId fails there).
 PRODUCER_TUNING: dict[str, Any] = {
     "acks": "all",
-    "linger_ms": 1,
+    "linger_ms": 0,
     "enable_idempotence": False,
     "max_batch_size": 256 * 1024,
 }

@@ -94,7 +94,7 @@ def build_app(settings: Settings) -> faust.App:
         broker_max_poll_records=settings.batch_max,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
-        producer_linger_ms=1,
+        producer_linger_ms=0,
         stream_wait_empty=False,
     )
     source = app.topic(topics.events_in, value_serializer="raw", key_serializer="raw", allow_empty=True)
