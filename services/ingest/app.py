@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -22,7 +20,6 @@ from .store import IngestStore
 log = logging.getLogger("coffre.ingest")
 FATAL_EXIT = 70
 PRUNE_AFTER_SECONDS = 24 * 3600
-T = TypeVar("T")
 
 
 def _headers(raw: object) -> list[tuple[str, bytes]]:
@@ -60,20 +57,6 @@ class _LowLatencyTransport(faust_aiokafka.Transport):
 class IngestApp(faust.App):
     def _new_transport(self) -> faust_aiokafka.Transport:
         return _LowLatencyTransport(self.conf.broker_consumer, self)
-
-
-async def _durably(step: Callable[..., T], *args: Any) -> T:
-    """Run ``step`` in a worker thread (the loop goes on with faust's fetching and the producer's
-    acknowledgements while SQLite fsyncs) and see it through even when the agent is cancelled.
-
-    faust acks a batch's events when the agent leaves it, cancelled (SIGTERM) or not, and then
-    commits their offsets: the durable write must be over by then, or the inputs would be lost."""
-    work = asyncio.ensure_future(asyncio.to_thread(step, *args))
-    try:
-        return await asyncio.shield(work)
-    except asyncio.CancelledError:
-        await asyncio.wait([work])
-        raise
 
 
 def build_app(settings: Settings) -> faust.App:
@@ -132,7 +115,10 @@ def build_app(settings: Settings) -> faust.App:
                 for e in events
             ]
             try:
-                counts = await _durably(ingest_batch, batch, store, topics, limits)
+                # synchronous on purpose: faust acks a batch's events when the agent leaves it,
+                # cancelled (SIGTERM) or not, so no await may stand between taking the batch and
+                # its durable write; a worker thread only added GIL hand-offs to the latency
+                counts = ingest_batch(batch, store, topics, limits)
                 await publish_outbox()
             except Exception:
                 # faust acks a batch even when its body fails: die before it can, so the
