@@ -10,23 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-from coffre.adapters.kafka import (
-    CONSUMER_TUNING,
-    PRODUCER_TUNING,
-    OffsetCommitter,
-    ensure_topics,
-    stop_consumer,
-)
+from coffre.adapters.service import kafka_endpoints, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.messages import (
-    CORRELATION_ID,
     EVENT_TYPE,
     ID_COFFRE,
     ID_EVT,
@@ -119,28 +109,15 @@ class Acquitter:
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> AcquittalStats:
     topics = settings.topics
-    await ensure_topics(
-        settings.bootstrap_servers, settings.topic_partitions, replication=settings.replication_factor
-    )
-    acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
-    consumer = AIOKafkaConsumer(
-        topics.normalized,
-        topics.receipts,
-        topics.rejected,
-        bootstrap_servers=settings.bootstrap_servers,
-        group_id=f"{settings.topic_prefix}acquittal",
-        **{**CONSUMER_TUNING, "max_poll_records": settings.batch_max},
-    )
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers, **PRODUCER_TUNING)
     stop = stop or asyncio.Event()
-    await producer.start()
-    await consumer.start()
-    committer = OffsetCommitter(consumer)
-    log.info("acquittal ready")
-    last_sweep = time.monotonic()
-    try:
+    acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
+    async with kafka_endpoints(
+        settings, "acquittal", topics.normalized, topics.receipts, topics.rejected
+    ) as kafka:
+        log.info("acquittal ready")
+        last_sweep = time.monotonic()
         while not stop.is_set():
-            batches = await consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
+            batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
             out: list[Acquittal] = []
             for tp, records in batches.items():
                 for record in records:
@@ -162,36 +139,21 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
                             record.offset,
                             exc_info=True,
                         )
-            deliveries = [
-                await producer.send(
-                    topics.acquittals,
-                    value=a.encode(),
-                    key=a.correlation_id.encode() if a.correlation_id else None,
-                    headers=[(CORRELATION_ID, a.correlation_id.encode())] if a.correlation_id else None,
-                )
-                for a in out
-            ]
-            await asyncio.gather(*deliveries)
+            await kafka.send_all(
+                topics.acquittals,
+                (
+                    (a.correlation_id.encode() if a.correlation_id else None, a.encode(), a.correlation_id)
+                    for a in out
+                ),
+            )
             if batches:
-                committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
+                kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
             if time.monotonic() - last_sweep > 0.5:
                 acquitter.sweep()
                 last_sweep = time.monotonic()
-    finally:
-        await committer.flush()
-        await stop_consumer(consumer)
-        await producer.stop()
     return acquitter.stats
 
 
 def run(settings: Settings) -> None:
     """``coffre acquittal``: until SIGTERM or SIGINT."""
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await serve(settings, stop)
-
-    asyncio.run(main())
+    run_until_signalled(serve, settings)
