@@ -368,40 +368,45 @@ async def coffre_phases(
             )
         print(f"stack ready: warm-up acquittals after {time.perf_counter() - began:.1f} s", flush=True)
 
-        # sustained end-to-end rate
-        batch = messages("t", args.events, args.coffres)
-        meter = CpuMeter(pids)
-        results.cpu = meter
-        print(f"end to end: publishing {len(batch):,} events…", flush=True)
-        meter.start()
-        first = await publish_burst(producer, topics.events_in, batch)
-        complete = await reader.wait_for([cid for cid, _ in batch], args.timeout, check)
-        meter.stop()
-        times = [reader.arrived[cid] for cid, _ in batch if cid in reader.arrived]
-        results.e2e_recorded = sum(1 for cid, _ in batch if reader.status.get(cid) == "recorded")
-        if not complete:
-            raise PhaseTimeout(
-                f"end to end: {len(times):,} of {len(batch):,} acquittals within {args.timeout:.0f} s "
-                f"({results.e2e_recorded:,} recorded)"
-            )
-        results.e2e_seconds = max(times) - first
-        results.e2e_rate = len(batch) / results.e2e_seconds
-        if results.e2e_recorded != len(batch):
-            results.errors.append(
-                f"end to end: only {results.e2e_recorded:,} of {len(batch):,} acquittals say recorded"
-            )
+        async def rate_phase() -> None:
+            """Sustained end-to-end rate."""
+            batch = messages("t", args.events, args.coffres)
+            meter = CpuMeter(pids)
+            results.cpu = meter
+            print(f"end to end: publishing {len(batch):,} events…", flush=True)
+            meter.start()
+            first = await publish_burst(producer, topics.events_in, batch)
+            complete = await reader.wait_for([cid for cid, _ in batch], args.timeout, check)
+            meter.stop()
+            times = [reader.arrived[cid] for cid, _ in batch if cid in reader.arrived]
+            results.e2e_recorded = sum(1 for cid, _ in batch if reader.status.get(cid) == "recorded")
+            if not complete:
+                raise PhaseTimeout(
+                    f"end to end: {len(times):,} of {len(batch):,} acquittals within {args.timeout:.0f} s "
+                    f"({results.e2e_recorded:,} recorded)"
+                )
+            results.e2e_seconds = max(times) - first
+            results.e2e_rate = len(batch) / results.e2e_seconds
+            if results.e2e_recorded != len(batch):
+                results.errors.append(
+                    f"end to end: only {results.e2e_recorded:,} of {len(batch):,} acquittals say recorded"
+                )
 
-        # latency at a fixed offered load
-        await asyncio.sleep(1.0)  # let the pipeline settle
-        print(f"latency: {args.rate:,.0f} events/s for {args.seconds:g} s…", flush=True)
-        results.latency = await offered_load(
-            producer, topics.events_in, reader, args.rate, args.seconds, args.coffres, args.timeout, check
-        )
-        if results.latency.arrived < results.latency.sent:
-            raise PhaseTimeout(
-                f"latency: {results.latency.arrived:,} of {results.latency.sent:,} acquittals within {args.timeout:.0f} s"
+        async def latency_phase() -> None:
+            """Latency at a fixed offered load, and where it goes hop by hop."""
+            await asyncio.sleep(1.0)  # let the pipeline settle
+            print(f"latency: {args.rate:,.0f} events/s for {args.seconds:g} s…", flush=True)
+            results.latency = await offered_load(
+                producer, topics.events_in, reader, args.rate, args.seconds, args.coffres, args.timeout, check
             )
-        results.hops = await hop_latencies(stack.bootstrap, topics, "l-")
+            if results.latency.arrived < results.latency.sent:
+                raise PhaseTimeout(
+                    f"latency: {results.latency.arrived:,} of {results.latency.sent:,} acquittals within {args.timeout:.0f} s"
+                )
+            results.hops = await hop_latencies(stack.bootstrap, topics, "l-")
+
+        for phase in (latency_phase, rate_phase) if args.latency_first else (rate_phase, latency_phase):
+            await phase()
     finally:
         await producer.stop()
         await reader.stop()
@@ -535,6 +540,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--ready-timeout", type=float, default=90.0, help="most seconds to wait for the stack"
+    )
+    parser.add_argument(
+        "--latency-first",
+        action="store_true",
+        help="measure the latency on the fresh stack, before the end-to-end burst",
     )
     parser.add_argument("--keep", action="store_true", help="keep the data directory (journals, logs)")
     parser.add_argument(
