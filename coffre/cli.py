@@ -196,7 +196,55 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         codes = stack.stop()
         print(f"stopped: {codes}", flush=True)
+    if args.demo and settings.archive_backend == "local":
+        failures += _show_archive(settings)
     return 0 if failures == 0 else 1
+
+
+def _show_archive(settings: object) -> int:
+    """Where the sealed archive is, the certificate that verifies it, and the verification's verdict."""
+    from .adapters.archive import signing_files
+    from .audit import verify_archive
+
+    archive = settings.archive_root  # type: ignore[attr-defined]
+    _, cert = signing_files(settings)  # type: ignore[arg-type]
+    print(f"archive: {archive}\ncertificate: {cert}", flush=True)
+    print(f"verify it: coffre verify {archive} --cert {cert}", flush=True)
+    report = verify_archive(archive, [cert])
+    for line in report.lines():
+        print(f"  {line}", flush=True)
+    return 0 if report.ok else 1
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    """Write a signing key (0600) and its self-signed certificate."""
+    from .adapters.keys import write_key_pair
+
+    try:
+        key, cert = write_key_pair(Path(args.out), args.name, args.algorithm, args.days)
+    except FileExistsError as exc:
+        print(f"coffre keygen: {exc} (a key is never overwritten)", file=sys.stderr)
+        return 1
+    print(f"key: {key}\ncertificate: {cert}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Offline verification of an archive folder; exit 0 only when every check holds."""
+    from .audit import verify_archive
+
+    if not args.cert:
+        print("coffre verify: name the certificate(s) you trust with --cert PEM", file=sys.stderr)
+        return 2
+    report = verify_archive(
+        Path(args.path),
+        [Path(c) for c in args.cert],
+        older_checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        xsd_dir=Path(args.xsd) if args.xsd else None,
+    )
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,6 +295,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--annex", default=None, help="the annex Markdown (default: $COFFRE_DET_ANNEX or ../shared/spec/…)"
     )
     p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("keygen", help="a signing key and its self-signed certificate")
+    p.add_argument("--out", required=True, help="folder for signing-key.pem and signing-cert.pem")
+    p.add_argument("--algorithm", choices=("ecdsa", "rsa"), default="ecdsa", help="ECDSA P-256 or RSA 3072")
+    p.add_argument("--days", type=int, default=3 * 365, help="validity of the certificate")
+    p.add_argument("--name", default="coffre vault", help="the certificate's common name")
+    p.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser(
+        "verify", help="verify an archive offline: signatures, chain, IDEvt, Merkle roots, checkpoints"
+    )
+    p.add_argument("path", help="the archive's root, or a folder inside it")
+    p.add_argument(
+        "--cert", action="append", default=[], metavar="PEM", help="a trusted certificate (repeatable)"
+    )
+    p.add_argument(
+        "--checkpoint", default=None, metavar="FILE", help="an older checkpoint the archive must extend"
+    )
+    p.add_argument(
+        "--xsd", default=None, metavar="DIR", help="also validate every event against this schema folder"
+    )
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("publish", help="publish events and print each acquittal or rejection")
     p.add_argument("files", nargs="+", help="event files or folders (XML or JSON)")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -60,6 +60,30 @@ class Settings(BaseSettings):
     batch_max: int = Field(1000, ge=1, description="the most messages one service handles in one batch")
     batch_wait_ms: int = Field(2, ge=0, description="how long a service waits to fill a batch")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    lot_max_events: int = Field(
+        1000, ge=1, le=1_000_000, description="a lot is sealed once this many events wait"
+    )
+    lot_max_age_seconds: float = Field(
+        60.0, gt=0, description="a lot is sealed once its oldest event has waited this long"
+    )
+    archive_backend: Literal["local", "s3"] = Field("local", description="where sealed lots go: local or s3")
+    archive_dir: Path | None = Field(
+        None, description="the local archive's root (default: <data dir>/archive)"
+    )
+    s3_bucket: str = Field("", description="S3 archive: the bucket (created with Object Lock if missing)")
+    s3_prefix: str = Field("", description="S3 archive: a key prefix inside the bucket")
+    s3_endpoint_url: str = Field("", description="S3 archive: the endpoint (empty: AWS)")
+    s3_region: str = Field("eu-west-3", description="S3 archive: the region")
+    s3_retention_days: int = Field(
+        6 * 365 + 2, ge=1, description="S3 archive: Object Lock retention in compliance mode (6 years)"
+    )
+    signing_key: Path | None = Field(
+        None, description="PEM private key that signs lots (default: a development key in <data dir>/keys)"
+    )
+    signing_cert: Path | None = Field(None, description="PEM certificate of the signing key")
+    trusted_certs: str = Field(
+        "", description="extra PEM certificates (comma-separated paths) still trusted, e.g. after a rotation"
+    )
 
     @property
     def topics(self) -> Topics:
@@ -67,6 +91,26 @@ class Settings(BaseSettings):
         return Topics(
             f"{p}events.in", f"{p}events.normalized", f"{p}events.rejected", f"{p}receipts", f"{p}acquittals"
         )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if (self.signing_key is None) != (self.signing_cert is None):
+            raise ValueError("COFFRE_SIGNING_KEY and COFFRE_SIGNING_CERT go together: set both or neither")
+        if self.archive_backend == "s3" and not self.s3_bucket:
+            raise ValueError("COFFRE_ARCHIVE_BACKEND=s3 needs COFFRE_S3_BUCKET")
+        return self
+
+    @property
+    def archive_root(self) -> Path:
+        return self.archive_dir or Path(self.data_dir) / "archive"
+
+    @property
+    def key_paths(self) -> tuple[Path, Path, bool]:
+        """(key, certificate, whether it is the generated development key)."""
+        if self.signing_key and self.signing_cert:
+            return self.signing_key, self.signing_cert, False
+        keys = Path(self.data_dir) / "keys"
+        return keys / "signing-key.pem", keys / "signing-cert.pem", True
 
     @property
     def topic_partitions(self) -> dict[str, int]:
@@ -79,6 +123,6 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         for error in exc.errors():
-            name = "COFFRE_" + "_".join(str(part) for part in error["loc"][:1]).upper()
-            print(f"coffre: configuration error: {name}: {error['msg']}", file=sys.stderr)
+            where = f"COFFRE_{str(error['loc'][0]).upper()}: " if error["loc"] else ""
+            print(f"coffre: configuration error: {where}{error['msg']}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .adapters.archive import signing_files
 from .adapters.broker import EmbeddedBroker
 from .adapters.kafka import ensure_topics
 from .config import Settings
@@ -36,6 +37,7 @@ class Stack:
         if self.bootstrap is None:
             self.broker = EmbeddedBroker(log_path=data / "logs" / "broker.log")
             self.bootstrap = self.broker.start()
+        signing_files(self.settings)  # the development key, made once here rather than raced for
         asyncio.run(
             ensure_topics(
                 self.bootstrap, self.settings.topic_partitions, replication=self.settings.replication_factor
@@ -50,6 +52,8 @@ class Stack:
         env = dict(os.environ)
         for name in type(self.settings).model_fields:
             value = getattr(self.settings, name)
+            if value is None:
+                continue
             env[f"COFFRE_{name.upper()}"] = ",".join(sorted(value)) if isinstance(value, set) else str(value)
         env["COFFRE_BOOTSTRAP_SERVERS"] = self.bootstrap or ""
         return env

@@ -1,0 +1,104 @@
+"""``coffre verify``: an archive folder, checked offline, coffre by coffre (see coffre.domain.verify)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lxml import etree
+
+from .domain.catalogue import EVENT_TYPES
+from .domain.lot import LotFormatError, parse_document, parse_lot_name, read_checkpoint
+from .domain.schema import SchemaSet
+from .domain.signing import TrustStore
+from .domain.verify import CoffreReport, SchemaCheck, verify_coffre
+
+
+@dataclass
+class ArchiveReport:
+    coffres: list[CoffreReport] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """Failures outside any coffre (an unreadable file, an older checkpoint of no coffre found)."""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.coffres) and not self.problems and all(not c.failures for c in self.coffres)
+
+    def lines(self) -> list[str]:
+        out = list(self.problems)
+        for coffre in self.coffres:
+            out += [str(failure) for failure in coffre.failures]
+        for coffre in self.coffres:
+            verdict = "OK" if not coffre.failures else f"{len(coffre.failures)} failure(s)"
+            out.append(
+                f"coffre {coffre.id_oper}/{coffre.id_coffre}: {coffre.lots} lot(s), {coffre.events} event(s), "
+                f"{coffre.checkpoints} checkpoint(s): {verdict}"
+            )
+        if not self.coffres and not self.problems:
+            out.append("no lot found")
+        return out
+
+
+def schema_check(xsd_dir: Path) -> SchemaCheck:
+    schemas = SchemaSet(xsd_dir)
+
+    def check(canonical: bytes) -> list[str]:
+        element = etree.fromstring(canonical)
+        model = EVENT_TYPES.get(element.tag)
+        if model is None:
+            return [f"{element.tag} is not an event of the schema set"]
+        return schemas.errors(model.family, element)
+
+    return check
+
+
+def verify_archive(
+    path: Path,
+    certificates: Sequence[Path],
+    *,
+    older_checkpoint: Path | None = None,
+    xsd_dir: Path | None = None,
+) -> ArchiveReport:
+    """Every coffre whose lots are under ``path`` (the archive's root, or any folder inside it)."""
+    report = ArchiveReport()
+    trust = TrustStore.from_pem_files(list(certificates))
+    lots: dict[tuple[str, int], list[tuple[str, bytes]]] = {}
+    checkpoints: dict[tuple[str, int], list[tuple[str, bytes]]] = {}
+    for file in sorted(p for p in path.rglob("*.xml") if p.is_file()):
+        relative = file.relative_to(path).as_posix()
+        parsed = parse_lot_name(file.name)
+        if parsed is None:
+            report.problems.append(f"{relative}: location: not a lot or checkpoint file name")
+            continue
+        into = checkpoints if file.parent.name == "checkpoints" else lots
+        into.setdefault((parsed[0], parsed[1]), []).append((relative, file.read_bytes()))
+    older: dict[tuple[str, int], tuple[str, bytes]] = {}
+    if older_checkpoint is not None:
+        document = older_checkpoint.read_bytes()
+        try:
+            checkpoint = read_checkpoint(parse_document(document))
+        except LotFormatError as exc:
+            report.problems.append(f"{older_checkpoint}: format: {exc}")
+        else:
+            key = (checkpoint.id_oper, checkpoint.id_coffre)
+            older[key] = (str(older_checkpoint), document)
+            if key not in lots:
+                report.problems.append(
+                    f"{older_checkpoint}: truncation: the checkpoint is of coffre {key[0]}/{key[1]}, "
+                    f"of which the archive holds no lot"
+                )
+    schema = schema_check(xsd_dir) if xsd_dir is not None else None
+    for key in sorted(lots.keys() | checkpoints.keys()):
+        report.coffres.append(
+            verify_coffre(
+                key[0],
+                key[1],
+                lots.get(key, []),
+                checkpoints.get(key, []),
+                trust,
+                older_checkpoint=older.get(key),
+                schema=schema,
+            )
+        )
+    return report

@@ -1,0 +1,397 @@
+"""The archive's documents: lots and checkpoints (byte-level description: docs/archive-format.md).
+
+A **lot** holds consecutive recorded events of one coffre, each exactly as recorded (its
+canonical bytes, exclusive C14N) with its chain hash, under a header that ties it to the
+lot before (its digest, the chain hash before its first event) and to the coffre's whole
+history (the RFC 9162 tree over every event of the coffre so far). A **checkpoint** is the
+signed head of a coffre after a seal. Both are signed (enveloped XML-DSig) by
+:mod:`coffre.domain.signing`; this module builds and reads the unsigned structure, no I/O.
+
+Why the events are embedded as XML rather than as text or base64: an auditor reads them as
+the regulator's events and can validate them against the schema set; the exclusive C14N of an
+embedded event element gives back exactly the recorded bytes, since nothing around it in
+the lot declares a namespace it would inherit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from lxml import etree
+
+from .chain import GENESIS, HASH_SIZE
+from .merkle import leaf_hash
+from .merkle import root as merkle_root
+
+FORMAT_VERSION = "1"
+LOT_TAG = "LotCoffre"
+CHECKPOINT_TAG = "PointDeControle"
+MAX_DOCUMENT_BYTES = 512 << 20
+"""The largest lot or checkpoint a reader accepts (a lot of 10,000 POJEU is about 30 MB)."""
+
+NO_DIGEST = bytes(HASH_SIZE)
+"""The previous-lot digest of lot 1."""
+
+_LOT_NAME = re.compile(r"(?P<oper>[0-9]{4})-(?P<coffre>0|[1-9][0-9]*)-(?P<number>[0-9]{10})\.xml")
+_local = threading.local()
+
+
+class LotFormatError(ValueError):
+    """A lot or checkpoint that is not in the format of docs/archive-format.md."""
+
+
+# -- names ---------------------------------------------------------------------------------
+
+
+def lot_key(id_oper: str, id_coffre: int, number: int, sealed_at: datetime) -> str:
+    """``<IDOper>/<IDCoffre>/<YYYY>/<MM>/<DD>/<IDOper>-<IDCoffre>-<lot 10 digits>.xml`` (UTC seal date)."""
+    day = sealed_at.astimezone(UTC)
+    return f"{id_oper}/{id_coffre}/{day:%Y/%m/%d}/{lot_file_name(id_oper, id_coffre, number)}"
+
+
+def lot_file_name(id_oper: str, id_coffre: int, number: int) -> str:
+    return f"{id_oper}-{id_coffre}-{number:010d}.xml"
+
+
+def checkpoint_key(id_oper: str, id_coffre: int, number: int) -> str:
+    """``<IDOper>/<IDCoffre>/checkpoints/<IDOper>-<IDCoffre>-<lot 10 digits>.xml``: one per seal, never replaced."""
+    return f"{id_oper}/{id_coffre}/checkpoints/{lot_file_name(id_oper, id_coffre, number)}"
+
+
+def parse_lot_name(name: str) -> tuple[str, int, int] | None:
+    """(IDOper, IDCoffre, lot number) from a lot's or checkpoint's file name, or None."""
+    found = _LOT_NAME.fullmatch(name.rsplit("/", 1)[-1])
+    if found is None:
+        return None
+    return found["oper"], int(found["coffre"]), int(found["number"])
+
+
+def digest(document: bytes) -> bytes:
+    """SHA-256 of a lot file's bytes, as the next lot's header names it."""
+    return hashlib.sha256(document).digest()
+
+
+def event_leaf(canonical: bytes) -> bytes:
+    """The RFC 9162 leaf hash of an event: the leaf input is the event's canonical bytes."""
+    return leaf_hash(canonical)
+
+
+# -- lots ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LotEvent:
+    id_evt: int
+    chain_hash: bytes
+    canonical: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LotHeader:
+    id_oper: str
+    id_coffre: int
+    number: int
+    first_id_evt: int
+    last_id_evt: int
+    previous_chain_hash: bytes
+    """The chain hash of IDEvt ``first_id_evt - 1`` (GENESIS for the coffre's first lot)."""
+    last_chain_hash: bytes
+    previous_lot_digest: bytes
+    """SHA-256 of the previous lot file (zeros for lot 1)."""
+    merkle_root: bytes
+    """RFC 9162 root over this lot's events."""
+    tree_size: int
+    """Events of the coffre from IDEvt 1 to this lot's last: equals ``last_id_evt``."""
+    tree_root: bytes
+    """RFC 9162 root over every event of the coffre up to this lot's last."""
+    sealed_at: datetime
+
+    @property
+    def count(self) -> int:
+        return self.last_id_evt - self.first_id_evt + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Lot:
+    header: LotHeader
+    events: list[LotEvent]
+
+
+_HEADER_FIELDS = (
+    ("IDOper", "id_oper"),
+    ("IDCoffre", "id_coffre"),
+    ("NumeroLot", "number"),
+    ("PremierIDEvt", "first_id_evt"),
+    ("DernierIDEvt", "last_id_evt"),
+    ("NombreEvt", None),
+    ("HashChainePrecedent", "previous_chain_hash"),
+    ("HashChaineDernier", "last_chain_hash"),
+    ("EmpreinteLotPrecedent", "previous_lot_digest"),
+    ("RacineMerkle", "merkle_root"),
+    ("TailleArbreCoffre", "tree_size"),
+    ("RacineArbreCoffre", "tree_root"),
+    ("DateScellement", "sealed_at"),
+)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, datetime):
+        return format_time(value)
+    return str(value)
+
+
+def format_time(moment: datetime) -> str:
+    """UTC, millisecond precision, ``Z``: ``2026-11-22T16:00:00.123Z``."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def build_lot(header: LotHeader, events: list[LotEvent]) -> etree._Element:
+    """The unsigned lot element. The caller signs it (the signature is appended as the last child)."""
+    root = etree.Element(LOT_TAG, version=FORMAT_VERSION)
+    root.text = "\n"
+    head = etree.SubElement(root, "Entete")
+    head.tail = "\n"
+    for tag, name in _HEADER_FIELDS:
+        etree.SubElement(head, tag).text = str(header.count) if name is None else _text(getattr(header, name))
+    body = etree.SubElement(root, "Evenements")
+    body.text = "\n"
+    body.tail = "\n"
+    parser = _parser()
+    for event in events:
+        holder = etree.SubElement(
+            body, "Evenement", IDEvt=str(event.id_evt), HashChaine=event.chain_hash.hex()
+        )
+        holder.append(etree.fromstring(event.canonical, parser))
+        holder.tail = "\n"
+    return root
+
+
+def lot_header_from_events(
+    *,
+    id_oper: str,
+    id_coffre: int,
+    number: int,
+    events: list[LotEvent],
+    previous_chain_hash: bytes,
+    previous_lot_digest: bytes,
+    tree_root: bytes,
+    sealed_at: datetime,
+) -> LotHeader:
+    """The header of a lot holding ``events`` (consecutive, at least one)."""
+    if not events:
+        raise ValueError("a lot holds at least one event")
+    return LotHeader(
+        id_oper,
+        id_coffre,
+        number,
+        events[0].id_evt,
+        events[-1].id_evt,
+        previous_chain_hash,
+        events[-1].chain_hash,
+        previous_lot_digest,
+        merkle_root([event_leaf(e.canonical) for e in events]),
+        events[-1].id_evt,
+        tree_root,
+        sealed_at,
+    )
+
+
+def read_lot(root: etree._Element) -> Lot:
+    """The header and events of a (verified) lot element; :class:`LotFormatError` when malformed."""
+    if root.tag != LOT_TAG or root.get("version") != FORMAT_VERSION:
+        raise LotFormatError(f"not a version {FORMAT_VERSION} {LOT_TAG} (root is {root.tag!r})")
+    head = _only(root, "Entete")
+    values = _header_values(head, _HEADER_FIELDS)
+    header = LotHeader(
+        _oper(values["IDOper"]),
+        _int(values["IDCoffre"], "IDCoffre", minimum=0),
+        _int(values["NumeroLot"], "NumeroLot"),
+        _int(values["PremierIDEvt"], "PremierIDEvt"),
+        _int(values["DernierIDEvt"], "DernierIDEvt"),
+        _hash(values["HashChainePrecedent"], "HashChainePrecedent"),
+        _hash(values["HashChaineDernier"], "HashChaineDernier"),
+        _hash(values["EmpreinteLotPrecedent"], "EmpreinteLotPrecedent"),
+        _hash(values["RacineMerkle"], "RacineMerkle"),
+        _int(values["TailleArbreCoffre"], "TailleArbreCoffre"),
+        _hash(values["RacineArbreCoffre"], "RacineArbreCoffre"),
+        parse_time(values["DateScellement"], "DateScellement"),
+    )
+    if _int(values["NombreEvt"], "NombreEvt") != header.count:
+        raise LotFormatError("NombreEvt does not match PremierIDEvt and DernierIDEvt")
+    events = []
+    for holder in _only(root, "Evenements"):
+        if holder.tag != "Evenement" or len(holder) != 1:
+            raise LotFormatError("Evenements holds Evenement elements of one event each")
+        id_evt = _int(holder.get("IDEvt", ""), "IDEvt")
+        chain = _hash(holder.get("HashChaine", ""), "HashChaine")
+        canonical = etree.tostring(holder[0], method="c14n", exclusive=True)
+        events.append(LotEvent(id_evt, chain, canonical))
+    return Lot(header, events)
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    id_oper: str
+    id_coffre: int
+    lot_number: int
+    tree_size: int
+    last_id_evt: int
+    chain_hash: bytes
+    tree_root: bytes
+    lot_digest: bytes
+    at: datetime
+
+
+_CHECKPOINT_FIELDS = (
+    ("IDOper", "id_oper"),
+    ("IDCoffre", "id_coffre"),
+    ("NumeroLot", "lot_number"),
+    ("TailleArbre", "tree_size"),
+    ("DernierIDEvt", "last_id_evt"),
+    ("HashChaine", "chain_hash"),
+    ("RacineArbre", "tree_root"),
+    ("EmpreinteLot", "lot_digest"),
+    ("Date", "at"),
+)
+
+
+def build_checkpoint(checkpoint: Checkpoint) -> etree._Element:
+    root = etree.Element(CHECKPOINT_TAG, version=FORMAT_VERSION)
+    root.text = "\n"
+    for tag, name in _CHECKPOINT_FIELDS:
+        etree.SubElement(root, tag).text = _text(getattr(checkpoint, name))
+        root[-1].tail = "\n"
+    return root
+
+
+def checkpoint_after(header: LotHeader, lot_digest: bytes, at: datetime) -> Checkpoint:
+    """The coffre's head once the lot of ``header`` (whose file has ``lot_digest``) is sealed."""
+    return Checkpoint(
+        header.id_oper,
+        header.id_coffre,
+        header.number,
+        header.tree_size,
+        header.last_id_evt,
+        header.last_chain_hash,
+        header.tree_root,
+        lot_digest,
+        at,
+    )
+
+
+def read_checkpoint(root: etree._Element) -> Checkpoint:
+    if root.tag != CHECKPOINT_TAG or root.get("version") != FORMAT_VERSION:
+        raise LotFormatError(f"not a version {FORMAT_VERSION} {CHECKPOINT_TAG} (root is {root.tag!r})")
+    values = _header_values(root, _CHECKPOINT_FIELDS)
+    return Checkpoint(
+        _oper(values["IDOper"]),
+        _int(values["IDCoffre"], "IDCoffre", minimum=0),
+        _int(values["NumeroLot"], "NumeroLot"),
+        _int(values["TailleArbre"], "TailleArbre"),
+        _int(values["DernierIDEvt"], "DernierIDEvt"),
+        _hash(values["HashChaine"], "HashChaine"),
+        _hash(values["RacineArbre"], "RacineArbre"),
+        _hash(values["EmpreinteLot"], "EmpreinteLot"),
+        parse_time(values["Date"], "Date"),
+    )
+
+
+# -- reading helpers -------------------------------------------------------------------------
+
+
+def parse_document(document: bytes) -> etree._Element:
+    """Hardened parse of a lot or checkpoint: no DTD, no entity, no network."""
+    if len(document) > MAX_DOCUMENT_BYTES:
+        raise LotFormatError(f"{len(document)} bytes, more than a lot may hold")
+    if b"<!DOCTYPE" in document or b"<!ENTITY" in document:
+        raise LotFormatError("a DTD or entity declaration")
+    try:
+        return etree.fromstring(document, _parser())
+    except etree.XMLSyntaxError as exc:
+        raise LotFormatError(f"not well-formed XML: {exc}") from None
+
+
+def _parser() -> etree.XMLParser:
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = etree.XMLParser(
+            resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True, collect_ids=False
+        )
+        _local.parser = parser
+    return parser
+
+
+def _only(parent: etree._Element, tag: str) -> etree._Element:
+    found = [child for child in parent if child.tag == tag]
+    if len(found) != 1:
+        raise LotFormatError(f"{parent.tag} must hold exactly one {tag}")
+    return found[0]
+
+
+def _header_values(parent: etree._Element, fields: tuple[tuple[str, str | None], ...]) -> dict[str, str]:
+    elements = [
+        child
+        for child in parent
+        if isinstance(child.tag, str) and child.tag != "{http://www.w3.org/2000/09/xmldsig#}Signature"
+    ]
+    tags = [child.tag for child in elements]
+    expected = [tag for tag, _ in fields]
+    if tags != expected:
+        raise LotFormatError(f"{parent.tag} holds {tags}, expected {expected}")
+    return {child.tag: (child.text or "").strip() for child in elements}
+
+
+def _int(text: str, name: str, minimum: int = 1) -> int:
+    if not re.fullmatch(r"0|[1-9][0-9]{0,18}", text) or int(text) < minimum:
+        raise LotFormatError(f"{name} is not an integer >= {minimum}: {text!r}")
+    return int(text)
+
+
+def _hash(text: str, name: str) -> bytes:
+    if not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise LotFormatError(f"{name} is not 64 lower-case hex digits: {text!r}")
+    return bytes.fromhex(text)
+
+
+def _oper(text: str) -> str:
+    if not re.fullmatch(r"[0-9]{4}", text):
+        raise LotFormatError(f"IDOper is not 4 digits: {text!r}")
+    return text
+
+
+def parse_time(text: str, name: str = "date") -> datetime:
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z", text):
+        raise LotFormatError(f"{name} is not a UTC time like 2026-11-22T16:00:00.123Z: {text!r}")
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+__all__ = [
+    "GENESIS",
+    "NO_DIGEST",
+    "Checkpoint",
+    "Lot",
+    "LotEvent",
+    "LotFormatError",
+    "LotHeader",
+    "build_checkpoint",
+    "build_lot",
+    "checkpoint_after",
+    "checkpoint_key",
+    "digest",
+    "event_leaf",
+    "lot_header_from_events",
+    "lot_key",
+    "parse_document",
+    "parse_lot_name",
+    "read_checkpoint",
+    "read_lot",
+]

@@ -1,0 +1,230 @@
+"""Sealing: the vault's journals become signed lots and checkpoints in the archive.
+
+Per coffre, consecutive *durable* records (fsynced, IDEvt at most the journal's
+``synced_id_evt``) are sealed into a lot when ``lot_max_events`` are waiting or the oldest
+waiting one has waited ``lot_max_age_seconds``; then a checkpoint is written for that lot.
+
+Crash safety without any state of its own: where sealing stands is read back from the
+archive at start (the newest lot of each coffre), and a lot is written create-only and
+atomically (:mod:`coffre.adapters.storage`), so a crash at any moment leaves either no lot or
+the whole lot, never a second copy. A crash between a lot and its checkpoint is mended at
+start: the newest lot gets its missing checkpoint. Before anything new is written for a
+coffre, the archive's newest lot is checked against the journal (the same chain hash and
+the same RFC 9162 tree at its last IDEvt): a vault never extends an archive that is not the
+one its journal describes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from lxml import etree
+
+from coffre.adapters.journal import Journal, JournalSet
+from coffre.adapters.storage import ArchiveStorage
+from coffre.domain.chain import GENESIS
+from coffre.domain.lot import (
+    NO_DIGEST,
+    LotEvent,
+    build_checkpoint,
+    build_lot,
+    checkpoint_after,
+    checkpoint_key,
+    digest,
+    event_leaf,
+    lot_header_from_events,
+    lot_key,
+    parse_document,
+    parse_lot_name,
+    read_lot,
+)
+from coffre.domain.merkle import MerkleAccumulator
+from coffre.domain.signing import Signer
+
+log = logging.getLogger("coffre.vault")
+
+
+class ArchiveMismatch(Exception):
+    """The archive's newest lot is not what the journal says: the vault writes nothing more."""
+
+
+def serialize(root: etree._Element) -> bytes:
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+
+
+@dataclass
+class CoffreSeal:
+    """Where sealing stands for one coffre."""
+
+    id_oper: str
+    id_coffre: int
+    next_number: int = 1
+    sealed_id_evt: int = 0
+    last_chain: bytes = GENESIS
+    last_digest: bytes = NO_DIGEST
+    tree: MerkleAccumulator = field(default_factory=MerkleAccumulator)
+    waiting_since: float | None = None
+    """Monotonic time when the oldest unsealed record was seen (None: nothing waits)."""
+
+
+@dataclass
+class SealCounts:
+    lots: int = 0
+    events: int = 0
+    checkpoints_mended: int = 0
+
+
+class Sealer:
+    def __init__(
+        self,
+        storage: ArchiveStorage,
+        signer: Signer,
+        journals: JournalSet,
+        *,
+        max_events: int = 1000,
+        max_age: float = 60.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+    ):
+        self.storage = storage
+        self.signer = signer
+        self.journals = journals
+        self.max_events = max_events
+        self.max_age = max_age
+        self.clock = clock
+        self.monotonic = monotonic
+        self.counts = SealCounts()
+        self._coffres: dict[tuple[str, int], CoffreSeal] = {}
+
+    # -- state --------------------------------------------------------------------------------
+
+    def coffre(self, id_oper: str, id_coffre: int) -> CoffreSeal:
+        key = (id_oper, id_coffre)
+        state = self._coffres.get(key)
+        if state is None:
+            state = self._load(id_oper, id_coffre)
+            self._coffres[key] = state
+        return state
+
+    def _load(self, id_oper: str, id_coffre: int) -> CoffreSeal:
+        """Read where sealing stands from the archive and check it against the journal."""
+        state = CoffreSeal(id_oper, id_coffre)
+        journal = self.journals.journal(id_oper, id_coffre)
+        lots = sorted(
+            (parsed[2], key)
+            for key in self.storage.list(f"{id_oper}/{id_coffre}/")
+            if "/checkpoints/" not in key and (parsed := parse_lot_name(key)) is not None
+        )
+        if not lots:
+            return state
+        number, key = lots[-1]
+        document = self.storage.read(key)
+        header = read_lot(parse_document(document)).header
+        if header.last_id_evt > journal.synced_id_evt:
+            raise ArchiveMismatch(
+                f"{key} holds IDEvt up to {header.last_id_evt}, the journal {journal.synced_id_evt}"
+            )
+        for record in journal.records():
+            if record.id_evt > header.last_id_evt:
+                break
+            state.tree.append(event_leaf(record.event))
+            state.last_chain = record.chain_hash
+        if state.last_chain != header.last_chain_hash or state.tree.root() != header.tree_root:
+            raise ArchiveMismatch(
+                f"{key} does not end where the journal says IDEvt {header.last_id_evt} ends"
+            )
+        state.next_number = number + 1
+        state.sealed_id_evt = header.last_id_evt
+        state.last_digest = digest(document)
+        if not self.storage.exists(checkpoint_key(id_oper, id_coffre, number)):
+            self._write_checkpoint(header, state.last_digest)  # a crash came between the lot and it
+            self.counts.checkpoints_mended += 1
+        return state
+
+    def start(self) -> None:
+        """Load every coffre that has a journal (mending missing checkpoints), and start the age
+        clock of those whose durable records a previous run left unsealed."""
+        for id_oper, id_coffre in self.journals.coffres():
+            state = self.coffre(id_oper, id_coffre)
+            if self.journals.journal(id_oper, id_coffre).synced_id_evt > state.sealed_id_evt:
+                state.waiting_since = self.monotonic()
+
+    # -- sealing ------------------------------------------------------------------------------
+
+    def recorded(self, id_oper: str, id_coffre: int) -> None:
+        """Records were appended to this coffre: start its lot's age clock if it is not running."""
+        state = self.coffre(id_oper, id_coffre)
+        if state.waiting_since is None:
+            state.waiting_since = self.monotonic()
+
+    def seal_due(self) -> int:
+        """Seal every lot that is full or old enough; returns the number of lots written."""
+        now = self.monotonic()
+        written = 0
+        for state in list(self._coffres.values()):
+            journal = self.journals.journal(state.id_oper, state.id_coffre)
+            waiting = journal.synced_id_evt - state.sealed_id_evt
+            while waiting >= self.max_events:
+                written += self._seal(state, journal, self.max_events)
+                waiting = journal.synced_id_evt - state.sealed_id_evt
+            if waiting > 0 and state.waiting_since is not None and now - state.waiting_since >= self.max_age:
+                written += self._seal(state, journal, waiting)
+            if journal.synced_id_evt == state.sealed_id_evt:
+                state.waiting_since = None
+        return written
+
+    def seal_all(self) -> int:
+        """Seal whatever durable record waits, in every coffre seen (at shutdown, or for the demo)."""
+        written = 0
+        for state in list(self._coffres.values()):
+            journal = self.journals.journal(state.id_oper, state.id_coffre)
+            while journal.synced_id_evt > state.sealed_id_evt:
+                written += self._seal(
+                    state, journal, min(self.max_events, journal.synced_id_evt - state.sealed_id_evt)
+                )
+            state.waiting_since = None
+        return written
+
+    def _seal(self, state: CoffreSeal, journal: Journal, count: int) -> int:
+        events = []
+        for record in journal.records(state.sealed_id_evt + 1):
+            events.append(LotEvent(record.id_evt, record.chain_hash, record.event))
+            if len(events) == count:
+                break
+        tree = state.tree.copy()
+        for event in events:
+            tree.append(event_leaf(event.canonical))
+        sealed_at = self.clock()
+        header = lot_header_from_events(
+            id_oper=state.id_oper,
+            id_coffre=state.id_coffre,
+            number=state.next_number,
+            events=events,
+            previous_chain_hash=state.last_chain,
+            previous_lot_digest=state.last_digest,
+            tree_root=tree.root(),
+            sealed_at=sealed_at,
+        )
+        document = serialize(self.signer.sign(build_lot(header, events)))
+        key = lot_key(state.id_oper, state.id_coffre, header.number, sealed_at)
+        self.storage.create(key, document)
+        lot_digest = digest(document)
+        self._write_checkpoint(header, lot_digest)
+        state.tree = tree
+        state.next_number += 1
+        state.sealed_id_evt = header.last_id_evt
+        state.last_chain = header.last_chain_hash
+        state.last_digest = lot_digest
+        self.counts.lots += 1
+        self.counts.events += len(events)
+        log.info("sealed %s: IDEvt %d..%d", key, header.first_id_evt, header.last_id_evt)
+        return 1
+
+    def _write_checkpoint(self, header, lot_digest: bytes) -> None:
+        checkpoint = checkpoint_after(header, lot_digest, self.clock())
+        document = serialize(self.signer.sign(build_checkpoint(checkpoint)))
+        self.storage.create(checkpoint_key(header.id_oper, header.id_coffre, header.number), document)

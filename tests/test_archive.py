@@ -1,0 +1,418 @@
+"""The archive: the vault's sealer writes lots and checkpoints, `coffre verify` checks them, and
+every kind of tampering the regulator's auditors care about is caught and named."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from coffre_vault.sealer import ArchiveMismatch, Sealer, serialize
+from lxml import etree
+
+from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import LocalStorage
+from coffre.audit import verify_archive
+from coffre.domain.chain import GENESIS, chain_hash
+from coffre.domain.codec import canonical_bytes
+from coffre.domain.lot import (
+    NO_DIGEST,
+    LotEvent,
+    build_lot,
+    event_leaf,
+    lot_header_from_events,
+    lot_key,
+    parse_document,
+    read_lot,
+)
+from coffre.domain.merkle import MerkleAccumulator
+from coffre.domain.merkle import root as merkle_root
+from coffre.domain.normalize import normalize
+from coffre.domain.signing import Signer, generate_key_and_certificate
+
+from events import POINSCRIT
+
+COFFRES = (7, 8)
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+
+
+def event(coffre: int, id_evt: int) -> bytes:
+    raw = POINSCRIT.replace(b"<IDCoffre>7<", f"<IDCoffre>{coffre}<".encode()).replace(
+        b"<IDJoueur>p-1<", f"<IDJoueur>a-{coffre}-{id_evt}<".encode()
+    )
+    return canonical_bytes(normalize(raw, id_evt=id_evt))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(hours=7)  # lots land on several days
+        return self.now
+
+
+def keypair(tmp: Path, name: str) -> tuple[Signer, Path]:
+    key, cert = generate_key_and_certificate(name, "ecdsa", not_before=T0 - timedelta(days=1))
+    path = tmp / f"{name}.pem"
+    path.write_bytes(cert)
+    return Signer.from_pem(key, cert), path
+
+
+def build(tmp: Path, signer: Signer, events: int = 10, max_events: int = 3) -> Path:
+    """An archive of two coffres, ``events`` events each, in lots of ``max_events``."""
+    root = tmp / "archive"
+    root.mkdir(parents=True)
+    with JournalSet(tmp / "journal") as journals:
+        sealer = Sealer(
+            LocalStorage(root), signer, journals, max_events=max_events, max_age=3600, clock=Clock()
+        )
+        for coffre in COFFRES:
+            journal = journals.journal("0099", coffre)
+            for n in range(1, events + 1):
+                journal.append(n, event(coffre, n))
+            journal.sync()
+            sealer.recorded("0099", coffre)
+        sealer.seal_due()
+        sealer.seal_all()
+    return root
+
+
+@pytest.fixture(scope="module")
+def trusted(tmp_path_factory) -> tuple[Signer, Path]:
+    return keypair(tmp_path_factory.mktemp("keys"), "trusted")
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory, trusted) -> Path:
+    return build(tmp_path_factory.mktemp("archive"), trusted[0])
+
+
+@pytest.fixture
+def archive(pristine, tmp_path) -> Path:
+    copy = tmp_path / "copy"
+    shutil.copytree(pristine, copy)
+    for path in copy.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return copy
+
+
+def lots(root: Path, coffre: int = 7) -> list[Path]:
+    return sorted(
+        (p for p in (root / "0099" / str(coffre)).rglob("*.xml") if p.parent.name != "checkpoints"),
+        key=lambda p: p.name,
+    )
+
+
+def checkpoint_files(root: Path, coffre: int = 7) -> list[Path]:
+    return sorted((root / "0099" / str(coffre) / "checkpoints").glob("*.xml"))
+
+
+def failures(root: Path, cert: Path, **options) -> list[str]:
+    report = verify_archive(root, [cert], **options)
+    assert not report.ok
+    return [line for line in report.lines() if not line.startswith("coffre ")]
+
+
+def resign(path: Path, signer: Signer, change=lambda root: None) -> None:
+    """Change a lot (or checkpoint) and sign it again with ``signer``."""
+    root = parse_document(path.read_bytes())
+    root.remove(root[-1])  # the old signature
+    change(root)
+    path.write_bytes(serialize(signer.sign(root)))
+
+
+# -- the genuine archive --------------------------------------------------------------------------
+
+
+def test_the_sealer_writes_the_documented_layout(pristine):
+    """<IDOper>/<IDCoffre>/<YYYY>/<MM>/<DD>/<IDOper>-<IDCoffre>-<lot 10 digits>.xml, by seal day (UTC)."""
+    headers = [read_lot(parse_document(p.read_bytes())).header for p in lots(pristine)]
+    assert [p.relative_to(pristine).as_posix() for p in lots(pristine)] == [
+        lot_key("0099", 7, h.number, h.sealed_at) for h in headers
+    ]
+    assert lot_key("0099", 7, 1, T0) == "0099/7/2026/11/22/0099-7-0000000001.xml"
+    assert len({h.sealed_at.date() for h in headers}) > 1
+    assert [(h.number, h.first_id_evt, h.last_id_evt) for h in headers] == [
+        (1, 1, 3),
+        (2, 4, 6),
+        (3, 7, 9),
+        (4, 10, 10),
+    ]
+    assert len(checkpoint_files(pristine)) == 4
+    assert all(p.stat().st_mode & 0o777 == 0o444 for p in lots(pristine))
+
+
+def test_a_genuine_archive_verifies(pristine, trusted):
+    report = verify_archive(pristine, [trusted[1]])
+    assert report.ok, report.lines()
+    assert report.lines() == [
+        "coffre 0099/7: 4 lot(s), 10 event(s), 4 checkpoint(s): OK",
+        "coffre 0099/8: 4 lot(s), 10 event(s), 4 checkpoint(s): OK",
+    ]
+
+
+def test_every_lot_and_checkpoint_verifies_with_xmlsec1(pristine, trusted):
+    """The regulator's own tool, not coffre's code, accepts every signature."""
+    xmlsec1 = shutil.which("xmlsec1")
+    if xmlsec1 is None:
+        pytest.skip("xmlsec1 is not installed (.ci/run installs it)")
+    documents = sorted(pristine.rglob("*.xml"))
+    assert len(documents) == 16
+    for document in documents:
+        run = subprocess.run(
+            [
+                xmlsec1,
+                "--verify",
+                "--enabled-key-data",
+                "x509",
+                "--trusted-pem",
+                str(trusted[1]),
+                str(document),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, f"{document}: {run.stderr}"
+
+
+def test_the_events_in_a_lot_are_the_recorded_bytes(pristine):
+    lot = read_lot(parse_document(lots(pristine)[1].read_bytes()))
+    assert [e.canonical for e in lot.events] == [event(7, n) for n in (4, 5, 6)]
+
+
+# -- tampering --------------------------------------------------------------------------------------
+
+
+def test_a_flipped_byte_inside_an_event(archive, trusted):
+    path = lots(archive)[1]
+    path.write_bytes(path.read_bytes().replace(b"a-7-5<", b"a-7-X<"))
+    found = failures(archive, trusted[1])
+    assert any("0000000002.xml: signature:" in line for line in found)
+    assert any("0000000002.xml: IDEvt 5: chain:" in line for line in found)
+
+
+def test_a_removed_event(archive, trusted):
+    path = lots(archive)[1]
+    root = parse_document(path.read_bytes())
+    body = root.find("Evenements")
+    body.remove(body[1])
+    path.write_bytes(etree.tostring(root, xml_declaration=True, encoding="UTF-8"))
+    found = failures(archive, trusted[1])
+    assert any("0000000002.xml: signature:" in line for line in found)
+    assert any("0000000002.xml:" in line and "IDEvt continuity" in line for line in found)
+
+
+def test_a_removed_lot(archive, trusted):
+    lots(archive)[1].unlink()
+    found = failures(archive, trusted[1])
+    assert any(
+        "0000000003.xml: lot sequence: lot 3 where lot 2 was expected; lot(s) 2..2 missing" in line
+        for line in found
+    )
+    assert any("0000000003.xml: lot link:" in line for line in found)
+
+
+def test_two_lots_swapped(archive, trusted):
+    second, third = lots(archive)[1:3]
+    a, b = second.read_bytes(), third.read_bytes()
+    second.write_bytes(b)
+    third.write_bytes(a)
+    found = failures(archive, trusted[1])
+    assert any(
+        "0000000002.xml: location: the file is named lot 2, its header says lot 3" in line for line in found
+    )
+
+
+def test_a_lot_from_another_coffre(archive, trusted):
+    foreign = lots(archive, 8)[1]
+    target = lots(archive, 7)[1]
+    target.write_bytes(foreign.read_bytes())
+    found = failures(archive, trusted[1])
+    assert any(
+        "0099/7/" in line and "location: a lot of coffre 0099/8 among the lots of 0099/7" in line
+        for line in found
+    )
+
+
+def test_the_newest_lot_removed_against_an_older_checkpoint(archive, trusted, tmp_path):
+    kept = tmp_path / "checkpoint-seen-by-the-regulator.xml"
+    shutil.copy(checkpoint_files(archive)[-1], kept)
+    lots(archive)[-1].unlink()
+    checkpoint_files(archive)[-1].unlink()
+    assert verify_archive(archive, [trusted[1]]).ok  # without the older checkpoint, nothing shows
+    found = failures(archive, trusted[1], older_checkpoint=kept)
+    assert any("truncation: the checkpoint holds 10 events, the archive 9" in line for line in found)
+
+
+def test_a_history_rewritten_and_resigned_with_the_key_against_an_older_checkpoint(tmp_path, trusted):
+    """Whoever holds the signing key can rebuild a consistent archive; a checkpoint the regulator
+    kept from before shows it."""
+    original = build(tmp_path / "a", trusted[0])
+    kept = tmp_path / "kept.xml"
+    shutil.copy(checkpoint_files(original)[-1], kept)
+    other = tmp_path / "b"
+    other.mkdir()
+    rewritten = build(other, trusted[0])  # same key, but...
+    # ...with one event changed before sealing:
+    shutil.rmtree(rewritten)
+    root = other / "archive"
+    root.mkdir()
+    with JournalSet(other / "journal2") as journals:
+        sealer = Sealer(LocalStorage(root), trusted[0], journals, max_events=3, max_age=3600, clock=Clock())
+        journal = journals.journal("0099", 7)
+        for n in range(1, 11):
+            journal.append(n, event(7, n) if n != 2 else event(8, 2).replace(b">8<", b">7<"))
+        journal.sync()
+        sealer.recorded("0099", 7)
+        sealer.seal_all()
+    assert verify_archive(root, [trusted[1]]).ok
+    found = failures(root, trusted[1], older_checkpoint=kept)
+    assert any(
+        "rewriting: the archive's first 10 events are not those the checkpoint signed" in line
+        for line in found
+    )
+
+
+def test_a_lot_resigned_by_an_untrusted_key(archive, trusted, tmp_path):
+    intruder, _ = keypair(tmp_path, "intruder")
+    resign(lots(archive)[1], intruder)
+    found = failures(archive, trusted[1])
+    assert any("0000000002.xml: signature:" in line and "untrusted" in line for line in found)
+
+
+def test_signature_wrapping_unsigned_content_slipped_in(archive, trusted):
+    path = lots(archive)[1]
+    root = parse_document(path.read_bytes())
+    extra = etree.SubElement(root, "Evenements")  # after the signature: outside what it covers
+    holder = etree.SubElement(extra, "Evenement", IDEvt="7", HashChaine="00" * 32)
+    holder.append(etree.fromstring(event(7, 7)))
+    path.write_bytes(etree.tostring(root, xml_declaration=True, encoding="UTF-8"))
+    found = failures(archive, trusted[1])
+    assert any("0000000002.xml: signature:" in line for line in found)
+
+
+def test_signature_wrapping_signed_content_moved(archive, trusted):
+    """The genuine signed lot is hidden inside an element and a forged one takes its place."""
+    path = lots(archive)[1]
+    genuine = parse_document(path.read_bytes())
+    forged = parse_document(path.read_bytes())
+    signature = forged[-1]
+    hidden = etree.SubElement(signature, "{http://www.w3.org/2000/09/xmldsig#}Object")
+    hidden.append(genuine)
+    forged.find("Evenements")[0][0].find("IDJoueur").text = "forged"
+    path.write_bytes(etree.tostring(forged, xml_declaration=True, encoding="UTF-8"))
+    found = failures(archive, trusted[1])
+    assert any("0000000002.xml: signature:" in line for line in found)
+
+
+def test_an_idevt_gap_in_a_lot_signed_with_the_key(archive, trusted):
+    """Even a lot the vault's key signed is refused when an IDEvt is missing from it."""
+    path = lots(archive)[1]
+    lot = read_lot(parse_document(path.read_bytes()))
+    kept = [lot.events[0], lot.events[2]]  # IDEvt 4 and 6, no 5
+    header = replace(lot.header, merkle_root=merkle_root([event_leaf(e.canonical) for e in kept]))
+    path.write_bytes(serialize(trusted[0].sign(build_lot(header, kept))))
+    found = failures(archive, trusted[1])
+    assert any("0000000002.xml: IDEvt 5: IDEvt continuity:" in line for line in found)
+
+
+def test_a_schema_invalid_event_with_xsd(tmp_path, trusted, reference_dir):
+    xsd = reference_dir / "xsd"
+    bad = event(7, 1).replace(b"<Tech>T-1</Tech>", b"")  # Tech is required by the schema
+    events = [LotEvent(1, chain_hash(GENESIS, bad), bad)]
+    tree = MerkleAccumulator()
+    tree.append(event_leaf(bad))
+    header = lot_header_from_events(
+        id_oper="0099",
+        id_coffre=7,
+        number=1,
+        events=events,
+        previous_chain_hash=GENESIS,
+        previous_lot_digest=NO_DIGEST,
+        tree_root=tree.root(),
+        sealed_at=T0,
+    )
+    (tmp_path / "archive").mkdir()
+    storage = LocalStorage(tmp_path / "archive")
+    storage.create(lot_key("0099", 7, 1, T0), serialize(trusted[0].sign(build_lot(header, events))))
+    without = verify_archive(tmp_path / "archive", [trusted[1]])
+    assert not any("schema" in line for line in without.lines())
+    found = failures(tmp_path / "archive", trusted[1], xsd_dir=xsd)
+    assert any("0000000001.xml: IDEvt 1: schema:" in line for line in found)
+
+
+# -- the sealer --------------------------------------------------------------------------------------
+
+
+def test_a_restart_goes_on_from_the_archive_and_mends_a_missing_checkpoint(tmp_path, trusted):
+    root = build(tmp_path, trusted[0], events=4, max_events=3)
+    checkpoint_files(root)[-1].unlink()  # the crash came between the lot and its checkpoint
+    with JournalSet(tmp_path / "journal") as journals:
+        sealer = Sealer(LocalStorage(root), trusted[0], journals, max_events=3, max_age=3600, clock=Clock())
+        sealer.start()
+        assert sealer.counts.checkpoints_mended == 1
+        journal = journals.journal("0099", 7)
+        for n in (5, 6, 7):
+            journal.append(n, event(7, n))
+        journal.sync()
+        sealer.recorded("0099", 7)
+        sealer.seal_all()
+    report = verify_archive(root, [trusted[1]])
+    assert report.ok, report.lines()
+    assert [h.number for h in (read_lot(parse_document(p.read_bytes())).header for p in lots(root))] == [
+        1,
+        2,
+        3,
+    ]
+
+
+def test_a_journal_that_disagrees_with_the_archive_stops_the_sealer(tmp_path, trusted):
+    root = build(tmp_path, trusted[0], events=4, max_events=3)
+    with JournalSet(tmp_path / "other-journal") as journals:
+        journal = journals.journal("0099", 7)
+        for n in range(1, 6):
+            journal.append(n, event(8, n))
+        journal.sync()
+        sealer = Sealer(LocalStorage(root), trusted[0], journals, max_events=3, max_age=3600, clock=Clock())
+        with pytest.raises(ArchiveMismatch):
+            sealer.start()
+
+
+def test_keygen_and_verify_commands(pristine, trusted, tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "coffre.cli", "keygen", "--out", str(tmp_path / "k")],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0 and (tmp_path / "k" / "signing-key.pem").stat().st_mode & 0o777 == 0o600
+    again = subprocess.run(
+        [sys.executable, "-m", "coffre.cli", "keygen", "--out", str(tmp_path / "k")],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 1 and "never overwritten" in again.stderr
+    ok = subprocess.run(
+        [sys.executable, "-m", "coffre.cli", "verify", str(pristine), "--cert", str(trusted[1])],
+        capture_output=True,
+        text=True,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    wrong = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coffre.cli",
+            "verify",
+            str(pristine),
+            "--cert",
+            str(tmp_path / "k" / "signing-cert.pem"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert wrong.returncode == 1 and "untrusted" in wrong.stdout
