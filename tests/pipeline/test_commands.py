@@ -52,9 +52,16 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert first.returncode == 0, first.stdout + first.stderr
     assert demo_ids(first.stdout) == [1, 2, 3, 4, 5, 6]
     assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0}" in first.stdout
+    # the vault sealed what it recorded before it stopped, and the archive verifies
+    assert f"archive: {tmp_path}/archive" in first.stdout
+    assert f"certificate: {tmp_path}/keys/signing-cert.pem" in first.stdout
+    assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
     second = coffre("up", "--demo", "--once", "--data", str(tmp_path))
     assert second.returncode == 0, second.stdout + second.stderr
     assert demo_ids(second.stdout) == [7, 8, 9, 10, 11, 12]
+    assert "  coffre 0099/1: 2 lot(s), 12 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout
+    verify = coffre("verify", str(tmp_path / "archive"), "--cert", str(tmp_path / "keys" / "signing-cert.pem"))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
 def test_publish_prints_each_outcome_and_fails_on_a_rejection(stack, tmp_path):
