@@ -10,6 +10,7 @@ from lxml import etree
 
 from .domain.catalogue import EVENT_TYPES
 from .domain.lot import LotFormatError, parse_document, parse_lot_name, read_checkpoint
+from .domain.proofs import prove_consistency, prove_inclusion
 from .domain.schema import SchemaSet
 from .domain.signing import TrustStore
 from .domain.verify import CoffreReport, SchemaCheck, verify_coffre
@@ -102,3 +103,32 @@ def verify_archive(
             )
         )
     return report
+
+
+def archive_proof(
+    path: Path,
+    certificates: Sequence[Path],
+    id_oper: str,
+    id_coffre: int,
+    *,
+    id_evt: int | None = None,
+    since_size: int | None = None,
+) -> dict[str, object]:
+    """An inclusion proof for ``id_evt``, or a consistency proof from the tree of ``since_size``
+    events to the archive's whole tree, computed from an archive that verifies."""
+    report = verify_archive(path, certificates)
+    coffre = next((c for c in report.coffres if (c.id_oper, c.id_coffre) == (id_oper, id_coffre)), None)
+    if coffre is None:
+        raise ValueError(f"no lot of coffre {id_oper}/{id_coffre} under {path}")
+    if not report.ok:
+        raise ValueError("the archive does not verify: " + "; ".join(report.lines()[:5]))
+    if id_evt is not None:
+        for number, first, last in coffre.spans:
+            if first <= id_evt <= last:
+                return prove_inclusion(
+                    id_oper, id_coffre, id_evt, number, first, coffre.leaves[first - 1 : last], coffre.leaves
+                ).to_dict()
+        raise ValueError(f"IDEvt {id_evt} is not in the archive of coffre {id_oper}/{id_coffre}")
+    if since_size is None:
+        raise ValueError("an IDEvt or an older tree size is needed")
+    return prove_consistency(id_oper, id_coffre, since_size, coffre.leaves).to_dict()

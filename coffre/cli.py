@@ -247,6 +247,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_proof(args: argparse.Namespace) -> int:
+    """Print an RFC 9162 inclusion or consistency proof (JSON) from an archive that verifies."""
+    from .audit import archive_proof
+
+    oper, _, coffre = args.coffre.partition("/")
+    if not coffre.isdigit() or (args.id_evt is None) == (args.since_size is None):
+        print("coffre proof: --coffre IDOPER/IDCOFFRE and one of --id-evt or --since-size", file=sys.stderr)
+        return 2
+    try:
+        proof = archive_proof(
+            Path(args.path),
+            [Path(c) for c in args.cert],
+            oper,
+            int(coffre),
+            id_evt=args.id_evt,
+            since_size=args.since_size,
+        )
+    except ValueError as exc:
+        print(f"coffre proof: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(proof, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="coffre", description="coffre-fort for French licensed gambling operators"
@@ -317,6 +341,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--xsd", default=None, metavar="DIR", help="also validate every event against this schema folder"
     )
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("proof", help="an RFC 9162 inclusion proof for one IDEvt, or a consistency proof")
+    p.add_argument("path", help="the archive's root")
+    p.add_argument(
+        "--cert", action="append", default=[], metavar="PEM", help="a trusted certificate (repeatable)"
+    )
+    p.add_argument("--coffre", required=True, metavar="IDOPER/IDCOFFRE", help="for example 0099/1")
+    p.add_argument("--id-evt", type=int, default=None, help="the event to prove the inclusion of")
+    p.add_argument(
+        "--since-size", type=int, default=None, help="prove the tree of this size is a prefix of today's"
+    )
+    p.set_defaults(func=cmd_proof)
 
     p = sub.add_parser("publish", help="publish events and print each acquittal or rejection")
     p.add_argument("files", nargs="+", help="event files or folders (XML or JSON)")

@@ -3,6 +3,7 @@ every kind of tampering the regulator's auditors care about is caught and named.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from lxml import etree
 
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage
-from coffre.audit import verify_archive
+from coffre.audit import archive_proof, verify_archive
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.lot import (
@@ -27,11 +28,13 @@ from coffre.domain.lot import (
     lot_header_from_events,
     lot_key,
     parse_document,
+    read_checkpoint,
     read_lot,
 )
 from coffre.domain.merkle import MerkleAccumulator
 from coffre.domain.merkle import root as merkle_root
 from coffre.domain.normalize import normalize
+from coffre.domain.proofs import ConsistencyProof, InclusionProof, check_consistency, check_inclusion
 from coffre.domain.signing import Signer, generate_key_and_certificate
 
 from events import POINSCRIT
@@ -416,3 +419,53 @@ def test_keygen_and_verify_commands(pristine, trusted, tmp_path):
         text=True,
     )
     assert wrong.returncode == 1 and "untrusted" in wrong.stdout
+
+
+# -- proofs -------------------------------------------------------------------------------------------
+
+
+def test_an_inclusion_proof_against_the_signed_lot_and_checkpoint(pristine, trusted):
+    proof = InclusionProof.from_dict(archive_proof(pristine, [trusted[1]], "0099", 7, id_evt=5))
+    assert check_inclusion(proof, event(7, 5)) == []
+    lot = read_lot(parse_document(lots(pristine)[1].read_bytes())).header
+    newest = read_checkpoint(parse_document(checkpoint_files(pristine)[-1].read_bytes()))
+    assert (proof.lot, proof.lot_root, proof.tree_size) == (2, lot.merkle_root.hex(), 10)
+    assert proof.tree_root == newest.tree_root.hex()  # what the signed checkpoint says
+    assert check_inclusion(proof, event(7, 6)) == ["the event's leaf hash is not the proof's"]
+    forged = replace(proof, tree_path=[("0" * 64), *proof.tree_path[1:]])
+    assert check_inclusion(forged) and check_inclusion(replace(proof, id_evt=6))
+
+
+def test_a_consistency_proof_between_two_checkpoints(pristine, trusted):
+    old = read_checkpoint(parse_document(checkpoint_files(pristine)[1].read_bytes()))
+    new = read_checkpoint(parse_document(checkpoint_files(pristine)[-1].read_bytes()))
+    proof = ConsistencyProof.from_dict(
+        archive_proof(pristine, [trusted[1]], "0099", 7, since_size=old.tree_size)
+    )
+    assert (proof.old_size, proof.old_root, proof.new_size, proof.new_root) == (
+        6,
+        old.tree_root.hex(),
+        10,
+        new.tree_root.hex(),
+    )
+    assert check_consistency(proof) == []
+    assert check_consistency(replace(proof, old_root="00" * 32))
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coffre.cli",
+            "proof",
+            str(pristine),
+            "--cert",
+            str(trusted[1]),
+            "--coffre",
+            "0099/7",
+            "--id-evt",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert check_inclusion(InclusionProof.from_dict(json.loads(run.stdout)), event(7, 10)) == []

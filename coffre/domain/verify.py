@@ -58,6 +58,8 @@ class CoffreReport:
     """The coffre's RFC 9162 leaf hashes in IDEvt order, as read (for proofs and older checkpoints)."""
     chain: list[bytes] = field(default_factory=list)
     """The chain hash of each IDEvt, as recomputed."""
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
+    """(lot number, first IDEvt, last IDEvt) of each lot read, in order."""
     complete: bool = True
     """False once a lot could not be read: the coffre's tree is then unknown past it."""
 
@@ -210,6 +212,7 @@ def verify_coffre(
                 for error in schema(event.canonical)[:3]:
                     report.fail(path, "schema", error, event.id_evt)
         report.leaves.extend(leaves)
+        report.spans.append((h.number, h.first_id_evt, h.last_id_evt))
         report.events += len(lot.events)
         if lot.events and h.last_chain_hash != lot.events[-1].chain_hash:
             report.fail(path, "chain", "HashChaineDernier is not the last event's chain hash", h.last_id_evt)
