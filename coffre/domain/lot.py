@@ -156,9 +156,11 @@ def build_lot(header: LotHeader, events: list[LotEvent]) -> etree._Element:
     root = etree.Element(LOT_TAG, version=FORMAT_VERSION)
     root.text = "\n"
     head = etree.SubElement(root, "Entete")
-    head.tail = "\n"
+    head.text = head.tail = "\n"
     for tag, name in _HEADER_FIELDS:
-        etree.SubElement(head, tag).text = str(header.count) if name is None else _text(getattr(header, name))
+        field = etree.SubElement(head, tag)
+        field.text = str(header.count) if name is None else _text(getattr(header, name))
+        field.tail = "\n"
     body = etree.SubElement(root, "Evenements")
     body.text = "\n"
     body.tail = "\n"
