@@ -54,11 +54,12 @@ def test_the_readme_configuration_table_is_the_settings():
 
     readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
     table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    documented = dict(re.findall(r"^\| `(COFFRE_[A-Z_]+)` \| `([^`]*)` \|", table, re.MULTILINE))
+    cells = re.findall(r"^\| `(COFFRE_[A-Z0-9_]+)` \| (`[^`]*`|\(none\)) \|", table, re.MULTILINE)
+    documented = {name: value.strip("`") if value != "(none)" else "" for name, value in cells}
     expected = {}
     for name, field in Settings.model_fields.items():
         default = field.default_factory() if field.default_factory else field.default
-        expected[f"COFFRE_{name.upper()}"] = (
-            ",".join(sorted(default)) if isinstance(default, set) else str(default)
-        )
+        if isinstance(default, set):
+            default = ",".join(sorted(default))
+        expected[f"COFFRE_{name.upper()}"] = "" if default is None else str(default)
     assert documented == expected
