@@ -469,3 +469,81 @@ def test_a_consistency_proof_between_two_checkpoints(pristine, trusted):
     )
     assert run.returncode == 0, run.stderr
     assert check_inclusion(InclusionProof.from_dict(json.loads(run.stdout)), event(7, 10)) == []
+
+
+# -- crashes and rotation --------------------------------------------------------------------------------
+
+SEAL_CHILD = """
+import sys
+from pathlib import Path
+from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import LocalStorage
+from coffre.domain.signing import Signer
+from coffre_vault.sealer import Sealer
+tmp = Path(sys.argv[1])
+storage = LocalStorage(tmp / "archive")
+storage.cleanup_temporary()
+with JournalSet(tmp / "journal") as journals:
+    sealer = Sealer(storage, Signer.from_files(tmp / "key.pem", tmp / "cert.pem"), journals, max_events=3, max_age=3600)
+    sealer.start()
+    print("sealing", flush=True)
+    sealer.seal_all()
+print("done")
+"""
+
+
+def test_kill_9_while_sealing_loses_doubles_and_tears_no_lot(tmp_path):
+    import random
+    import signal
+    import time
+
+    key, cert = generate_key_and_certificate(
+        "crash", "ecdsa", not_before=datetime.now(UTC) - timedelta(days=1)
+    )
+    (tmp_path / "key.pem").write_bytes(key)
+    (tmp_path / "cert.pem").write_bytes(cert)
+    (tmp_path / "archive").mkdir()
+    with JournalSet(tmp_path / "journal") as journals:
+        journal = journals.journal("0099", 7)
+        for n in range(1, 1501):
+            journal.append(n, event(7, n))
+    rng = random.Random(20261122)
+    kills = 0
+    for _ in range(12):
+        child = subprocess.Popen([sys.executable, "-c", SEAL_CHILD, str(tmp_path)], stdout=subprocess.PIPE)
+        assert child.stdout is not None and child.stdout.readline() == b"sealing\n"
+        time.sleep(rng.uniform(0.0, 0.15))
+        if child.poll() is None:
+            child.send_signal(signal.SIGKILL)
+            kills += 1
+        child.wait()
+    final = subprocess.run([sys.executable, "-c", SEAL_CHILD, str(tmp_path)], capture_output=True, text=True)
+    assert final.returncode == 0 and final.stdout.split() == ["sealing", "done"], final.stderr
+    assert kills >= 6
+    report = verify_archive(tmp_path / "archive", [tmp_path / "cert.pem"])
+    assert report.ok, report.lines()
+    assert report.lines() == ["coffre 0099/7: 500 lot(s), 1500 event(s), 500 checkpoint(s): OK"]
+    assert not list((tmp_path / "archive").rglob(".tmp-*"))
+
+
+def test_key_rotation_mid_stream(tmp_path):
+    old, old_cert = keypair(tmp_path, "old")
+    new, new_cert = keypair(tmp_path, "new")
+    (tmp_path / "archive").mkdir()
+    storage = LocalStorage(tmp_path / "archive")
+    with JournalSet(tmp_path / "journal") as journals:
+        journal = journals.journal("0099", 7)
+        for signer, ids in ((old, range(1, 7)), (new, range(7, 11))):
+            for n in ids:
+                journal.append(n, event(7, n))
+            journal.sync()
+            sealer = Sealer(storage, signer, journals, max_events=3, max_age=3600, clock=Clock())
+            sealer.start()
+            sealer.seal_all()
+    both = verify_archive(tmp_path / "archive", [old_cert, new_cert])
+    assert both.ok, both.lines()
+    only_new = failures(tmp_path / "archive", new_cert)
+    assert {line.split(":")[0].rsplit("/", 1)[-1] for line in only_new if "signature" in line} == {
+        "0099-7-0000000001.xml",
+        "0099-7-0000000002.xml",
+    }
