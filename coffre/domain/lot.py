@@ -184,10 +184,14 @@ def lot_header_from_events(
     previous_lot_digest: bytes,
     tree_root: bytes,
     sealed_at: datetime,
+    leaves: list[bytes] | None = None,
 ) -> LotHeader:
-    """The header of a lot holding ``events`` (consecutive, at least one)."""
+    """The header of a lot holding ``events`` (consecutive, at least one); ``leaves``, their leaf
+    hashes when the caller already has them."""
     if not events:
         raise ValueError("a lot holds at least one event")
+    if leaves is None:
+        leaves = [event_leaf(e.canonical) for e in events]
     return LotHeader(
         id_oper,
         id_coffre,
@@ -197,7 +201,7 @@ def lot_header_from_events(
         previous_chain_hash,
         events[-1].chain_hash,
         previous_lot_digest,
-        merkle_root([event_leaf(e.canonical) for e in events]),
+        merkle_root(leaves),
         events[-1].id_evt,
         tree_root,
         sealed_at,

@@ -23,6 +23,7 @@ from .lot import (
     event_leaf,
     parse_document,
     parse_lot_name,
+    parse_time,
     read_checkpoint,
     read_lot,
 )
@@ -58,6 +59,8 @@ class CoffreReport:
     """The coffre's RFC 9162 leaf hashes in IDEvt order, as read (for proofs and older checkpoints)."""
     chain: list[bytes] = field(default_factory=list)
     """The chain hash of each IDEvt, as recomputed."""
+    roots: dict[int, bytes] = field(default_factory=dict)
+    """The coffre tree's root at the end of each lot read, by tree size."""
     spans: list[tuple[int, int, int]] = field(default_factory=list)
     """(lot number, first IDEvt, last IDEvt) of each lot read, in order."""
     complete: bool = True
@@ -95,11 +98,12 @@ def _open_signed(
 
 
 def _lot_time(root: etree._Element) -> datetime:
-    return read_lot(root).header.sealed_at
+    """The seal time alone: the lot is read whole only once its signature holds."""
+    return parse_time((root.findtext("Entete/DateScellement") or "").strip(), "DateScellement")
 
 
 def _checkpoint_time(root: etree._Element) -> datetime:
-    return read_checkpoint(root).at
+    return parse_time((root.findtext("Date") or "").strip(), "Date")
 
 
 def verify_coffre(
@@ -218,7 +222,8 @@ def verify_coffre(
             report.fail(path, "chain", "HashChaineDernier is not the last event's chain hash", h.last_id_evt)
         if merkle_root(leaves) != h.merkle_root:
             report.fail(path, "merkle root", "RacineMerkle does not recompute from the lot's events")
-        if report.complete and (h.tree_size != tree.size or h.tree_root != tree.root()):
+        report.roots[tree.size] = tree.root()
+        if report.complete and (h.tree_size != tree.size or h.tree_root != report.roots[tree.size]):
             report.fail(
                 path,
                 "coffre tree",
@@ -308,7 +313,8 @@ def _check_against_archive(report: CoffreReport, path: str, checkpoint: Checkpoi
         return
     if size == 0:
         return
-    if merkle_root(report.leaves[:size]) != checkpoint.tree_root:
+    root = report.roots.get(size) or merkle_root(report.leaves[:size])  # checkpoints fall on lot ends
+    if root != checkpoint.tree_root:
         report.fail(
             path, "rewriting", f"the archive's first {size} events are not those the checkpoint signed"
         )

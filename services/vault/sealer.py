@@ -196,8 +196,9 @@ class Sealer:
             if len(events) == count:
                 break
         tree = state.tree.copy()
-        for event in events:
-            tree.append(event_leaf(event.canonical))
+        leaves = [event_leaf(event.canonical) for event in events]
+        for leaf in leaves:
+            tree.append(leaf)
         sealed_at = self.clock()
         header = lot_header_from_events(
             id_oper=state.id_oper,
@@ -208,6 +209,7 @@ class Sealer:
             previous_lot_digest=state.last_digest,
             tree_root=tree.root(),
             sealed_at=sealed_at,
+            leaves=leaves,
         )
         document = serialize(self.signer.sign(build_lot(header, events)))
         key = lot_key(state.id_oper, state.id_coffre, header.number, sealed_at)
