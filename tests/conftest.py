@@ -4,7 +4,9 @@ or ``../shared/arjel-reference``; tests that need it skip cleanly when it is abs
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -63,3 +65,41 @@ def assert_sample_normalizes(path: Path, schema_set: SchemaSet) -> list:
         events.append(event)
     assert events
     return events
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3 server (moto's) on loopback, for the Object Lock backend."""
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_client(s3_endpoint: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="eu-west-3",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        # No retries: a local server either answers or the test should fail fast.
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+    )

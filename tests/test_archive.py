@@ -547,3 +547,73 @@ def test_key_rotation_mid_stream(tmp_path):
         "0099-7-0000000001.xml",
         "0099-7-0000000002.xml",
     }
+
+
+# -- the S3 Object Lock backend, through the vault's configuration ------------------------------------
+
+
+def test_sealing_into_s3_object_lock_and_verifying_what_is_downloaded(
+    tmp_path, s3_endpoint, s3_client, monkeypatch, trusted
+):
+    from coffre.adapters.archive import archive_storage
+    from coffre.config import Settings
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    bucket = "coffre-archive-test"
+    settings = Settings(
+        data_dir=tmp_path,
+        archive_backend="s3",
+        s3_bucket=bucket,
+        s3_endpoint_url=s3_endpoint,
+        s3_prefix="anj",
+    )
+    storage = archive_storage(settings)  # creates the bucket with Object Lock
+    with JournalSet(tmp_path / "journal") as journals:
+        sealer = Sealer(storage, trusted[0], journals, max_events=4, max_age=3600, clock=Clock())
+        journal = journals.journal("0099", 7)
+        for n in range(1, 11):
+            journal.append(n, event(7, n))
+        journal.sync()
+        sealer.recorded("0099", 7)
+        sealer.seal_all()
+    keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert len(keys) == 6 and all(k.startswith("anj/0099/7/") for k in keys)  # 3 lots, 3 checkpoints
+    head = s3_client.head_object(Bucket=bucket, Key=keys[0])
+    assert head["ObjectLockMode"] == "COMPLIANCE"
+    assert head["ObjectLockRetainUntilDate"] > datetime.now(UTC) + timedelta(days=6 * 365)
+    download = tmp_path / "download"
+    for key in keys:
+        target = download / key.removeprefix("anj/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    report = verify_archive(download, [trusted[1]])
+    assert report.lines() == ["coffre 0099/7: 3 lot(s), 10 event(s), 3 checkpoint(s): OK"]
+    with pytest.raises(
+        Exception, match="AccessDenied"
+    ):  # compliance mode: a locked version cannot be deleted
+        s3_client.delete_object(Bucket=bucket, Key=keys[0], VersionId=head["VersionId"])
+
+
+def test_lots_are_sealed_by_age(tmp_path, trusted):
+    (tmp_path / "archive").mkdir()
+    now = [0.0]
+    with JournalSet(tmp_path / "journal") as journals:
+        sealer = Sealer(
+            LocalStorage(tmp_path / "archive"),
+            trusted[0],
+            journals,
+            max_events=100,
+            max_age=5.0,
+            clock=Clock(),
+            monotonic=lambda: now[0],
+        )
+        journal = journals.journal("0099", 7)
+        journal.append(1, event(7, 1))
+        journal.sync()
+        sealer.recorded("0099", 7)
+        now[0] = 4.9
+        assert sealer.seal_due() == 0
+        now[0] = 5.0
+        assert sealer.seal_due() == 1
+        assert sealer.seal_due() == 0  # nothing waits any more

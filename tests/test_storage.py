@@ -332,35 +332,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def s3_client(s3_endpoint: str) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        region_name="eu-west-3",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        # No retries: a local server either answers or the test should fail fast.
-        config=Config(retries={"max_attempts": 1, "mode": "standard"}),
-    )
-
-
 @pytest.fixture
 def s3(s3_client: Any) -> S3ObjectLockStorage:
     storage = S3ObjectLockStorage(f"coffre-{uuid.uuid4().hex[:12]}", prefix="lots", client=s3_client)

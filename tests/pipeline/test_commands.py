@@ -60,7 +60,9 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert demo_ids(second.stdout) == [7, 8, 9, 10, 11, 12]
     assert "  coffre 0099/1: 2 lot(s), 12 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout
-    verify = coffre("verify", str(tmp_path / "archive"), "--cert", str(tmp_path / "keys" / "signing-cert.pem"))
+    verify = coffre(
+        "verify", str(tmp_path / "archive"), "--cert", str(tmp_path / "keys" / "signing-cert.pem")
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
