@@ -11,6 +11,12 @@ the certificate's SubjectPublicKeyInfo, see :func:`key_id`) and the signing cert
 :class:`TrustStore` by key id and date, demands the embedded one be byte-identical, insists on
 the exact shape above (so no second Signature, no ``#id`` Reference, no wrapper element can
 smuggle unsigned content), and returns only what the signature covers.
+
+Signing goes through signxml. Verifying does not: with the profile fixed and checked, the
+signed data can only be the exclusive C14N of the document minus its signature, so the digest
+and the signature are checked here directly with ``cryptography``. signxml's general verifier
+parsed each lot about six times and made ``coffre verify`` run at 12,800 events/s; this runs
+at about 29,000 (bench/vault.py). xmlsec1 checks the same documents in the tests.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import base64
 import binascii
 import copy
 import hashlib
+import hmac
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -27,20 +34,15 @@ from os import PathLike
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.x509.oid import NameOID
 from lxml import etree
 from signxml import (
-    CanonicalizationMethod,
-    DigestAlgorithm,
-    SignatureConfiguration,
-    SignatureMethod,
     XMLSigner,
-    XMLVerifier,
 )
-from signxml.exceptions import InvalidCertificate, InvalidDigest, InvalidInput, SignXMLException
-from signxml.exceptions import InvalidSignature as SignXMLInvalidSignature
 
 DS_NS = "http://www.w3.org/2000/09/xmldsig#"
 EXC_C14N = "http://www.w3.org/2001/10/xml-exc-c14n#"
@@ -352,6 +354,13 @@ def _algorithm(element: etree._Element, allowed: Iterable[str], what: str) -> st
     return algorithm
 
 
+def _b64(text: str | None) -> bytes:
+    try:
+        return base64.b64decode(_WHITESPACE.sub(b"", (text or "").encode("ascii")), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ValueError("not base64") from None
+
+
 def _without_signature(root: etree._Element) -> etree._Element:
     """A copy of ``root`` without its last child (the signature), keeping the text around it."""
     document = copy.deepcopy(root)
@@ -431,33 +440,27 @@ def verify(document: bytes, trust: TrustStore, at: datetime) -> etree._Element:
     if (method == RSA_SHA256) != isinstance(certificate.public_key(), rsa.RSAPublicKey):
         raise SignatureInvalid("the signature method does not match the key type")
 
-    # The cryptography, by signxml, with the trusted certificate only.
-    config = SignatureConfiguration(
-        require_x509=True,
-        location="./",
-        expect_references=1,
-        signature_methods=frozenset({SignatureMethod(method)}),
-        digest_algorithms=frozenset({DigestAlgorithm(SHA256)}),
-        verification_time=at,
-        default_reference_c14n_method=CanonicalizationMethod(EXC_C14N),
-    )
+    # The cryptography, with the trusted certificate only. The reference's transforms are fixed
+    # (checked above): the signed data is the exclusive C14N of the document minus its signature.
+    signed = _without_signature(root)
+    expected = etree.tostring(signed, method="c14n", exclusive=True, with_comments=False)
     try:
-        result = XMLVerifier().verify(root, x509_cert=certificate, parser=_parser(), expect_config=config)
-    except InvalidDigest:
-        raise SignatureInvalid("the content does not match its signature (digest mismatch)") from None
-    except InvalidCertificate:
-        raise SignatureInvalid("untrusted or expired key") from None
-    except SignXMLInvalidSignature:
+        claimed_digest = _b64(_digest_value.text)
+        value = _b64(signature_value.text)
+    except ValueError:
+        raise SignatureInvalid("DigestValue or SignatureValue is not base64") from None
+    if len(_digest_value) or not hmac.compare_digest(hashlib.sha256(expected).digest(), claimed_digest):
+        raise SignatureInvalid("the content does not match its signature (digest mismatch)")
+    signed_info_bytes = etree.tostring(signed_info, method="c14n", exclusive=True, with_comments=False)
+    public_key = certificate.public_key()
+    try:
+        if isinstance(public_key, rsa.RSAPublicKey):
+            public_key.verify(value, signed_info_bytes, padding.PKCS1v15(), hashes.SHA256())
+        elif isinstance(public_key, ec.EllipticCurvePublicKey) and len(value) == 64:
+            r, s_ = int.from_bytes(value[:32], "big"), int.from_bytes(value[32:], "big")
+            public_key.verify(encode_dss_signature(r, s_), signed_info_bytes, ec.ECDSA(hashes.SHA256()))
+        else:
+            raise SignatureInvalid("the signature value does not verify")
+    except InvalidSignature:
         raise SignatureInvalid("the signature value does not verify") from None
-    except (InvalidInput, SignXMLException, etree.LxmlError) as exc:
-        raise SignatureInvalid(f"malformed signature: {exc}") from None
-    except Exception as exc:  # signxml lets KeyError, TypeError… through on odd input
-        raise SignatureInvalid(f"malformed signature ({type(exc).__name__})") from None
-    if isinstance(result, list):
-        raise SignatureInvalid("expected exactly one signed reference")
-
-    # What was signed must be the whole document minus its signature, and that is what we return.
-    expected = etree.tostring(_without_signature(root), method="c14n", exclusive=True, with_comments=False)
-    if result.signed_xml is None or result.signed_data != expected:
-        raise SignatureInvalid("the signature does not cover the whole document")
-    return result.signed_xml
+    return signed
