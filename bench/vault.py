@@ -47,24 +47,7 @@ from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
 from coffre.domain.signing import Signer, generate_key_and_certificate
 
-#: The POINSCRIT of ``tests/events.py`` (and of ``bench/pipeline.py``).
-POINSCRIT = """<POINSCRIT>
-  <IDOper>0099</IDOper>
-  <IDCoffre>7</IDCoffre>
-  <DateEvt>2026-03-01T10:00:00+01:00</DateEvt>
-  <IDEvt>12</IDEvt>
-  <IDJoueur>p-1</IDJoueur>
-  <HashJoueur>a94a8fe5ccb19ba61c4c0873d391e987982fbbd3</HashJoueur>
-  <IPJoueur>2001:0DB8:0000:0000:0000:0000:0000:0001</IPJoueur>
-  <IDSession>s-1</IDSession>
-  <Inscription>ins-1</Inscription>
-  <Tech>T-1</Tech>
-  <Description>Tournoi du dimanche</Description>
-  <Format>T /AS</Format>
-  <SoldeAvant>100.10</SoldeAvant>
-  <SoldeMouvement>10.05</SoldeMouvement>
-  <SoldeAprès>90.05</SoldeAprès>
-</POINSCRIT>""".encode()
+from pipeline import event  # bench/pipeline.py: the same POINSCRIT events
 
 ID_OPER = "0099"
 COFFRES = 4
@@ -109,14 +92,6 @@ class Results:
 
 
 # events ----------------------------------------------------------------------------------
-
-
-def event(n: int, coffres: int) -> bytes:
-    """POINSCRIT number ``n``: coffre ``21 + n % coffres``, player ``bench-<n>`` (zero-padded, so all
-    events of a run have the same size)."""
-    return POINSCRIT.replace(
-        b"<IDCoffre>7</IDCoffre>", f"<IDCoffre>{21 + n % coffres}</IDCoffre>".encode()
-    ).replace(b"<IDJoueur>p-1</IDJoueur>", f"<IDJoueur>bench-{n:09d}</IDJoueur>".encode())
 
 
 def build_events(count: int, coffres: int) -> list[BenchEvent]:

@@ -30,27 +30,34 @@ DEFAULT_LIMITS = Limits()
 _local = threading.local()
 
 
-def _parser() -> etree.XMLParser:
-    """One hardened parser per thread (lxml parsers are not thread-safe).
+def hardened_parser(*, keep_pis: bool = False, huge_tree: bool = False) -> etree.XMLParser:
+    """One hardened lxml parser per thread and per kind (lxml parsers are not thread-safe).
 
-    No DTD is loaded, no entity is substituted, nothing is fetched from the network,
-    comments and processing instructions are dropped, and libxml2's own limits on depth
-    and text size stay on (``huge_tree=False``).
+    No DTD is loaded, no entity is substituted, nothing is fetched from the network, comments are
+    dropped. Events drop processing instructions too; signed documents keep them
+    (``keep_pis``: the canonical form, hence the digest, covers them). libxml2's limits on depth
+    and text size stay on unless ``huge_tree`` (a lot of thousands of events).
     """
-    parser = getattr(_local, "parser", None)
+    parsers = getattr(_local, "parsers", None)
+    if parsers is None:
+        parsers = _local.parsers = {}
+    parser = parsers.get((keep_pis, huge_tree))
     if parser is None:
-        parser = etree.XMLParser(
+        parser = parsers[(keep_pis, huge_tree)] = etree.XMLParser(
             resolve_entities=False,
             no_network=True,
             load_dtd=False,
             dtd_validation=False,
             remove_comments=True,
-            remove_pis=True,
-            huge_tree=False,
+            remove_pis=not keep_pis,
+            huge_tree=huge_tree,
             collect_ids=False,
         )
-        _local.parser = parser
     return parser
+
+
+def _parser() -> etree.XMLParser:
+    return hardened_parser()
 
 
 def _reject(code: ReasonCode, message: str, path: str = "/") -> Rejected:

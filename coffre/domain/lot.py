@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from lxml import etree
 
 from .chain import GENESIS, HASH_SIZE
+from .codec import hardened_parser
 from .merkle import leaf_hash
 from .merkle import root as merkle_root
 
@@ -37,7 +37,6 @@ NO_DIGEST = bytes(HASH_SIZE)
 """The previous-lot digest of lot 1."""
 
 _LOT_NAME = re.compile(r"(?P<oper>[0-9]{4})-(?P<coffre>0|[1-9][0-9]*)-(?P<number>[0-9]{10})\.xml")
-_local = threading.local()
 
 
 class LotFormatError(ValueError):
@@ -327,13 +326,7 @@ def parse_document(document: bytes) -> etree._Element:
 
 
 def _parser() -> etree.XMLParser:
-    parser = getattr(_local, "parser", None)
-    if parser is None:
-        parser = etree.XMLParser(
-            resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True, collect_ids=False
-        )
-        _local.parser = parser
-    return parser
+    return hardened_parser(keep_pis=True, huge_tree=True)
 
 
 def _only(parent: etree._Element, tag: str) -> etree._Element:

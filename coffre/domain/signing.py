@@ -27,7 +27,6 @@ import copy
 import hashlib
 import hmac
 import re
-import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from os import PathLike
@@ -43,6 +42,8 @@ from lxml import etree
 from signxml import (
     XMLSigner,
 )
+
+from .codec import hardened_parser
 
 DS_NS = "http://www.w3.org/2000/09/xmldsig#"
 EXC_C14N = "http://www.w3.org/2001/10/xml-exc-c14n#"
@@ -73,29 +74,10 @@ class SignatureInvalid(Exception):
 # Parsing
 
 
-_local = threading.local()
-
-
 def _parser() -> etree.XMLParser:
-    """One hardened parser per thread: no DTD, no entity substitution, no network, no comments.
-
-    Comments go (exclusive C14N without comments ignores them anyway); processing instructions
-    stay, because the canonical form, hence the digest, covers them.
-    """
-    parser = getattr(_local, "parser", None)
-    if parser is None:
-        parser = etree.XMLParser(
-            resolve_entities=False,
-            no_network=True,
-            load_dtd=False,
-            dtd_validation=False,
-            remove_comments=True,
-            remove_pis=False,
-            huge_tree=False,
-            collect_ids=False,
-        )
-        _local.parser = parser
-    return parser
+    """Hardened (see :func:`coffre.domain.codec.hardened_parser`); processing instructions stay,
+    because the canonical form, hence the digest, covers them."""
+    return hardened_parser(keep_pis=True)
 
 
 def _parse(document: bytes) -> etree._Element:
