@@ -415,6 +415,22 @@ async def coffre_phases(
 # report ---------------------------------------------------------------------------------------
 
 
+def print_table(rows: Sequence[tuple[str, str, str, str]]) -> None:
+    """(measure, result, target, verdict) rows, aligned, between rules."""
+    widths = [max(len(r[i]) for r in [*rows, ("measure", "result", "target", "")]) for i in range(4)]
+    line = "  ".join("-" * w for w in widths if w)
+    print(line)
+    print(
+        "  ".join(
+            h.ljust(w) for h, w in zip(("measure", "result", "target", ""), widths, strict=True)
+        ).rstrip()
+    )
+    print(line)
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    print(line)
+
+
 def verdict(ok: bool | None) -> str:
     return "" if ok is None else ("met" if ok else "MISSED")
 
@@ -471,18 +487,7 @@ def report(results: Results, args: argparse.Namespace, bootstrap: str, event_siz
         f"coffre pipeline bench: broker {bootstrap}, {args.partitions} partitions, "
         f"{args.events:,} events of {event_size} bytes (POINSCRIT) over {args.coffres} coffres, {os.cpu_count()} CPUs"
     )
-    widths = [max(len(r[i]) for r in [*rows, ("measure", "result", "target", "")]) for i in range(4)]
-    line = "  ".join("-" * w for w in widths if w)
-    print(line)
-    print(
-        "  ".join(
-            h.ljust(w) for h, w in zip(("measure", "result", "target", ""), widths, strict=True)
-        ).rstrip()
-    )
-    print(line)
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    print(line)
+    print_table(rows)
     meter = results.cpu
     if meter and meter.used and meter.wall > 0:
         print(f"CPU during the end-to-end phase ({meter.wall:.2f} s wall; 100% = one core):")

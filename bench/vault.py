@@ -47,7 +47,7 @@ from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
 from coffre.domain.signing import Signer, generate_key_and_certificate
 
-from pipeline import event  # bench/pipeline.py: the same POINSCRIT events
+from pipeline import event, print_table, verdict  # bench/pipeline.py: the same events, the same table
 
 ID_OPER = "0099"
 COFFRES = 4
@@ -198,10 +198,6 @@ def verify_phase(run: SealRun, events: int) -> float:
 # report ---------------------------------------------------------------------------------------
 
 
-def verdict(ok: bool | None) -> str:
-    return "" if ok is None else ("met" if ok else "MISSED")
-
-
 def rate_text(rate: float | None) -> str:
     return f"{rate:,.0f} events/s ({1e6 / rate:.1f} µs/event)" if rate else "n/a"
 
@@ -261,18 +257,7 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
         f"coffre vault bench: {n:,} events of {event_size} bytes (POINSCRIT, canonical) over "
         f"{COFFRES} coffres, group commit every {SYNC_EVERY:,}, {os.cpu_count()} CPUs"
     )
-    widths = [max(len(r[i]) for r in [*rows, ("measure", "result", "target", "")]) for i in range(4)]
-    line = "  ".join("-" * w for w in widths if w)
-    print(line)
-    print(
-        "  ".join(
-            h.ljust(w) for h, w in zip(("measure", "result", "target", ""), widths, strict=True)
-        ).rstrip()
-    )
-    print(line)
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    print(line)
+    print_table(rows)
     for error in results.errors:
         print(f"error: {error}")
 
