@@ -235,7 +235,7 @@ def verify_coffre(
 
     _check_checkpoints(report, checkpoints, trust, last_lot)
     if older_checkpoint is not None:
-        _check_older(report, older_checkpoint, trust)
+        _checked_checkpoint(report, *older_checkpoint, trust)
     return report
 
 
@@ -275,16 +275,9 @@ def _check_checkpoints(
 ) -> None:
     newest: Checkpoint | None = None
     for path, document in sorted(checkpoints):
-        report.checkpoints += 1
-        root = _open_signed(path, document, trust, report, _checkpoint_time)
-        if root is None:
+        checkpoint = _checked_checkpoint(report, path, document, trust)
+        if checkpoint is None:
             continue
-        try:
-            checkpoint = read_checkpoint(root)
-        except LotFormatError as exc:
-            report.fail(path, "format", str(exc))
-            continue
-        _check_against_archive(report, path, checkpoint)
         if newest is None or checkpoint.tree_size > newest.tree_size:
             newest = checkpoint
     if last_lot is None:
@@ -324,18 +317,22 @@ def _check_against_archive(report: CoffreReport, path: str, checkpoint: Checkpoi
         )
 
 
-def _check_older(report: CoffreReport, older: tuple[str, bytes], trust: TrustStore) -> None:
-    path, document = older
+def _checked_checkpoint(
+    report: CoffreReport, path: str, document: bytes, trust: TrustStore
+) -> Checkpoint | None:
+    """A checkpoint (in the archive, or one kept from before), its signature and its agreement
+    with the archive checked; None when it cannot be read."""
+    report.checkpoints += 1
     root = _open_signed(path, document, trust, report, _checkpoint_time)
     if root is None:
-        return
+        return None
     try:
         checkpoint = read_checkpoint(root)
     except LotFormatError as exc:
         report.fail(path, "format", str(exc))
-        return
-    report.checkpoints += 1
+        return None
     _check_against_archive(report, path, checkpoint)
+    return checkpoint
 
 
 def _span(ids: list[int]) -> str:
