@@ -7,11 +7,15 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .domain.catalogue import EVENT_TYPES, families
 from .domain.codec import canonical_bytes, pretty_xml, split_documents, to_json
 from .domain.errors import Rejected
 from .domain.normalize import normalize
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 
 def _inputs(paths: Sequence[str]) -> Iterator[tuple[str, bytes]]:
@@ -128,12 +132,12 @@ def _describe(label: str, outcome: object) -> str:
 
 
 async def _submit_all(
-    bootstrap: str, settings: object, items: list[tuple[str, bytes]], timeout: float
+    bootstrap: str, settings: Settings, items: list[tuple[str, bytes]], timeout: float
 ) -> int:
     from .client import CoffreClient
 
     failures = 0
-    async with CoffreClient(bootstrap, settings.topics, settings.synthesis_events) as client:  # type: ignore[attr-defined]
+    async with CoffreClient(bootstrap, settings.topics, settings.synthesis_events) as client:
         for label, raw in items:
             try:
                 outcome = await client.submit(raw, timeout=timeout)
@@ -201,13 +205,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0 if failures == 0 else 1
 
 
-def _show_archive(settings: object) -> int:
+def _show_archive(settings: Settings) -> int:
     """Where the sealed archive is, the certificate that verifies it, and the verification's verdict."""
     from .adapters.archive import signing_files
     from .audit import verify_archive
 
-    archive = settings.archive_root  # type: ignore[attr-defined]
-    _, cert = signing_files(settings)  # type: ignore[arg-type]
+    archive = settings.archive_root
+    _, cert = signing_files(settings)
     print(f"archive: {archive}\ncertificate: {cert}", flush=True)
     print(f"verify it: coffre verify {archive} --cert {cert}", flush=True)
     report = verify_archive(archive, [cert])

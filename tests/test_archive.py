@@ -258,14 +258,9 @@ def test_a_history_rewritten_and_resigned_with_the_key_against_an_older_checkpoi
     original = build(tmp_path / "a", trusted[0])
     kept = tmp_path / "kept.xml"
     shutil.copy(checkpoint_files(original)[-1], kept)
-    other = tmp_path / "b"
-    other.mkdir()
-    rewritten = build(other, trusted[0])  # same key, but...
-    # ...with one event changed before sealing:
-    shutil.rmtree(rewritten)
-    root = other / "archive"
-    root.mkdir()
-    with JournalSet(other / "journal2") as journals:
+    root = tmp_path / "b" / "archive"  # the same key, with IDEvt 2 of coffre 7 changed before sealing
+    root.mkdir(parents=True)
+    with JournalSet(tmp_path / "b" / "journal") as journals:
         sealer = Sealer(LocalStorage(root), trusted[0], journals, max_events=3, max_age=3600, clock=Clock())
         journal = journals.journal("0099", 7)
         for n in range(1, 11):

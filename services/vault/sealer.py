@@ -30,6 +30,7 @@ from coffre.domain.chain import GENESIS
 from coffre.domain.lot import (
     NO_DIGEST,
     LotEvent,
+    LotHeader,
     build_checkpoint,
     build_lot,
     checkpoint_after,
@@ -226,7 +227,7 @@ class Sealer:
         log.info("sealed %s: IDEvt %d..%d", key, header.first_id_evt, header.last_id_evt)
         return 1
 
-    def _write_checkpoint(self, header, lot_digest: bytes) -> None:
+    def _write_checkpoint(self, header: LotHeader, lot_digest: bytes) -> None:
         checkpoint = checkpoint_after(header, lot_digest, self.clock())
         document = serialize(self.signer.sign(build_checkpoint(checkpoint)))
         self.storage.create(checkpoint_key(header.id_oper, header.id_coffre, header.number), document)
