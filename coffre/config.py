@@ -21,6 +21,13 @@ def _csv(value: Any) -> Any:
     return value
 
 
+def _semicolons(value: Any) -> Any:
+    """Distinguished names hold commas, so a list of them is separated by semicolons."""
+    if isinstance(value, str):
+        return tuple(item.strip() for item in value.split(";") if item.strip())
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Topics:
     events_in: str
@@ -59,7 +66,33 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(1024 * 1024, ge=1024, description="the largest input message accepted")
     batch_max: int = Field(1000, ge=1, description="the most messages one service handles in one batch")
     batch_wait_ms: int = Field(2, ge=0, description="how long a service waits to fill a batch")
-    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    log_level: Annotated[
+        Literal["DEBUG", "INFO", "WARNING", "ERROR"],
+        BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v),
+    ] = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    log_format: Literal["json", "text"] = Field(
+        "json", description="json (one object per line, with IDCoffre/IDEvt/correlation-id) or text"
+    )
+    http_host: str = Field(
+        "127.0.0.1", description="address of the health and metrics server (0.0.0.0 in Kubernetes)"
+    )
+    ops_port: int = Field(
+        8080, ge=0, le=65535, description="port of /healthz, /readyz and /metrics (plain HTTP; 0: off)"
+    )
+    shutdown_timeout_seconds: float = Field(
+        8.0, gt=0, le=60, description="SIGTERM: how long a service may drain before it stops anyway"
+    )
+    vault_replicas: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description="vault replicas; each owns the partitions p with p % replicas == ordinal",
+    )
+    vault_ordinal: int | None = Field(
+        None,
+        ge=0,
+        description="this vault's ordinal (default: the number ending the host name, e.g. vault-2)",
+    )
     lot_max_events: int = Field(
         1000, ge=1, le=1_000_000, description="a lot is sealed once this many events wait"
     )
@@ -84,6 +117,31 @@ class Settings(BaseSettings):
     trusted_certs: str = Field(
         "", description="extra PEM certificates (comma-separated paths) still trusted, e.g. after a rotation"
     )
+    api_host: str = Field("127.0.0.1", description="address of the regulator API (0.0.0.0 in Kubernetes)")
+    api_port: int = Field(8443, ge=0, le=65535, description="port of the regulator API, HTTPS (0: off)")
+    api_tls_cert: Path | None = Field(
+        None,
+        description="regulator API: PEM server certificate (default: a development one in <data dir>/tls)",
+    )
+    api_tls_key: Path | None = Field(None, description="regulator API: PEM key of the server certificate")
+    api_client_ca: Path | None = Field(
+        None, description="regulator API: PEM CA bundle that client certificates must chain to (mutual TLS)"
+    )
+    api_allowed_subjects: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_semicolons)] = Field(
+        (), description="regulator API: client certificate subjects allowed, RFC 4514, separated by ';'"
+    )
+    api_tokens_file: Path | None = Field(
+        None, description="regulator API: file of bearer tokens, one 'name:token' per line (a Secret)"
+    )
+    api_auth: Literal["mtls", "token", "either", "both"] = Field(
+        "either", description="regulator API: what a request must present: mtls, token, either or both"
+    )
+    api_max_range_days: int = Field(
+        366, ge=1, le=3660, description="regulator API: the longest date range one lot listing may ask for"
+    )
+    access_log_dir: Path | None = Field(
+        None, description="regulator API: where every access is logged, fsynced (default: <data dir>/access)"
+    )
 
     @property
     def topics(self) -> Topics:
@@ -98,7 +156,23 @@ class Settings(BaseSettings):
             raise ValueError("COFFRE_SIGNING_KEY and COFFRE_SIGNING_CERT go together: set both or neither")
         if self.archive_backend == "s3" and not self.s3_bucket:
             raise ValueError("COFFRE_ARCHIVE_BACKEND=s3 needs COFFRE_S3_BUCKET")
+        if (self.api_tls_cert is None) != (self.api_tls_key is None):
+            raise ValueError("COFFRE_API_TLS_CERT and COFFRE_API_TLS_KEY go together: set both or neither")
+        if self.api_auth in ("mtls", "both") and self.api_tls_cert is not None and self.api_client_ca is None:
+            raise ValueError(f"COFFRE_API_AUTH={self.api_auth} needs COFFRE_API_CLIENT_CA")
+        if (
+            self.api_auth in ("token", "both")
+            and self.api_tls_cert is not None
+            and self.api_tokens_file is None
+        ):
+            raise ValueError(f"COFFRE_API_AUTH={self.api_auth} needs COFFRE_API_TOKENS_FILE")
+        if self.vault_ordinal is not None and self.vault_ordinal >= self.vault_replicas:
+            raise ValueError("COFFRE_VAULT_ORDINAL must be below COFFRE_VAULT_REPLICAS")
         return self
+
+    @property
+    def access_log_root(self) -> Path:
+        return self.access_log_dir or Path(self.data_dir) / "access"
 
     @property
     def archive_root(self) -> Path:
