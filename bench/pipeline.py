@@ -592,6 +592,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             topic_prefix=f"bench{run}.",
             data_dir=data,
             partitions=args.partitions,
+            ops_port=0,
+            api_port=0,
         )
         stack = Stack(settings, bootstrap=bootstrap)
         stack.start()

@@ -13,6 +13,7 @@ from .domain.catalogue import EVENT_TYPES, families
 from .domain.codec import canonical_bytes, pretty_xml, split_documents, to_json
 from .domain.errors import Rejected
 from .domain.normalize import normalize
+from .logs import setup_logging
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -90,21 +91,12 @@ def cmd_annex_examples(args: argparse.Namespace) -> int:
     return 0
 
 
-def _setup_logging(level: str) -> None:
-    import logging
-
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format='{"time":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","message":"%(message)s"}',
-    )
-
-
 def cmd_service(args: argparse.Namespace) -> int:
     """``coffre ingest|vault|acquittal``: one service, configured by COFFRE_* variables."""
     from .config import load_settings
 
     settings = load_settings()
-    _setup_logging(settings.log_level)
+    setup_logging(settings.log_level, settings.log_format, service=args.command)
     if args.command == "ingest":
         from coffre_ingest.app import run
     elif args.command == "vault":
@@ -180,6 +172,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         flush=True,
     )
     print(f"logs: {settings.data_dir}/logs/{{broker,ingest,vault,acquittal}}.log", flush=True)
+    if settings.ops_port:
+        ports = ", ".join(f"{name} http://{settings.http_host}:{stack.ops_port(name)}" for name in stack.children)
+        print(f"health and metrics (/healthz /readyz /metrics): {ports}", flush=True)
     failures = 0
     try:
         if args.demo:

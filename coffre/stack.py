@@ -47,21 +47,35 @@ class Stack:
             self.spawn(name)
         return self.bootstrap
 
-    def env(self) -> dict[str, str]:
+    def ops_port(self, name: str) -> int:
+        """Each service's /healthz, /readyz and /metrics port: COFFRE_OPS_PORT, + 1, + 2 (0: off)."""
+        base = self.settings.ops_port
+        return base + SERVICES.index(name) if base else 0
+
+    def env(self, name: str | None = None) -> dict[str, str]:
         """The children's environment: this process's, with every setting as its COFFRE_ variable."""
         env = dict(os.environ)
-        for name in type(self.settings).model_fields:
-            value = getattr(self.settings, name)
+        for setting in type(self.settings).model_fields:
+            value = getattr(self.settings, setting)
             if value is None:
                 continue
-            env[f"COFFRE_{name.upper()}"] = ",".join(sorted(value)) if isinstance(value, set) else str(value)
+            if isinstance(value, set):
+                value = ",".join(sorted(value))
+            elif isinstance(value, tuple):
+                value = ";".join(value)
+            env[f"COFFRE_{setting.upper()}"] = str(value)
         env["COFFRE_BOOTSTRAP_SERVERS"] = self.bootstrap or ""
+        if name is not None:
+            env["COFFRE_OPS_PORT"] = str(self.ops_port(name))
         return env
 
     def spawn(self, name: str) -> subprocess.Popen[bytes]:
         log = open(Path(self.settings.data_dir) / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         child = subprocess.Popen(
-            [sys.executable, "-m", "coffre.cli", name], env=self.env(), stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "coffre.cli", name],
+            env=self.env(name),
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self.children[name] = child
         return child

@@ -85,6 +85,10 @@ class ArchiveStorage(Protocol):
         """All keys starting with ``prefix`` (a plain string prefix), sorted."""
         ...
 
+    def probe(self) -> None:
+        """Raise unless the store can take a new object now (readiness)."""
+        ...
+
 
 def _check_segments(value: str, what: str, segments: list[str], partial_last: bool = False) -> None:
     for i, segment in enumerate(segments):
@@ -127,6 +131,17 @@ def validate_prefix(prefix: str) -> str:
     else:
         _check_segments(prefix, "prefix", segments, partial_last=True)
     return prefix
+
+
+def probe_directory(directory: Path) -> None:
+    """Write, fsync and remove a temporary file in ``directory``: the disk takes writes now."""
+    fd, name = tempfile.mkstemp(prefix=TMP_PREFIX + "probe-", dir=directory)
+    try:
+        os.write(fd, b"probe")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(name)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -266,6 +281,9 @@ class LocalStorage:
                     keys.append(key)
         return sorted(keys)
 
+    def probe(self) -> None:
+        probe_directory(self.root)
+
     def cleanup_temporary(self) -> int:
         """Remove ``.tmp-*`` files left by a crash; returns how many.
 
@@ -354,6 +372,10 @@ class S3ObjectLockStorage:
 
     def _key(self, key: str) -> str:
         return self.prefix + validate_key(key)
+
+    def probe(self) -> None:
+        """The bucket answers with these credentials (readiness; writes nothing, objects are locked)."""
+        self.client.head_bucket(Bucket=self.bucket)
 
     # -- bucket set-up ----------------------------------------------------------------------
 

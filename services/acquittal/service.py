@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from coffre import metrics
 from coffre.adapters.service import kafka_endpoints, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.messages import (
@@ -28,6 +29,8 @@ from coffre.domain.messages import (
     Rejection,
     header,
 )
+from coffre.logs import log_context
+from coffre.ops import BrokerCheck, LagMeter, Ops
 
 log = logging.getLogger("coffre.acquittal")
 Key = tuple[str, int, int]
@@ -104,53 +107,79 @@ class Acquitter:
     def _late(self, key: Key, waited: float) -> None:
         self.reported_late.add(key)
         self.stats.late += 1
-        log.warning("late record: coffre %s/%s IDEvt %s waited %.3fs", *key, waited)
+        metrics.LATE_RECORDS.inc()
+        with log_context(id_oper=key[0], id_coffre=key[1], id_evt=key[2]):
+            log.warning("late record: coffre %s/%s IDEvt %s waited %.3fs", *key, waited)
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> AcquittalStats:
     topics = settings.topics
     stop = stop or asyncio.Event()
     acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
-    async with kafka_endpoints(
-        settings, "acquittal", topics.normalized, topics.receipts, topics.rejected
-    ) as kafka:
-        log.info("acquittal ready")
-        last_sweep = time.monotonic()
-        while not stop.is_set():
-            batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
-            out: list[Acquittal] = []
-            for tp, records in batches.items():
-                for record in records:
-                    headers = list(record.headers or ())
-                    try:
-                        if tp.topic == topics.normalized:
-                            acquitter.on_normalized(headers)
-                        elif tp.topic == topics.receipts:
-                            acquittal = acquitter.on_receipt(Receipt.decode(record.value or b""))
-                            if acquittal:
-                                out.append(acquittal)
-                        else:
-                            out.append(acquitter.on_rejection(Rejection.decode(record.value or b"")))
-                    except (ValueError, TypeError, KeyError):  # not written by coffre: never crash on it
-                        acquitter.stats.unreadable += 1
-                        log.error(
-                            "passed over an unreadable record at %s offset %d",
-                            tp,
-                            record.offset,
-                            exc_info=True,
+    ops = Ops("acquittal", settings)
+    broker = BrokerCheck(settings.bootstrap_servers)
+    ops.add_check("broker", broker)
+    await ops.start()
+    try:
+        async with kafka_endpoints(
+            settings, "acquittal", topics.normalized, topics.receipts, topics.rejected
+        ) as kafka:
+            lag = LagMeter(kafka.consumer)
+            log.info("acquittal ready")
+            last_sweep = time.monotonic()
+            while not stop.is_set():
+                batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
+                out: list[Acquittal] = []
+                ingested: list[float] = []  # when ingest normalized each recorded event acquitted here
+                for tp, records in batches.items():
+                    for record in records:
+                        headers = list(record.headers or ())
+                        try:
+                            if tp.topic == topics.normalized:
+                                acquitter.on_normalized(headers)
+                            elif tp.topic == topics.receipts:
+                                receipt = Receipt.decode(record.value or b"")
+                                acquittal = acquitter.on_receipt(receipt)
+                                if acquittal:
+                                    out.append(acquittal)
+                                    if receipt.ingested_at is not None:
+                                        ingested.append(receipt.ingested_at)
+                            else:
+                                out.append(acquitter.on_rejection(Rejection.decode(record.value or b"")))
+                        except (ValueError, TypeError, KeyError):  # not written by coffre: never crash on it
+                            acquitter.stats.unreadable += 1
+                            metrics.UNREADABLE.inc()
+                            log.error(
+                                "passed over an unreadable record at %s offset %d",
+                                tp,
+                                record.offset,
+                                exc_info=True,
+                            )
+                await kafka.send_all(
+                    topics.acquittals,
+                    (
+                        (
+                            a.correlation_id.encode() if a.correlation_id else None,
+                            a.encode(),
+                            a.correlation_id,
                         )
-            await kafka.send_all(
-                topics.acquittals,
-                (
-                    (a.correlation_id.encode() if a.correlation_id else None, a.encode(), a.correlation_id)
-                    for a in out
-                ),
-            )
-            if batches:
-                kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
-            if time.monotonic() - last_sweep > 0.5:
-                acquitter.sweep()
-                last_sweep = time.monotonic()
+                        for a in out
+                    ),
+                )
+                published = time.time()
+                for a in out:
+                    metrics.ACQUITTALS.labels(a.status).inc()
+                for since in ingested:
+                    metrics.ACQUITTAL_LATENCY.observe(max(0.0, published - since))
+                if batches:
+                    kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
+                if time.monotonic() - last_sweep > 0.5:
+                    acquitter.sweep()
+                    last_sweep = time.monotonic()
+                await lag.update()
+    finally:
+        await broker.close()
+        await ops.stop()
     return acquitter.stats
 
 

@@ -10,9 +10,11 @@ from pathlib import Path
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from coffre import metrics
 from coffre.adapters.kafka import CONSUMER_TUNING, ensure_topics
 from coffre.config import Settings
 from coffre.domain.codec import Limits
+from coffre.ops import BrokerCheck, Ops, writable_dir
 
 from .step import InputMessage, ingest_batch
 from .store import IngestStore
@@ -83,6 +85,23 @@ def build_app(settings: Settings) -> faust.App:
     source = app.topic(topics.events_in, value_serializer="raw", key_serializer="raw", allow_empty=True)
     store = IngestStore(data / "store.sqlite")
     limits = Limits(max_bytes=settings.max_event_bytes)
+    ops = Ops("ingest", settings)
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    ops.add_check("store", writable_dir(data))
+    positions: dict[int, int] = {}  # partition of events.in -> next offset to handle
+
+    @app.task
+    async def start_ops() -> None:
+        await ops.start()
+
+    @app.timer(interval=1.0)
+    async def measure_lag() -> None:
+        for partition, position in list(positions.items()):
+            highwater = app.consumer.highwater(faust.types.TP(topics.events_in, partition))
+            if highwater is not None:
+                metrics.CONSUMER_LAG.labels(topics.events_in, str(partition)).set(
+                    max(0, highwater - position)
+                )
 
     async def publish_outbox() -> None:
         rows = store.unpublished()
@@ -125,6 +144,8 @@ def build_app(settings: Settings) -> faust.App:
                 # batch is read again after the restart (the outbox keeps what was durable)
                 log.critical("ingest batch failed; stopping before its offsets are committed", exc_info=True)
                 os._exit(FATAL_EXIT)
+            for m in batch:
+                positions[m.partition] = max(positions.get(m.partition, 0), m.offset + 1)
             log.debug("batch: %s", counts)
             batches += 1
             if batches % 1000 == 0:
@@ -144,6 +165,11 @@ def run(settings: Settings) -> None:
     asyncio.set_event_loop(loop)
     app = build_app(settings)
     worker = faust.Worker(
-        app, loop=loop, loglevel=settings.log_level.lower(), quiet=True, redirect_stdouts=False
+        app,
+        loop=loop,
+        loglevel=settings.log_level.lower(),
+        quiet=True,
+        redirect_stdouts=False,
+        override_logging=False,  # coffre.logs set up the JSON logs already
     )
     worker.execute_from_commandline()

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from hashlib import sha256
 
+from coffre import metrics
 from coffre.config import Topics
 from coffre.domain.codec import Limits, canonical_bytes
 from coffre.domain.errors import Rejected
@@ -24,8 +27,11 @@ from coffre.domain.messages import (
     header,
 )
 from coffre.domain.normalize import normalize
+from coffre.logs import log_context
 
 from .store import IngestStore
+
+log = logging.getLogger("coffre.ingest")
 
 UNASSIGNED = 0
 """The IDEvt an event holds between normalization and assignment (never published)."""
@@ -66,6 +72,16 @@ class StepCounts:
     accepted: int = 0
     rejected: int = 0
     redelivered: int = 0
+    event_types: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def publish_metrics(self) -> None:
+        """Count the batch on /metrics, once its transaction is durable."""
+        metrics.EVENTS_IN.inc(self.accepted + self.rejected)
+        for event_type, n in self.event_types.items():
+            metrics.EVENTS_NORMALIZED.labels(event_type).inc(n)
+        for reason, n in self.reasons.items():
+            metrics.EVENTS_REJECTED.labels(reason).inc(n)
 
 
 def ingest_batch(batch: list[InputMessage], store: IngestStore, topics: Topics, limits: Limits) -> StepCounts:
@@ -104,6 +120,15 @@ def ingest_batch(batch: list[InputMessage], store: IngestStore, topics: Topics, 
                     passthrough,
                 )
                 counts.rejected += 1
+                counts.reasons.update(set(refusal.codes))
+                with log_context(correlation_id=header(message.headers, CORRELATION_ID)):
+                    log.info(
+                        "rejected input %s[%d]@%d: %s",
+                        topics.events_in,
+                        message.partition,
+                        message.offset,
+                        ", ".join(refusal.codes),
+                    )
                 continue
             id_evt = tx.next_id_evt(event.id_oper, event.id_coffre)
             value = canonical_bytes(event.with_id_evt(id_evt))
@@ -126,4 +151,6 @@ def ingest_batch(batch: list[InputMessage], store: IngestStore, topics: Topics, 
                 headers,
             )
             counts.accepted += 1
+            counts.event_types[event.xml_tag] += 1
+    counts.publish_metrics()
     return counts

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coffre.domain.messages import Headers
+from coffre.metrics import FSYNC_SECONDS
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (
@@ -128,7 +129,8 @@ class IngestStore:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [(i, p, o, t, k, v, _encode_headers(h), now) for i, p, o, t, k, v, h in tx.rows],
             )
-            db.execute("COMMIT")
+            with FSYNC_SECONDS.labels("ingest_store").time():
+                db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from coffre import metrics
 from coffre.adapters.journal import JournalSet
 from coffre.domain.messages import (
     CORRELATION_ID,
@@ -35,6 +36,7 @@ from coffre.domain.messages import (
     Receipt,
     header,
 )
+from coffre.logs import log_context
 
 log = logging.getLogger("coffre.vault")
 
@@ -117,6 +119,7 @@ class Recorder:
                 m = NormalizedMessage.parse(value, headers)
             except InvalidMessage as exc:
                 counts.foreign += 1
+                metrics.EVENTS_SKIPPED.labels("not_from_ingest").inc()
                 log.error("passed over a message ingest did not write: %s", exc)
                 continue
             journal = self.journals.journal(m.id_oper, m.id_coffre)
@@ -129,19 +132,25 @@ class Recorder:
                     )
                 chain = record.chain_hash
                 counts.redelivered += 1
+                metrics.EVENTS_REDELIVERED.inc()
             elif m.id_evt == last + 1:
                 chain = journal.append(m.id_evt, m.value)
                 counts.recorded += 1
+                metrics.EVENTS_RECORDED.inc()
             else:
                 counts.ahead += 1
-                log.warning(
-                    "coffre %s/%s: IDEvt %d arrived while the chain ends at %d; passed over until "
-                    "ingest publishes the missing events again",
-                    m.id_oper,
-                    m.id_coffre,
-                    m.id_evt,
-                    last,
-                )
+                metrics.EVENTS_SKIPPED.labels("ahead_of_chain").inc()
+                with log_context(
+                    id_oper=m.id_oper, id_coffre=m.id_coffre, id_evt=m.id_evt, correlation_id=m.correlation_id
+                ):
+                    log.warning(
+                        "coffre %s/%s: IDEvt %d arrived while the chain ends at %d; passed over until "
+                        "ingest publishes the missing events again",
+                        m.id_oper,
+                        m.id_coffre,
+                        m.id_evt,
+                        last,
+                    )
                 continue
             receipts.append(
                 Receipt(
@@ -159,4 +168,5 @@ class Recorder:
 
     def sync(self) -> None:
         """Group commit: one fsync per journal appended to since the last sync."""
-        self.journals.sync()
+        with metrics.FSYNC_SECONDS.labels("vault_journal").time():
+            self.journals.sync()

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 
 from lxml import etree
 
+from coffre import metrics
 from coffre.adapters.journal import Journal, JournalSet
 from coffre.adapters.storage import ArchiveStorage
 from coffre.domain.chain import GENESIS
@@ -45,6 +46,7 @@ from coffre.domain.lot import (
 )
 from coffre.domain.merkle import MerkleAccumulator
 from coffre.domain.signing import Signer
+from coffre.logs import log_context
 
 log = logging.getLogger("coffre.vault")
 
@@ -191,6 +193,7 @@ class Sealer:
         return written
 
     def _seal(self, state: CoffreSeal, journal: Journal, count: int) -> int:
+        started = time.perf_counter()
         events = []
         for record in journal.records(state.sealed_id_evt + 1):
             events.append(LotEvent(record.id_evt, record.chain_hash, record.event))
@@ -224,7 +227,10 @@ class Sealer:
         state.last_digest = lot_digest
         self.counts.lots += 1
         self.counts.events += len(events)
-        log.info("sealed %s: IDEvt %d..%d", key, header.first_id_evt, header.last_id_evt)
+        metrics.LOTS_SEALED.inc()
+        metrics.LOT_SEAL_SECONDS.observe(time.perf_counter() - started)
+        with log_context(id_oper=state.id_oper, id_coffre=state.id_coffre, lot=header.number):
+            log.info("sealed %s: IDEvt %d..%d", key, header.first_id_evt, header.last_id_evt)
         return 1
 
     def _write_checkpoint(self, header: LotHeader, lot_digest: bytes) -> None:

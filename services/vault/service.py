@@ -1,17 +1,23 @@
 """The vault service: aiokafka, manual commits. Per batch: append -> fsync -> receipts
 (awaited) -> commit offsets -> seal the lots that are due. SIGTERM finishes the batch in
-hand, seals what waits, then exits."""
+hand, seals what waits, then exits. It also serves the regulator's HTTPS API and the
+health, readiness and metrics endpoints."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.service import kafka_endpoints, run_until_signalled
+from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
 from coffre.config import Settings
+from coffre.domain.signing import Signer
+from coffre.logs import bind
+from coffre.ops import BrokerCheck, LagMeter, Ops, in_thread, writable_dir
 
 from .recorder import RecordCounts, Recorder, VaultHalt
 from .sealer import ArchiveMismatch, Sealer
@@ -20,21 +26,57 @@ log = logging.getLogger("coffre.vault")
 FATAL_EXIT = 70
 
 
+def partition_owner(settings: Settings) -> Callable[[int], bool] | None:
+    """None (join the group) for one vault; the partitions this replica owns for several."""
+    if settings.vault_replicas == 1:
+        return None
+    ordinal = settings.vault_ordinal if settings.vault_ordinal is not None else host_ordinal()
+    if ordinal is None or ordinal >= settings.vault_replicas:
+        raise SystemExit(
+            f"coffre: configuration error: COFFRE_VAULT_ORDINAL: with COFFRE_VAULT_REPLICAS="
+            f"{settings.vault_replicas}, set it (0..{settings.vault_replicas - 1}) or run in a "
+            f"StatefulSet whose host names end in -<ordinal>"
+        )
+    bind(vault_ordinal=ordinal)
+    return owned_partitions(settings.vault_replicas, ordinal)
+
+
+def key_check(key: Signer) -> Callable[[], None]:
+    def check() -> None:
+        now = dt.datetime.now(dt.UTC)
+        cert = key.certificate
+        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+            raise RuntimeError(
+                f"the signing certificate is valid from {cert.not_valid_before_utc:%Y-%m-%d} "
+                f"to {cert.not_valid_after_utc:%Y-%m-%d}"
+            )
+
+    return check
+
+
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> RecordCounts:
     topics = settings.topics
     stop = stop or asyncio.Event()
-    journals = JournalSet(Path(settings.data_dir) / "vault" / "journal")
+    owns = partition_owner(settings)
+    journal_dir = Path(settings.data_dir) / "vault" / "journal"
+    journals = JournalSet(journal_dir)
     recorder = Recorder(journals)
+    storage = archive_storage(settings)
+    key = signer(settings)
     sealer = Sealer(
-        archive_storage(settings),
-        signer(settings),
-        journals,
-        max_events=settings.lot_max_events,
-        max_age=settings.lot_max_age_seconds,
+        storage, key, journals, max_events=settings.lot_max_events, max_age=settings.lot_max_age_seconds
     )
+    ops = Ops("vault", settings)
+    broker = BrokerCheck(settings.bootstrap_servers)
+    ops.add_check("broker", broker)
+    ops.add_check("journal", writable_dir(journal_dir))
+    ops.add_check("archive", in_thread(storage.probe))
+    ops.add_check("signing_key", in_thread(key_check(key)))
+    await ops.start()
     try:
         sealer.start()
-        async with kafka_endpoints(settings, "vault", topics.normalized) as kafka:
+        async with kafka_endpoints(settings, "vault", topics.normalized, owns=owns) as kafka:
+            lag = LagMeter(kafka.consumer)
             log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
             while not stop.is_set():
                 batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
@@ -55,10 +97,16 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
                     for coffre in {(r.id_oper, r.id_coffre) for r in receipts}:
                         sealer.recorded(*coffre)
                 sealer.seal_due()
+                await lag.update()
         recorder.sync()
         sealer.seal_all()  # what waits is sealed before the vault stops: the archive is complete
+    except (VaultHalt, ArchiveMismatch) as exc:
+        ops.halt(str(exc))
+        raise
     finally:
         journals.close()
+        await broker.close()
+        await ops.stop()
     return recorder.counts
 
 

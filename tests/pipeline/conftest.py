@@ -86,6 +86,8 @@ def stack(kafka_bootstrap, topic_prefix, tmp_path):
         data_dir=tmp_path,
         partitions=3,
         max_event_bytes=64 * 1024,
+        ops_port=0,
+        api_port=0,
     )
     running = Stack(settings, bootstrap=kafka_bootstrap)
     running.start()

@@ -77,7 +77,12 @@ def test_killing_ingest_and_vault_under_load_loses_nothing(kafka_bootstrap, topi
     """SIGKILL at random moments; SIGTERM too, which faust answers by acking the batch in hand
     (so ingest must finish its durable write first)."""
     settings = Settings(
-        bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, data_dir=tmp_path, partitions=3
+        bootstrap_servers=kafka_bootstrap,
+        topic_prefix=topic_prefix,
+        data_dir=tmp_path,
+        partitions=3,
+        ops_port=0,
+        api_port=0,
     )
     stack = Stack(settings, bootstrap=kafka_bootstrap)
     stack.start()

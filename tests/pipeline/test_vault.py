@@ -31,7 +31,12 @@ def players(first: int, count: int) -> list[bytes]:
 @pytest.fixture
 def settings(kafka_bootstrap, topic_prefix, tmp_path) -> Settings:
     settings = Settings(
-        bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, data_dir=tmp_path, partitions=2
+        bootstrap_servers=kafka_bootstrap,
+        topic_prefix=topic_prefix,
+        data_dir=tmp_path,
+        partitions=2,
+        ops_port=0,
+        api_port=0,
     )
     asyncio.run(ensure_topics(kafka_bootstrap, settings.topic_partitions))
     return settings

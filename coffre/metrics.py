@@ -1,0 +1,49 @@
+"""The Prometheus metrics of the three services (PRODUCT.md, Operations). Each process
+exposes the ones it updates on ``/metrics`` (see coffre.ops); names are stable for alerts."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+# fsync and seal times: from a fraction of a millisecond on a good disk to seconds on a sick one
+_SYNC_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+EVENTS_IN = Counter("coffre_events_in_total", "Input messages read by ingest from events.in")
+EVENTS_NORMALIZED = Counter(
+    "coffre_events_normalized_total", "Events normalized and given an IDEvt by ingest", ["event_type"]
+)
+EVENTS_REJECTED = Counter(
+    "coffre_events_rejected_total", "Inputs refused by ingest, by reason code", ["reason"]
+)
+EVENTS_RECORDED = Counter("coffre_events_recorded_total", "Events durably appended to a vault journal")
+EVENTS_REDELIVERED = Counter(
+    "coffre_events_redelivered_total", "Events the vault had already recorded (receipt re-emitted)"
+)
+EVENTS_SKIPPED = Counter(
+    "coffre_vault_skipped_total", "Messages the vault passed over without recording them", ["reason"]
+)
+FSYNC_SECONDS = Histogram(
+    "coffre_fsync_seconds",
+    "Time of one durable write (vault journal group commit, ingest store commit)",
+    ["store"],
+    buckets=_SYNC_BUCKETS,
+)
+LOTS_SEALED = Counter("coffre_lots_sealed_total", "Lots sealed, signed and stored")
+LOT_SEAL_SECONDS = Histogram(
+    "coffre_lot_seal_seconds", "Time to build, sign and store one lot", buckets=_SYNC_BUCKETS
+)
+ACQUITTALS = Counter("coffre_acquittals_total", "Acquittals published, by status", ["status"])
+ACQUITTAL_LATENCY = Histogram(
+    "coffre_acquittal_latency_seconds",
+    "From ingest's normalization of an event to its acquittal being published",
+    buckets=_LATENCY_BUCKETS,
+)
+LATE_RECORDS = Counter(
+    "coffre_late_records_total", "Acquittable events whose record came later than COFFRE_LATE_AFTER_SECONDS"
+)
+UNREADABLE = Counter("coffre_unreadable_records_total", "Records a service could not read and passed over")
+CONSUMER_LAG = Gauge(
+    "coffre_consumer_lag", "Records not yet handled: high watermark minus position", ["topic", "partition"]
+)
+READY = Gauge("coffre_ready", "1 when every readiness check holds")
