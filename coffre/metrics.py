@@ -13,6 +13,9 @@ EVENTS_IN = Counter("coffre_events_in_total", "Input messages read by ingest fro
 EVENTS_NORMALIZED = Counter(
     "coffre_events_normalized_total", "Events normalized and given an IDEvt by ingest", ["event_type"]
 )
+INPUTS_REDELIVERED = Counter(
+    "coffre_inputs_redelivered_total", "Inputs ingest had already handled (Kafka redelivered them)"
+)
 EVENTS_REJECTED = Counter(
     "coffre_events_rejected_total", "Inputs refused by ingest, by reason code", ["reason"]
 )

@@ -121,35 +121,42 @@ def build_app(settings: Settings) -> faust.App:
             log.critical("cannot publish the outbox at start-up", exc_info=True)
             os._exit(FATAL_EXIT)
         batches = 0
-        async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
-            batch = [
-                InputMessage(
-                    e.message.partition,
-                    e.message.offset,
-                    e.message.value or b"",
-                    _headers(e.message.headers),
-                    timestamp=round((e.message.timestamp or 0) * 1000),  # faust gives seconds
-                    key=e.message.key,
-                )
-                for e in events
-            ]
-            try:
-                # synchronous on purpose: faust acks a batch's events when the agent leaves it,
-                # cancelled (SIGTERM) or not, so no await may stand between taking the batch and
-                # its durable write; a worker thread only added GIL hand-offs to the latency
-                counts = ingest_batch(batch, store, topics, limits)
-                await publish_outbox()
-            except Exception:
-                # faust acks a batch even when its body fails: die before it can, so the
-                # batch is read again after the restart (the outbox keeps what was durable)
-                log.critical("ingest batch failed; stopping before its offsets are committed", exc_info=True)
-                os._exit(FATAL_EXIT)
-            for m in batch:
-                positions[m.partition] = max(positions.get(m.partition, 0), m.offset + 1)
-            log.debug("batch: %s", counts)
-            batches += 1
-            if batches % 1000 == 0:
-                store.prune(PRUNE_AFTER_SECONDS)
+        try:
+            async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
+                batch = [
+                    InputMessage(
+                        e.message.partition,
+                        e.message.offset,
+                        e.message.value or b"",
+                        _headers(e.message.headers),
+                        timestamp=round((e.message.timestamp or 0) * 1000),  # faust gives seconds
+                        key=e.message.key,
+                    )
+                    for e in events
+                ]
+                try:
+                    # synchronous on purpose: faust acks a batch's events when the agent leaves it,
+                    # cancelled (SIGTERM) or not, so no await may stand between taking the batch and
+                    # its durable write; a worker thread only added GIL hand-offs to the latency
+                    counts = ingest_batch(batch, store, topics, limits)
+                    await publish_outbox()
+                except Exception:
+                    # faust acks a batch even when its body fails: die before it can, so the
+                    # batch is read again after the restart (the outbox keeps what was durable)
+                    log.critical(
+                        "ingest batch failed; stopping before its offsets are committed", exc_info=True
+                    )
+                    os._exit(FATAL_EXIT)
+                for m in batch:
+                    positions[m.partition] = max(positions.get(m.partition, 0), m.offset + 1)
+                log.debug("batch: %s", counts)
+                batches += 1
+                if batches % 1000 == 0:
+                    store.prune(PRUNE_AFTER_SECONDS)
+        finally:
+            # SIGTERM cancels the agent: make the published mark durable, or the restart would
+            # publish the last batch again (harmless for the chain, but duplicate receipts)
+            store.flush()
 
     return app
 

@@ -77,7 +77,8 @@ class StepCounts:
 
     def publish_metrics(self) -> None:
         """Count the batch on /metrics, once its transaction is durable."""
-        metrics.EVENTS_IN.inc(self.accepted + self.rejected)
+        metrics.EVENTS_IN.inc(self.accepted + self.rejected + self.redelivered)
+        metrics.INPUTS_REDELIVERED.inc(self.redelivered)
         for event_type, n in self.event_types.items():
             metrics.EVENTS_NORMALIZED.labels(event_type).inc(n)
         for reason, n in self.reasons.items():

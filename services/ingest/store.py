@@ -166,8 +166,13 @@ class IngestStore:
         )
         return cursor.rowcount
 
+    def flush(self) -> None:
+        """Write the published mark now (at shutdown), so that a restart publishes nothing twice."""
+        with self._db:
+            self._write_published_mark()
+
     def close(self) -> None:
-        self._write_published_mark()
+        self.flush()
         self._db.close()
 
 

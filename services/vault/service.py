@@ -59,6 +59,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     stop = stop or asyncio.Event()
     owns = partition_owner(settings)
     journal_dir = Path(settings.data_dir) / "vault" / "journal"
+    journal_dir.mkdir(parents=True, exist_ok=True)
     journals = JournalSet(journal_dir)
     recorder = Recorder(journals)
     storage = archive_storage(settings)

@@ -1,0 +1,650 @@
+"""The regulator's read-only HTTPS API, served by the vault (docs/regulator-api.md).
+
+GET only, JSON with stable field names, lots and checkpoints byte for byte, inclusion proofs,
+the certificates and a daily export bundle with a signed manifest. Every request passes the
+authentication middleware (mutual TLS and/or bearer token, per ``COFFRE_API_AUTH``) and is
+written to the access log, fsynced, *before* its response is sent: if the log cannot be
+written, nothing is served. Storage calls run in threads; a storage failure is a 503 with a
+message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import hmac
+import logging
+import os
+import re
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from aiohttp import web
+from aiohttp.payload import Payload
+from cryptography import x509
+
+from coffre.adapters.access_log import AccessLog
+from coffre.adapters.storage import ArchiveStorage
+from coffre.adapters.tls import api_tls_material, server_ssl_context
+from coffre.archive_index import (
+    ArchiveIndex,
+    ArchiveQueryError,
+    InvalidRequest,
+    parse_coffre,
+    parse_day,
+    parse_number,
+    parse_oper,
+)
+from coffre.config import Settings
+from coffre.domain.signing import Signer, TrustStore
+
+log = logging.getLogger("coffre.api")
+
+__all__ = [
+    "AuthMode",
+    "AuthResult",
+    "Authenticator",
+    "SubjectAllowList",
+    "TokenFile",
+    "build_app",
+    "start_regulator_api",
+    "stop_regulator_api",
+]
+
+AuthMode = Literal["mtls", "token", "either", "both"]
+MIN_TOKEN_LENGTH = 16
+_TOKEN_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+# -- credentials ---------------------------------------------------------------------------------
+
+
+class TokenFile:
+    """Bearer tokens from a file of ``name:token`` lines (``#`` comments and blank lines ignored).
+
+    Read at start (a missing or unreadable file is an error then) and again whenever its
+    modification time, size or inode changes, so a rotated Kubernetes Secret applies without a
+    restart. If it later becomes unreadable, no token is accepted until it is readable again.
+    Tokens shorter than 16 characters are refused (logged, by line number only).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._stamp: tuple[int, int, int] | None = None
+        self._tokens: list[tuple[str, bytes]] = []
+        try:
+            self._load(self.path.stat())
+        except OSError as exc:
+            raise ValueError(f"regulator API: cannot read the tokens file {self.path}: {exc}") from None
+
+    def _load(self, stat: os.stat_result) -> None:
+        text = self.path.read_text(encoding="utf-8")
+        tokens = []
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            name, sep, token = line.partition(":")
+            name, token = name.strip(), token.strip()
+            if not sep or not _TOKEN_NAME.fullmatch(name) or not _TOKEN.fullmatch(token):
+                log.warning("regulator API: %s line %d is not 'name:token': ignored", self.path, number)
+                continue
+            if len(token) < MIN_TOKEN_LENGTH:
+                log.warning(
+                    "regulator API: %s line %d: token %r shorter than %d characters: ignored",
+                    self.path,
+                    number,
+                    name,
+                    MIN_TOKEN_LENGTH,
+                )
+                continue
+            tokens.append((name, hashlib.sha256(token.encode("ascii")).digest()))
+        self._tokens = tokens
+        self._stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        log.info("regulator API: %d bearer token(s) loaded from %s", len(tokens), self.path)
+
+    def _refresh(self) -> None:
+        try:
+            stat = self.path.stat()
+            if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != self._stamp:
+                self._load(stat)
+        except (OSError, UnicodeDecodeError) as exc:
+            if self._stamp is not None:
+                log.error("regulator API: tokens file %s unreadable (%s): no token accepted", self.path, exc)
+            self._tokens, self._stamp = [], None
+
+    def names(self) -> list[str]:
+        self._refresh()
+        return [name for name, _ in self._tokens]
+
+    def check(self, presented: str) -> str | None:
+        """The name of the token ``presented``, or None; compared in constant time against all."""
+        self._refresh()
+        given = hashlib.sha256(presented.encode("utf-8", "surrogateescape")).digest()
+        found = None
+        for name, expected in self._tokens:
+            if hmac.compare_digest(given, expected) and found is None:
+                found = name
+        return found
+
+
+def _attribute_value(value: str | bytes) -> str:
+    return value if isinstance(value, str) else "#" + value.hex()
+
+
+def _name_key(name: x509.Name) -> tuple[tuple[str, str], ...]:
+    """A subject as its multiset of (type OID, value): the order of attributes does not matter."""
+    return tuple(sorted((a.oid.dotted_string, _attribute_value(a.value)) for a in name))
+
+
+_SHORT_NAMES = {"CN", "L", "ST", "O", "OU", "C", "STREET", "DC", "UID"}
+
+
+def _lenient_rfc4514(text: str) -> str:
+    """``cn=Regulator, o=ANJ`` → ``CN=Regulator,O=ANJ``: spaces around separators and lower-case
+    attribute names (as written by hand or by ``openssl x509 -subject``) are accepted."""
+    parts: list[tuple[str, str]] = []
+    current: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            current.append(text[i : i + 2])
+            i += 2
+            continue
+        if c in ",+":
+            parts.append(("".join(current), c))
+            current = []
+        else:
+            current.append(c)
+        i += 1
+    parts.append(("".join(current), ""))
+    out = []
+    for attribute, separator in parts:
+        kind, equals, value = attribute.partition("=")
+        if not equals:
+            raise ValueError(f"{attribute.strip()!r} is not TYPE=value")
+        kind = kind.strip()
+        if kind.upper() in _SHORT_NAMES:
+            kind = kind.upper()
+        value = value.lstrip()
+        stripped = value.rstrip()
+        if (len(value) - len(stripped)) and stripped.endswith("\\"):
+            stripped += " "  # an escaped trailing space stays
+        out.append(f"{kind}={stripped}{separator}")
+    return "".join(out)
+
+
+class SubjectAllowList:
+    """Client certificate subjects allowed, written as RFC 4514 strings (``CN=x,O=y``).
+
+    A certificate matches when its subject's ``rfc4514_string()`` is one of them, or when it
+    holds exactly the same attributes (type and value, case-sensitive) in any order.
+    """
+
+    def __init__(self, subjects: Iterable[str]) -> None:
+        self.subjects = tuple(subjects)
+        self._strings = set(self.subjects)
+        self._keys = set()
+        for subject in self.subjects:
+            try:
+                name = x509.Name.from_rfc4514_string(_lenient_rfc4514(subject))
+            except ValueError as exc:
+                raise ValueError(
+                    f"regulator API: allowed subject {subject!r} is not an RFC 4514 name ({exc})"
+                ) from None
+            self._strings.add(name.rfc4514_string())
+            self._keys.add(_name_key(name))
+
+    def allows(self, subject: x509.Name) -> bool:
+        return subject.rfc4514_string() in self._strings or _name_key(subject) in self._keys
+
+
+@dataclass(frozen=True, slots=True)
+class AuthResult:
+    status: int
+    """200 (allowed), 401 or 403."""
+    subject: str | None
+    token: str | None
+    method: str | None
+    """mtls, token or mtls+token when allowed."""
+    message: str = ""
+    invalid_token: bool = False
+
+
+class Authenticator:
+    """What a request must present, per ``mode`` (``COFFRE_API_AUTH``):
+
+    * ``mtls``: a verified client certificate whose subject is allowed;
+    * ``token``: a valid ``Authorization: Bearer`` token;
+    * ``either``: one of them; ``both``: both.
+
+    A certificate reaching here was verified by the TLS handshake against the client CA. A
+    verified certificate whose subject is not allowed is a 403; nothing valid is a 401.
+    """
+
+    def __init__(self, mode: AuthMode, subjects: SubjectAllowList, tokens: TokenFile | None) -> None:
+        if mode not in ("mtls", "token", "either", "both"):
+            raise ValueError(f"unknown authentication mode {mode!r}")
+        self.mode = mode
+        self.subjects = subjects
+        self.tokens = tokens
+
+    def authenticate(self, peer_certificate: bytes | None, authorization: str | None) -> AuthResult:
+        subject: str | None = None
+        cert_ok = cert_refused = False
+        if peer_certificate and self.mode != "token":
+            name = x509.load_der_x509_certificate(peer_certificate).subject
+            subject = name.rfc4514_string()
+            cert_ok = self.subjects.allows(name)
+            cert_refused = not cert_ok
+        token_name: str | None = None
+        token_given = authorization is not None and self.mode != "mtls"
+        if token_given and authorization is not None:
+            scheme, _, value = authorization.strip().partition(" ")
+            if scheme.lower() == "bearer" and value.strip() and self.tokens is not None:
+                token_name = self.tokens.check(value.strip())
+        token_ok = token_name is not None
+        bad_token = token_given and not token_ok
+        method = "+".join(m for m, ok in (("mtls", cert_ok), ("token", token_ok)) if ok) or None
+        allowed = {
+            "mtls": cert_ok,
+            "token": token_ok,
+            "either": cert_ok or token_ok,
+            "both": cert_ok and token_ok,
+        }[self.mode]
+        if allowed:
+            return AuthResult(200, subject, token_name, method)
+        if cert_refused:
+            return AuthResult(
+                403, subject, token_name, method, f"the client certificate {subject!r} is not allowed"
+            )
+        if bad_token:
+            message = "the bearer token is not valid"
+        elif self.mode == "both" and cert_ok:
+            message = "a bearer token is required as well as the client certificate"
+        elif self.mode == "both" and token_ok:
+            message = "a client certificate is required as well as the bearer token"
+        else:
+            message = {
+                "mtls": "authentication required: a client certificate",
+                "token": "authentication required: Authorization: Bearer <token>",
+                "either": "authentication required: a client certificate or Authorization: Bearer <token>",
+                "both": "authentication required: a client certificate and Authorization: Bearer <token>",
+            }[self.mode]
+        return AuthResult(401, subject, token_name, method, message, invalid_token=bad_token)
+
+
+# -- the application ---------------------------------------------------------------------------------
+
+_INDEX = web.AppKey("index", ArchiveIndex)
+_SPOOL = web.AppKey("spool", Path)
+_QUERY_BOUND = 20
+
+
+def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
+    response = web.json_response({"error": code, "message": message}, status=status, headers=headers)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _json(data: object) -> web.Response:
+    response = web.json_response(data)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _query(request: web.Request, allowed: Iterable[str]) -> dict[str, str]:
+    """The query parameters, each at most once, none unknown."""
+    allowed = set(allowed)
+    values: dict[str, str] = {}
+    for name, value in request.query.items():
+        if name not in allowed:
+            known = ", ".join(sorted(allowed)) or "none"
+            raise InvalidRequest(f"unknown query parameter {name[:_QUERY_BOUND]!r} (known: {known})")
+        if name in values:
+            raise InvalidRequest(f"query parameter {name!r} given twice")
+        values[name] = value
+    return values
+
+
+def _coffre(request: web.Request) -> tuple[str, int]:
+    return parse_oper(request.match_info["oper"]), parse_coffre(request.match_info["coffre"])
+
+
+async def _in_thread(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(call, *args, **kwargs)
+
+
+def _digest_headers(sha256: bytes) -> dict[str, str]:
+    b64 = base64.b64encode(sha256).decode("ascii")
+    return {"ETag": f'"{sha256.hex()}"', "Repr-Digest": f"sha-256=:{b64}:", "Digest": f"sha-256={b64}"}
+
+
+def _not_modified(request: web.Request, sha256: bytes, headers: dict[str, str]) -> web.Response | None:
+    tags = {t.strip() for t in request.headers.get("If-None-Match", "").split(",")}
+    if f'"{sha256.hex()}"' in tags or "*" in tags:
+        return web.Response(status=304, headers=headers)
+    return None
+
+
+async def _coffres(request: web.Request) -> web.Response:
+    _query(request, ())
+    coffres = await _in_thread(request.app[_INDEX].coffres)
+    return _json({"coffres": [c.to_dict() for c in coffres]})
+
+
+async def _lots(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    query = _query(request, ("from", "to", "page_size", "page_token"))
+    first = parse_day(query["from"], "'from'") if "from" in query else None
+    last = parse_day(query["to"], "'to'") if "to" in query else None
+    page_size = parse_number(query.get("page_size", "100"), "page_size", 1000)
+    page = await _in_thread(
+        request.app[_INDEX].lots,
+        oper,
+        coffre,
+        first,
+        last,
+        page_size=page_size,
+        page_token=query.get("page_token"),
+    )
+    lots = [lot.to_dict() for lot in page.lots]
+    return _json(
+        {
+            "id_oper": oper,
+            "id_coffre": coffre,
+            "lots": lots,
+            "next_page_token": page.next_page_token,
+        }
+    )
+
+
+async def _lot(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    number = parse_number(request.match_info["number"], "the lot number")
+    _query(request, ())
+    document = await _in_thread(request.app[_INDEX].lot, oper, coffre, number)
+    headers = _digest_headers(document.sha256) | {
+        "Cache-Control": "private, max-age=31536000, immutable",
+        "Content-Disposition": f'attachment; filename="{document.name}"',
+        "X-Coffre-Path": document.key,
+    }
+    return _not_modified(request, document.sha256, headers) or web.Response(
+        body=document.data, content_type="application/xml", headers=headers
+    )
+
+
+async def _checkpoint(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    _query(request, ())
+    document = await _in_thread(request.app[_INDEX].checkpoint, oper, coffre)
+    headers = _digest_headers(document.sha256) | {
+        "Cache-Control": "no-cache",
+        "Content-Disposition": f'attachment; filename="{document.name}"',
+        "X-Coffre-Path": document.key,
+    }
+    return _not_modified(request, document.sha256, headers) or web.Response(
+        body=document.data, content_type="application/xml", headers=headers
+    )
+
+
+async def _proof(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    id_evt = parse_number(request.match_info["id_evt"], "IDEvt")
+    _query(request, ())
+    proof = await _in_thread(request.app[_INDEX].inclusion_proof, oper, coffre, id_evt)
+    return _json(proof)
+
+
+async def _certificates(request: web.Request) -> web.Response:
+    _query(request, ())
+    return _json({"certificates": request.app[_INDEX].certificates()})
+
+
+async def _export(request: web.Request) -> web.Response:
+    day = parse_day(request.match_info["day"], "the day")
+    query = _query(request, ("oper", "format"))
+    oper = parse_oper(query["oper"]) if "oper" in query else None
+    kind = query.get("format", "tar")
+    if kind not in ("tar", "tar.gz"):
+        raise InvalidRequest(f"format must be tar or tar.gz, not {kind[:_QUERY_BOUND]!r}")
+    spool_dir = request.app[_SPOOL]
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    # On disk, not in memory: a day of an operator's lots may be large. The bundle is complete
+    # before a byte is sent, so a 200 always carries the whole bundle and its manifest.
+    spool = tempfile.TemporaryFile(dir=spool_dir, prefix="export-")  # noqa: SIM115 - aiohttp closes it once sent
+    try:
+        await _in_thread(request.app[_INDEX].export_day, day, oper, spool, gzip=kind == "tar.gz")
+        await _in_thread(spool.seek, 0)
+    except BaseException:
+        spool.close()
+        raise
+    name = f"coffre-export-{day.isoformat()}{'-' + oper if oper else ''}.{kind}"
+    response = web.Response(
+        body=spool,
+        content_type="application/gzip" if kind == "tar.gz" else "application/x-tar",
+        headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"},
+    )
+    return response
+
+
+def _peer_certificate(request: web.Request) -> bytes | None:
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return None
+    try:
+        return ssl_object.getpeercert(binary_form=True)
+    except ValueError:  # the handshake is not complete
+        return None
+
+
+def _body_size(response: web.StreamResponse) -> int | None:
+    if isinstance(response, web.Response):
+        body = response.body
+        if body is None:
+            return 0
+        if isinstance(body, bytes | bytearray):
+            return len(body)
+        if isinstance(body, Payload):
+            return body.size
+    return response.content_length
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    414: "uri_too_long",
+}
+
+
+def _middleware(
+    auth: Authenticator, access_log: AccessLog
+) -> Callable[[web.Request, Callable[[web.Request], Awaitable[web.StreamResponse]]], Awaitable[Any]]:
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        started = time.monotonic()
+        request_id = uuid.uuid4().hex
+        record: dict[str, Any] = {
+            "time": datetime.now(UTC),
+            "request_id": request_id,
+            "remote": request.remote,
+            "method": request.method,
+            "path": request.raw_path.split("?", 1)[0],
+            "query": request.query_string or None,
+            "user_agent": request.headers.get("User-Agent"),
+        }
+        response: web.StreamResponse
+        error: tuple[str, str] | None = None
+        try:
+            result = auth.authenticate(_peer_certificate(request), request.headers.get("Authorization"))
+            record.update(subject=result.subject, token=result.token, auth=result.method)
+            if result.status == 401:
+                challenge = 'Bearer realm="coffre"' + (
+                    ', error="invalid_token"' if result.invalid_token else ""
+                )
+                error = ("unauthorized", result.message)
+                response = _error(401, *error, headers={"WWW-Authenticate": challenge})
+            elif result.status == 403:
+                error = ("forbidden", result.message)
+                response = _error(403, *error)
+            else:
+                try:
+                    response = await handler(request)
+                except ArchiveQueryError as exc:
+                    error = (exc.code, exc.message)
+                    response = _error(exc.status, *error)
+                except web.HTTPException as exc:
+                    code = _HTTP_CODES.get(exc.status, "error")
+                    message = (
+                        exc.reason if exc.status != 405 else f"{request.method} is not allowed: GET only"
+                    )
+                    error = (code, message)
+                    headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+                    response = _error(exc.status, code, message, headers)
+        except asyncio.CancelledError:
+            record.update(
+                status=499,
+                outcome="client_closed",
+                error="the client closed the connection first",
+                duration_ms=round((time.monotonic() - started) * 1000, 3),
+            )
+            with contextlib.suppress(Exception):
+                access_log.append(record)  # the task is cancelled: no await is possible any more
+            raise
+        except Exception:
+            log.exception("regulator API: request %s failed", request_id)
+            error = ("internal", f"internal error (request {request_id})")
+            response = _error(500, *error)
+        record.update(
+            status=response.status,
+            bytes=_body_size(response),
+            duration_ms=round((time.monotonic() - started) * 1000, 3),
+            outcome=error[0] if error else "ok",
+            error=error[1] if error else None,
+        )
+        try:
+            await access_log.write(record)
+        except Exception:
+            log.exception("regulator API: the access log cannot be written; request %s refused", request_id)
+            body = getattr(response, "body", None)
+            if isinstance(body, Payload):
+                with contextlib.suppress(Exception):
+                    await body.close()
+            response = _error(
+                503, "access_log_unavailable", "the access log cannot be written: nothing is served"
+            )
+        response.headers["X-Request-Id"] = request_id
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return response
+
+    return middleware
+
+
+def build_app(
+    index: ArchiveIndex, auth: Authenticator, access_log: AccessLog, *, spool_dir: Path | None = None
+) -> web.Application:
+    """The API's application: routes, authentication and access log. ``spool_dir`` holds export
+    bundles while they are built (default: the system's temporary folder)."""
+    app = web.Application(middlewares=[_middleware(auth, access_log)])
+    app[_INDEX] = index
+    app[_SPOOL] = Path(spool_dir) if spool_dir is not None else Path(tempfile.gettempdir())
+    coffre = "/v1/coffres/{oper}/{coffre}"
+    for path, handler in (
+        ("/v1/coffres", _coffres),
+        (f"{coffre}/lots", _lots),
+        (coffre + "/lots/{number}", _lot),
+        (f"{coffre}/checkpoint", _checkpoint),
+        (coffre + "/events/{id_evt}/proof", _proof),
+        ("/v1/certificates", _certificates),
+        ("/v1/exports/{day}", _export),
+    ):
+        app.router.add_get(path, handler, allow_head=False)
+
+    async def cleanup(_: web.Application) -> None:
+        index.close()
+        access_log.close()
+
+    app.on_cleanup.append(cleanup)
+    return app
+
+
+async def start_regulator_api(
+    settings: Settings, storage: ArchiveStorage, trust: TrustStore, signer: Signer
+) -> web.AppRunner | None:
+    """Serve the API over HTTPS on ``api_host:api_port``; None when ``api_port`` is 0.
+
+    Stop it with :func:`stop_regulator_api` (or ``await runner.cleanup()``). Raises ValueError
+    for unusable TLS material, subjects or tokens file.
+    """
+    if settings.api_port == 0:
+        return None
+    mode: AuthMode = settings.api_auth
+    material = api_tls_material(settings)
+    wants_cert = mode in ("mtls", "either", "both")
+    wants_token = mode in ("token", "either", "both")
+    if mode in ("mtls", "both") and material.client_ca is None:
+        raise ValueError(f"COFFRE_API_AUTH={mode} needs COFFRE_API_CLIENT_CA")
+    tokens = TokenFile(material.tokens_file) if wants_token and material.tokens_file is not None else None
+    if mode in ("token", "both") and tokens is None:
+        raise ValueError(f"COFFRE_API_AUTH={mode} needs COFFRE_API_TOKENS_FILE")
+    subjects = SubjectAllowList(material.allowed_subjects if wants_cert else ())
+    if wants_cert and material.client_ca is not None and not subjects.subjects:
+        log.warning("regulator API: no COFFRE_API_ALLOWED_SUBJECTS: every client certificate is refused")
+    context = server_ssl_context(
+        material.server_cert, material.server_key, material.client_ca if wants_cert else None
+    )
+    index = ArchiveIndex(storage, trust, signer, max_range_days=settings.api_max_range_days)
+    access_log = AccessLog(settings.access_log_root)
+    app = build_app(
+        index,
+        Authenticator(mode, subjects, tokens),
+        access_log,
+        spool_dir=Path(settings.data_dir) / "api-spool",
+    )
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=min(5.0, settings.shutdown_timeout_seconds),
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.api_host, settings.api_port, ssl_context=context)
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    if material.development is not None:
+        log.warning(
+            "regulator API: DEVELOPMENT TLS material from %s (set COFFRE_API_TLS_CERT/KEY in production)",
+            material.development.directory,
+        )
+    log.info(
+        "regulator API: https://%s:%d (auth %s), access log in %s",
+        settings.api_host,
+        settings.api_port,
+        mode,
+        settings.access_log_root,
+    )
+    return runner
+
+
+async def stop_regulator_api(runner: web.AppRunner | None) -> None:
+    """Stop serving (in-flight requests get a few seconds) and close the index and access log."""
+    if runner is not None:
+        await runner.cleanup()
