@@ -8,12 +8,10 @@ exactly one acquittal."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import signal
 import threading
 import time
-import urllib.request
 from collections import Counter
 
 import pytest
@@ -26,41 +24,11 @@ from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID, Acquittal
 from coffre.stack import SERVICES, Stack
 
+from .ops_http import metric, wait_ready
 from .test_crash import COFFRES, event
 
 EVENTS = 1200
 DEADLINE = 10.0
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
-def wait_ready(stack: Stack, name: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    body = ""
-    while time.monotonic() < deadline:
-        status, body = get(f"http://127.0.0.1:{stack.ops_port(name)}/readyz")
-        if status == 200:
-            return json.loads(body)
-        time.sleep(0.3)
-    raise AssertionError(f"{name} not ready after {timeout}s: {body}")
-
-
-def metric(stack: Stack, name: str, metric_name: str) -> float:
-    status, text = get(f"http://127.0.0.1:{stack.ops_port(name)}/metrics")
-    assert status == 200
-    total = 0.0
-    for line in text.splitlines():
-        if re.match(rf"{metric_name}(\{{.*\}})? ", line):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 async def publish(bootstrap: str, topic: str, done: threading.Event) -> None:
