@@ -173,7 +173,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     print(f"logs: {settings.data_dir}/logs/{{broker,ingest,vault,acquittal}}.log", flush=True)
     if settings.ops_port:
-        ports = ", ".join(f"{name} http://{settings.http_host}:{stack.ops_port(name)}" for name in stack.children)
+        ports = ", ".join(
+            f"{name} http://{settings.http_host}:{stack.ops_port(name)}" for name in stack.children
+        )
         print(f"health and metrics (/healthz /readyz /metrics): {ports}", flush=True)
     failures = 0
     try:
@@ -213,6 +215,47 @@ def _show_archive(settings: Settings) -> int:
     for line in report.lines():
         print(f"  {line}", flush=True)
     return 0 if report.ok else 1
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Rebuild the vault's journals from its archive (after losing its volume), then rewind
+    its offsets so that what was recorded but not yet sealed is read again from Kafka."""
+    import asyncio
+    import datetime as dt
+
+    from coffre_vault.restore import RestoreRefused, restore_journals, rewind
+    from coffre_vault.service import partition_owner
+
+    from .config import load_settings
+
+    settings = load_settings()
+    setup_logging(settings.log_level, "text")
+    owns = partition_owner(settings)
+    try:
+        coffres = restore_journals(settings, owns)
+    except RestoreRefused as exc:
+        print(f"coffre restore: {exc}", file=sys.stderr)
+        return 1
+    for c in coffres:
+        what = "restored" if c.restored else "kept (a journal exists)"
+        print(f"coffre {c.id_oper}/{c.id_coffre}: {c.lots} lot(s), IDEvt 1..{c.last_id_evt}: {what}")
+    restored = [c for c in coffres if c.restored]
+    if args.rewind == "none" or not restored:
+        print("offsets left as they are" if restored else "nothing to restore")
+        return 0
+    since = None
+    if args.rewind == "auto":
+        seals = [c.last_sealed_at for c in restored if c.last_sealed_at is not None]
+        margin = dt.timedelta(seconds=settings.lot_max_age_seconds + args.margin)
+        since = min(seals) - margin if seals else None
+    try:
+        offsets = asyncio.run(rewind(settings, since, owns))
+    except RestoreRefused as exc:
+        print(f"coffre restore: the journals are restored, the offsets are not: {exc}", file=sys.stderr)
+        return 1
+    start = "the beginning" if since is None else since.isoformat(timespec="seconds")
+    print(f"vault offsets on {settings.topics.normalized} rewound to {start}: {offsets}")
+    return 0
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -318,6 +361,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--annex", default=None, help="the annex Markdown (default: $COFFRE_DET_ANNEX or ../shared/spec/…)"
     )
     p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser(
+        "restore",
+        help="rebuild the vault's journals from its archive after the loss of its volume (vault stopped)",
+    )
+    p.add_argument(
+        "--rewind",
+        choices=("auto", "earliest", "none"),
+        default="auto",
+        help="move the vault's offsets back so unsealed events are read again (default: auto, "
+        "from the oldest last seal of the restored coffres minus COFFRE_LOT_MAX_AGE_SECONDS and a margin)",
+    )
+    p.add_argument(
+        "--margin", type=float, default=300.0, help="seconds added to the auto rewind (default 300)"
+    )
+    p.set_defaults(func=cmd_restore)
 
     p = sub.add_parser("keygen", help="a signing key and its self-signed certificate")
     p.add_argument("--out", required=True, help="folder for signing-key.pem and signing-cert.pem")

@@ -166,6 +166,16 @@ class Settings(BaseSettings):
             and self.api_tokens_file is None
         ):
             raise ValueError(f"COFFRE_API_AUTH={self.api_auth} needs COFFRE_API_TOKENS_FILE")
+        if (
+            self.api_auth == "either"
+            and self.api_tls_cert is not None
+            and self.api_client_ca is None
+            and self.api_tokens_file is None
+        ):
+            raise ValueError(
+                "COFFRE_API_AUTH=either needs COFFRE_API_CLIENT_CA or COFFRE_API_TOKENS_FILE: "
+                "otherwise no request could be let in"
+            )
         if self.vault_ordinal is not None and self.vault_ordinal >= self.vault_replicas:
             raise ValueError("COFFRE_VAULT_ORDINAL must be below COFFRE_VAULT_REPLICAS")
         return self

@@ -124,3 +124,44 @@ def test_redelivery_and_restart_on_a_torn_tail(settings, tmp_path):
     for record in records:
         previous = chain_hash(previous, record.event)
         assert record.chain_hash == previous and by_id[record.id_evt] == {previous.hex()}
+
+
+def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(settings, tmp_path):
+    """Two replicas with a static share of the partitions (a StatefulSet of 2): every coffre is
+    recorded by exactly one of them, the one owning its partition, and after a restart neither
+    reads again what it had committed."""
+    from coffre_vault.restore import coffre_partition
+
+    coffres = range(1, 7)
+    events = [
+        POINSCRIT.replace(b"<IDCoffre>7<", f"<IDCoffre>{c}<".encode()).replace(b"p-1", f"r-{c}-{n}".encode())
+        for c in coffres
+        for n in range(4)
+    ]
+    rows = normalized_rows(IngestStore(tmp_path / "ingest.sqlite"), settings.topics, events)
+    replicas = [
+        settings.model_copy(update={"vault_replicas": 2, "vault_ordinal": i, "data_dir": tmp_path / f"v{i}"})
+        for i in range(2)
+    ]
+    bootstrap = settings.bootstrap_servers
+
+    async def run_replicas(expected: int) -> list:
+        stop = asyncio.Event()
+        vaults = [asyncio.create_task(serve(s, stop)) for s in replicas]
+        await asyncio.sleep(0)
+        found = await read_receipts(bootstrap, settings.topics.receipts, expected, timeout=60)
+        await asyncio.sleep(1.0)  # time for a second receipt of anything read twice
+        stop.set()
+        return [await v for v in vaults], found
+
+    asyncio.run(publish_rows(bootstrap, rows))
+    counts, receipts = asyncio.run(run_replicas(len(rows)))
+    assert len(receipts) == len(rows)
+    assert sum(c.recorded for c in counts) == len(rows) and all(c.recorded for c in counts)
+    for ordinal, replica in enumerate(replicas):
+        with JournalSet(replica.data_dir / "vault" / "journal") as journals:
+            held = {coffre for _, coffre in journals.coffres()}
+        assert held == {c for c in coffres if coffre_partition(c, settings.partitions) % 2 == ordinal}
+
+    counts, _ = asyncio.run(run_replicas(len(rows)))
+    assert [(c.recorded, c.redelivered) for c in counts] == [(0, 0), (0, 0)], "offsets were not committed"

@@ -1,0 +1,188 @@
+"""``coffre restore``: rebuild the vault's journals from its sealed lots, after the loss of its
+volume (S3 archive) or to move coffres to another vault replica.
+
+Each coffre of the archive that this vault owns and has no journal for is verified
+(signatures, chain, IDEvt continuity, Merkle roots, checkpoints: the auditor's checks), then
+its events are appended to a new journal in a scratch folder, fsynced and renamed into
+place: a crash leaves no half-restored journal. The chain hashes recomputed while appending
+must equal the lots' own.
+
+What was recorded but not yet sealed when the volume was lost is not in the archive: it is
+still on the normalized topic. ``rewind`` moves the vault group's committed offsets back to
+the first record published shortly before the oldest last-seal among the restored coffres,
+so the vault reads those events again; what it already holds comes back as redeliveries
+(same bytes, same receipt), the rest is appended in order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.partitioner import DefaultPartitioner
+
+from coffre.adapters.archive import archive_storage, trust_store
+from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import ArchiveStorage
+from coffre.config import Settings
+from coffre.domain.lot import parse_document, parse_lot_name, read_lot
+from coffre.domain.verify import verify_coffre
+
+log = logging.getLogger("coffre.vault.restore")
+
+
+class RestoreRefused(Exception):
+    """The archive of a coffre does not verify: nothing of it is restored."""
+
+
+@dataclass(frozen=True)
+class RestoredCoffre:
+    id_oper: str
+    id_coffre: int
+    lots: int
+    last_id_evt: int
+    last_sealed_at: dt.datetime | None
+    restored: bool
+    """False when the vault already had a journal for it (left as it is)."""
+
+
+def coffre_partition(id_coffre: int, partitions: int) -> int:
+    """The partition of the normalized topic where ingest publishes a coffre's events (keyed by
+    IDCoffre, Kafka's default partitioner)."""
+    return DefaultPartitioner()(str(id_coffre).encode(), list(range(partitions)), list(range(partitions)))
+
+
+def _archive_files(storage: ArchiveStorage) -> dict[tuple[str, int], tuple[list, list]]:
+    found: dict[tuple[str, int], tuple[list, list]] = {}
+    for key in storage.list(""):
+        parsed = parse_lot_name(key.rsplit("/", 1)[-1])
+        if parsed is None:
+            continue
+        lots, checkpoints = found.setdefault((parsed[0], parsed[1]), ([], []))
+        (checkpoints if "/checkpoints/" in f"/{key}" else lots).append(key)
+    return found
+
+
+def restore_journals(
+    settings: Settings, owns: Callable[[int], bool] | None = None, storage: ArchiveStorage | None = None
+) -> list[RestoredCoffre]:
+    """Restore every coffre of the archive that this vault owns (``owns(partition)``, all when
+    None) and has no journal for. Raises :class:`RestoreRefused` on an archive that does not
+    verify; coffres restored before it stay restored."""
+    storage = storage or archive_storage(settings)
+    trust = trust_store(settings)
+    root = Path(settings.data_dir) / "vault" / "journal"
+    scratch = Path(settings.data_dir) / "vault" / "restoring"
+    shutil.rmtree(scratch, ignore_errors=True)  # what a crashed restore left
+    journals = JournalSet(root)
+    existing = set(journals.coffres())
+    journals.close()
+    results = []
+    for (id_oper, id_coffre), (lot_keys, checkpoint_keys) in sorted(_archive_files(storage).items()):
+        if owns is not None and not owns(coffre_partition(id_coffre, settings.partitions)):
+            continue
+        lots = [(key, storage.read(key)) for key in sorted(lot_keys)]
+        parsed = sorted(
+            (read_lot(parse_document(data)) for _, data in lots), key=lambda lot: lot.header.number
+        )
+        last = parsed[-1].header if parsed else None
+        summary = dict(
+            id_oper=id_oper,
+            id_coffre=id_coffre,
+            lots=len(parsed),
+            last_id_evt=last.last_id_evt if last else 0,
+            last_sealed_at=last.sealed_at if last else None,
+        )
+        if (id_oper, id_coffre) in existing:
+            results.append(RestoredCoffre(**summary, restored=False))
+            continue
+        checkpoints = [(key, storage.read(key)) for key in sorted(checkpoint_keys)]
+        report = verify_coffre(id_oper, id_coffre, lots, checkpoints, trust)
+        if report.failures:
+            raise RestoreRefused(
+                f"coffre {id_oper}/{id_coffre}: the archive does not verify, nothing restored: "
+                + "; ".join(str(f) for f in report.failures[:5])
+            )
+        with JournalSet(scratch) as fresh:
+            journal = fresh.journal(id_oper, id_coffre)
+            for lot in parsed:
+                for event in lot.events:
+                    if journal.append(event.id_evt, event.canonical) != event.chain_hash:
+                        raise RestoreRefused(
+                            f"coffre {id_oper}/{id_coffre}: IDEvt {event.id_evt} does not chain as its lot says"
+                        )
+            fresh.sync()
+        target = root / id_oper / str(id_coffre)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(scratch / id_oper / str(id_coffre), target)
+        for directory in (target.parent, root):
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        log.info(
+            "restored coffre %s/%s: %d lots, IDEvt 1..%d",
+            id_oper,
+            id_coffre,
+            len(parsed),
+            summary["last_id_evt"],
+        )
+        results.append(RestoredCoffre(**summary, restored=True))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return results
+
+
+async def rewind(
+    settings: Settings,
+    since: dt.datetime | None,
+    owns: Callable[[int], bool] | None = None,
+    wait_for_group: float = 60.0,
+) -> dict[int, int]:
+    """Set the vault group's committed offsets on the normalized topic (the partitions it owns)
+    to the first record at or after ``since`` (None: the beginning). Run it while the vault is
+    stopped. Returns partition -> offset."""
+    topic = settings.topics.normalized
+    # joining the group (rather than committing from outside it) works on every broker; the
+    # join waits until a vault killed a moment ago has left (its session timed out)
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=f"{settings.topic_prefix}vault",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=1000,
+    )
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + wait_for_group
+        while not consumer.assignment():
+            if time.monotonic() > deadline:
+                raise RestoreRefused(
+                    f"no partition of {topic} assigned after {wait_for_group:g}s: "
+                    f"stop every vault before restoring"
+                )
+            await consumer.getmany(timeout_ms=500, max_records=1)  # drives the join
+        partitions = sorted(
+            (tp for tp in consumer.assignment() if owns is None or owns(tp.partition)),
+            key=lambda tp: tp.partition,
+        )
+        beginnings = await consumer.beginning_offsets(partitions)
+        if since is None:
+            offsets = dict(beginnings)
+        else:
+            found = await consumer.offsets_for_times({tp: int(since.timestamp() * 1000) for tp in partitions})
+            ends = await consumer.end_offsets(partitions)
+            offsets = {tp: found[tp].offset if found.get(tp) else ends[tp] for tp in partitions}
+        if offsets:
+            await consumer.commit(offsets)
+        return {tp.partition: offset for tp, offset in offsets.items()}
+    finally:
+        await consumer.stop()

@@ -1,0 +1,101 @@
+"""Restoring a vault from its lots after the loss of its volume (the archive survived: S3, or a
+copy): ``coffre restore`` rebuilds the journals from the verified lots and rewinds the vault's
+offsets, the vault then takes back what was recorded but not sealed, and the chain goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import subprocess
+import sys
+
+from coffre.adapters.archive import signing_files
+from coffre.adapters.journal import JournalSet
+from coffre.audit import verify_archive
+from coffre.client import CoffreClient
+from coffre.config import Settings
+from coffre.domain.chain import GENESIS, chain_hash
+from coffre.stack import Stack
+
+from .test_crash import wait_for_receipts
+from events import POINSCRIT
+
+
+def players(start: int, count: int) -> list[bytes]:
+    return [POINSCRIT.replace(b"p-1", f"restore-{n}".encode()) for n in range(start, start + count)]
+
+
+def restore(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "coffre.cli", "restore", *args],
+        env=stack.env("vault"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_lost_vault_volume_is_restored_from_the_archive(kafka_bootstrap, topic_prefix, tmp_path):
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap,
+        topic_prefix=topic_prefix,
+        data_dir=tmp_path / "data",
+        archive_dir=tmp_path / "archive",  # survives the volume, as S3 would
+        partitions=2,
+        ops_port=0,
+        api_port=0,
+        lot_max_events=5,
+        lot_max_age_seconds=3600,
+    )
+    stack = Stack(settings, bootstrap=kafka_bootstrap)
+    stack.start()
+
+    async def submit(events: list[bytes]) -> None:
+        async with CoffreClient(kafka_bootstrap, settings.topics, settings.synthesis_events) as client:
+            for raw in events:
+                assert (await client.submit(raw, timeout=60)).status == "recorded"
+
+    try:
+        asyncio.run(submit(players(0, 23)))  # 4 lots of 5 sealed, 3 events recorded but not sealed
+        stack.kill("vault", signal.SIGKILL)
+        shutil.rmtree(settings.data_dir / "vault")  # the volume is gone
+        shutil.copytree(settings.archive_root, tmp_path / "before")
+
+        tampered = tmp_path / "tampered"
+        shutil.copytree(settings.archive_root, tampered)
+        lot = sorted(tampered.rglob("0099-7-0000000002.xml"))[0]
+        lot.write_bytes(lot.read_bytes().replace(b"restore-7", b"restore-X"))
+        refused = restore(
+            Stack(settings.model_copy(update={"archive_dir": tampered}), bootstrap=kafka_bootstrap)
+        )
+        assert refused.returncode == 1 and "does not verify" in refused.stderr
+        assert not (settings.data_dir / "vault" / "journal" / "0099" / "7").exists()
+
+        result = restore(stack)
+        assert result.returncode == 0, result.stderr
+        assert "coffre 0099/7: 4 lot(s), IDEvt 1..20: restored" in result.stdout
+        assert "rewound" in result.stdout
+        again = restore(stack, "--rewind", "none")
+        assert "IDEvt 1..20: kept" in again.stdout
+
+        stack.spawn("vault")
+        asyncio.run(submit(players(23, 5)))
+        seen = asyncio.run(wait_for_receipts(kafka_bootstrap, settings.topics.receipts, 2, 28, timeout=60))
+        assert {id_evt for _, id_evt in seen} == set(range(1, 29))
+    finally:
+        codes = stack.stop()
+    assert all(c == 0 for c in codes.values() if c is not None), codes
+
+    with JournalSet(settings.data_dir / "vault" / "journal") as journals:
+        records = list(journals.journal("0099", 7).records())
+    assert [r.id_evt for r in records] == list(range(1, 29))
+    previous = GENESIS
+    for record, n in zip(records, range(28), strict=True):
+        previous = chain_hash(previous, record.event)
+        assert record.chain_hash == previous
+        assert f"restore-{n}".encode() in record.event, "an event recorded out of its order"
+    _, cert = signing_files(settings)
+    report = verify_archive(settings.archive_root, [cert])
+    assert report.ok, report.lines()
+    assert report.coffres[0].events == 28
