@@ -1,0 +1,389 @@
+{{/*
+Names, labels and the pod spec the three services share.
+Templates that take a component are called with (dict "ctx" $ "component" "ingest|vault|acquittal").
+*/}}
+
+{{- define "coffre.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The release's base name. Kept to 40 characters so that "<fullname>-acquittal-<hash>-<suffix>" and
+the vault's "<fullname>-vault-<n>" pod names stay within 63.
+*/}}
+{{- define "coffre.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "coffre.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "coffre.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "coffre.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "coffre.labels" -}}
+helm.sh/chart: {{ include "coffre.chart" .ctx }}
+{{ include "coffre.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: coffre
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+{{- end }}
+
+{{- define "coffre.image" -}}
+{{- $image := .Values.image }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "coffre.serviceAccountName" -}}
+{{- $sa := (index .ctx.Values .component).serviceAccount }}
+{{- if $sa.create }}
+{{- default (printf "%s-%s" (include "coffre.fullname" .ctx) .component) $sa.name }}
+{{- else }}
+{{- default "default" $sa.name }}
+{{- end }}
+{{- end }}
+
+{{/* The data directory: ingest's and the vault's volume. */}}
+{{- define "coffre.dataDir" -}}/var/lib/coffre{{- end }}
+
+{{/*
+Where the vault finds the files of the Secrets it mounts (read-only, with fixed file names
+whatever the Secret's keys are called).
+*/}}
+{{- define "coffre.paths.signing" -}}/etc/coffre/signing{{- end }}
+{{- define "coffre.paths.trusted" -}}/etc/coffre/trusted{{- end }}
+{{- define "coffre.paths.apiTls" -}}/etc/coffre/api-tls{{- end }}
+{{- define "coffre.paths.clientCA" -}}/etc/coffre/api-client-ca{{- end }}
+{{- define "coffre.paths.tokens" -}}/etc/coffre/api-tokens{{- end }}
+
+{{/*
+Checks the JSON schema cannot express (it sees one value at a time). Rendered by configmap.yaml,
+so every `helm template`/`install` runs them.
+*/}}
+{{- define "coffre.validate" -}}
+{{- $v := .Values }}
+{{- if le (float64 $v.terminationGracePeriodSeconds) (float64 $v.config.shutdownTimeoutSeconds) }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must exceed config.shutdownTimeoutSeconds (%v): Kubernetes would kill a service in the middle of its drain" $v.terminationGracePeriodSeconds $v.config.shutdownTimeoutSeconds) }}
+{{- end }}
+{{- if gt (int $v.vault.replicas) (int $v.kafka.partitions) }}
+{{- fail (printf "vault.replicas (%v) must not exceed kafka.partitions (%v): each replica owns the partitions p with p %% replicas == ordinal" $v.vault.replicas $v.kafka.partitions) }}
+{{- end }}
+{{- if and (gt (int $v.vault.replicas) 1) (ne $v.archive.backend "s3") }}
+{{- fail "vault.replicas > 1 needs archive.backend=s3: a local archive lives on one replica's volume" }}
+{{- end }}
+{{- if not $v.vault.signing.existingSecret }}
+{{- if not $v.vault.signing.allowDevelopmentKey }}
+{{- fail "vault.signing.existingSecret is empty: create a Secret with the signing key and certificate (kubectl create secret tls NAME --key … --cert …) and name it here, or set vault.signing.allowDevelopmentKey=true to let the vault sign with a generated DEVELOPMENT key (never in production)" }}
+{{- end }}
+{{- if gt (int $v.vault.replicas) 1 }}
+{{- fail "the development signing key is generated per replica: with vault.replicas > 1 set vault.signing.existingSecret" }}
+{{- end }}
+{{- end }}
+{{- with $v.vault.signing.trustedCerts }}
+{{- if and .existingConfigMap .existingSecret }}
+{{- fail "vault.signing.trustedCerts: set existingConfigMap or existingSecret, not both" }}
+{{- end }}
+{{- if and .files (not (or .existingConfigMap .existingSecret)) }}
+{{- fail "vault.signing.trustedCerts.files needs existingConfigMap or existingSecret" }}
+{{- end }}
+{{- end }}
+{{- if and (eq $v.archive.backend "s3") (not $v.archive.s3.bucket) }}
+{{- fail "archive.backend=s3 needs archive.s3.bucket" }}
+{{- end }}
+{{- if $v.api.enabled }}
+{{- if and (not $v.api.tls.existingSecret) (not $v.api.tls.allowDevelopmentCertificate) }}
+{{- fail "api.tls.existingSecret is empty: create a kubernetes.io/tls Secret with the regulator API's server certificate and name it here, set api.tls.allowDevelopmentCertificate=true (development only), or api.enabled=false" }}
+{{- end }}
+{{- if and $v.api.clientCA.existingSecret $v.api.clientCA.existingConfigMap }}
+{{- fail "api.clientCA: set existingSecret or existingConfigMap, not both" }}
+{{- end }}
+{{- $ca := or $v.api.clientCA.existingSecret $v.api.clientCA.existingConfigMap }}
+{{- if and (has $v.api.auth (list "mtls" "both")) (not $ca) }}
+{{- fail (printf "api.auth=%s needs api.clientCA.existingSecret or api.clientCA.existingConfigMap (the CA client certificates chain to)" $v.api.auth) }}
+{{- end }}
+{{- if and (has $v.api.auth (list "token" "both")) (not $v.api.tokens.existingSecret) }}
+{{- fail (printf "api.auth=%s needs api.tokens.existingSecret" $v.api.auth) }}
+{{- end }}
+{{- if and (eq $v.api.auth "either") (not $ca) (not $v.api.tokens.existingSecret) }}
+{{- fail "api.auth=either needs api.clientCA and/or api.tokens: otherwise no request could authenticate" }}
+{{- end }}
+{{- end }}
+{{- if and $v.networkPolicy.enabled $v.networkPolicy.egress.enabled }}
+{{- if not (or $v.networkPolicy.egress.kafka.cidrs $v.networkPolicy.egress.kafka.namespaces) }}
+{{- fail "networkPolicy.egress.kafka: give the brokers' cidrs or namespaces (every broker, not only the bootstrap ones), or set networkPolicy.egress.enabled=false" }}
+{{- end }}
+{{- if and (eq $v.archive.backend "s3") (not $v.networkPolicy.egress.s3.cidrs) }}
+{{- fail "networkPolicy.egress.s3.cidrs: in s3 mode give the S3 endpoint's (and STS's, for IRSA) address ranges, or set networkPolicy.egress.enabled=false" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The pod template's annotations: config checksums (pods roll when it changes) and scraping. */}}
+{{- define "coffre.podAnnotations" -}}
+{{- $ctx := .ctx }}
+checksum/config: {{ include (print $ctx.Template.BasePath "/configmap.yaml") $ctx | sha256sum }}
+{{- if eq .component "vault" }}
+checksum/vault-config: {{ include (print $ctx.Template.BasePath "/vault-configmap.yaml") $ctx | sha256sum }}
+{{- end }}
+{{- if $ctx.Values.metrics.podAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: "8080"
+prometheus.io/path: /metrics
+{{- end }}
+{{- with $ctx.Values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "coffre.probe" -}}
+httpGet:
+  path: {{ .path }}
+  port: ops
+periodSeconds: {{ .probe.periodSeconds }}
+timeoutSeconds: {{ .probe.timeoutSeconds }}
+failureThreshold: {{ .probe.failureThreshold }}
+{{- end }}
+
+{{/*
+The pod spec of every service: non-root, read-only root filesystem, no service account token,
+a writable /tmp, probes on the ops port, the shared ConfigMap. The vault adds its volumes,
+mounts and ConfigMap.
+*/}}
+{{- define "coffre.podSpec" -}}
+{{- $ctx := .ctx }}
+{{- $component := .component }}
+{{- $values := index $ctx.Values $component }}
+serviceAccountName: {{ include "coffre.serviceAccountName" . }}
+# coffre never calls the Kubernetes API. (IRSA and workload identity inject their own token.)
+automountServiceAccountToken: false
+# No {SERVICE}_PORT variables: a Service named e.g. "coffre-api" would otherwise inject
+# COFFRE_API_PORT=tcp://… into every pod, and coffre reads every COFFRE_* variable.
+enableServiceLinks: false
+{{- with $ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: {{ $ctx.Values.podSecurityContext.runAsUser }}
+  runAsGroup: {{ $ctx.Values.podSecurityContext.runAsGroup }}
+  fsGroup: {{ $ctx.Values.podSecurityContext.fsGroup }}
+  # Do not walk a large journal volume at every start once its ownership is right.
+  fsGroupChangePolicy: OnRootMismatch
+  seccompProfile:
+    type: RuntimeDefault
+# Longer than config.shutdownTimeoutSeconds: SIGTERM drains, fsyncs and commits first.
+terminationGracePeriodSeconds: {{ $ctx.Values.terminationGracePeriodSeconds }}
+{{- with $values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+containers:
+  - name: {{ $component }}
+    image: {{ include "coffre.image" $ctx }}
+    imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
+    args: [{{ $component | quote }}]
+    envFrom:
+      - configMapRef:
+          name: {{ include "coffre.fullname" $ctx }}-config
+      {{- if eq $component "vault" }}
+      - configMapRef:
+          name: {{ include "coffre.fullname" $ctx }}-vault
+      {{- end }}
+    {{- $env := list }}
+    {{- if and (eq $component "vault") (eq $ctx.Values.archive.backend "s3") $ctx.Values.archive.s3.credentials.existingSecret }}
+    {{- $creds := $ctx.Values.archive.s3.credentials }}
+    {{- $env = append $env (dict "name" "AWS_ACCESS_KEY_ID" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.accessKeyIdKey))) }}
+    {{- $env = append $env (dict "name" "AWS_SECRET_ACCESS_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.secretAccessKeyKey))) }}
+    {{- end }}
+    {{- $env = concat $env $ctx.Values.extraEnv }}
+    {{- with $env }}
+    env:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    ports:
+      - name: ops
+        containerPort: 8080
+        protocol: TCP
+      {{- if and (eq $component "vault") $ctx.Values.api.enabled }}
+      - name: api
+        containerPort: 8443
+        protocol: TCP
+      {{- end }}
+    startupProbe:
+      {{- include "coffre.probe" (dict "path" "/healthz" "probe" $values.probes.startup) | nindent 6 }}
+    livenessProbe:
+      {{- include "coffre.probe" (dict "path" "/healthz" "probe" $values.probes.liveness) | nindent 6 }}
+    readinessProbe:
+      {{- include "coffre.probe" (dict "path" "/readyz" "probe" $values.probes.readiness) | nindent 6 }}
+    resources:
+      {{- toYaml $values.resources | nindent 6 }}
+    securityContext:
+      runAsNonRoot: true
+      runAsUser: {{ $ctx.Values.podSecurityContext.runAsUser }}
+      runAsGroup: {{ $ctx.Values.podSecurityContext.runAsGroup }}
+      readOnlyRootFilesystem: true
+      allowPrivilegeEscalation: false
+      privileged: false
+      capabilities:
+        drop: [ALL]
+      seccompProfile:
+        type: RuntimeDefault
+    volumeMounts:
+      - name: tmp
+        mountPath: /tmp
+      {{- if ne $component "acquittal" }}
+      - name: data
+        mountPath: {{ include "coffre.dataDir" $ctx }}
+      {{- end }}
+      {{- if eq $component "vault" }}
+      {{- include "coffre.vault.secretMounts" $ctx | trim | nindent 6 }}
+      {{- end }}
+volumes:
+  # The only writable place besides the data volume (the root filesystem is read-only).
+  - name: tmp
+    emptyDir:
+      sizeLimit: 256Mi
+  {{- if eq $component "ingest" }}
+  - name: data
+    persistentVolumeClaim:
+      claimName: {{ $ctx.Values.ingest.persistence.existingClaim | default (printf "%s-ingest" (include "coffre.fullname" $ctx)) }}
+  {{- end }}
+  {{- if eq $component "vault" }}
+  {{- include "coffre.vault.secretVolumes" $ctx | trim | nindent 2 }}
+  {{- end }}
+{{- end }}
+
+{{/*
+The vault's Secrets, each mounted read-only with mode 0440 (owner root, group fsGroup: the
+service's group reads them, nothing writes them). `items` gives fixed file names.
+*/}}
+{{- define "coffre.vault.secretVolumes" -}}
+{{- $v := .Values }}
+{{- with $v.vault.signing.existingSecret }}
+- name: signing
+  secret:
+    secretName: {{ . }}
+    defaultMode: 288 # 0440
+    items:
+      - {key: {{ $v.vault.signing.keyKey | quote }}, path: signing-key.pem}
+      - {key: {{ $v.vault.signing.certKey | quote }}, path: signing-cert.pem}
+{{- end }}
+{{- with $v.vault.signing.trustedCerts }}
+{{- if .files }}
+- name: trusted-certs
+  {{- if .existingSecret }}
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 288 # 0440
+  {{- else }}
+  configMap:
+    name: {{ .existingConfigMap }}
+    defaultMode: 288 # 0440
+  {{- end }}
+    items:
+      {{- range .files }}
+      - {key: {{ . | quote }}, path: {{ . | quote }}}
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- if $v.api.enabled }}
+{{- with $v.api.tls.existingSecret }}
+- name: api-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 288 # 0440
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+{{- end }}
+{{- if $v.api.clientCA.existingSecret }}
+- name: api-client-ca
+  secret:
+    secretName: {{ $v.api.clientCA.existingSecret }}
+    defaultMode: 288 # 0440
+    items:
+      - {key: {{ $v.api.clientCA.key | quote }}, path: ca.crt}
+{{- else if $v.api.clientCA.existingConfigMap }}
+- name: api-client-ca
+  configMap:
+    name: {{ $v.api.clientCA.existingConfigMap }}
+    defaultMode: 288 # 0440
+    items:
+      - {key: {{ $v.api.clientCA.key | quote }}, path: ca.crt}
+{{- end }}
+{{- with $v.api.tokens.existingSecret }}
+- name: api-tokens
+  secret:
+    secretName: {{ . }}
+    defaultMode: 288 # 0440
+    items:
+      - {key: {{ $v.api.tokens.key | quote }}, path: tokens}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "coffre.vault.secretMounts" -}}
+{{- $v := .Values }}
+{{- if $v.vault.signing.existingSecret }}
+- name: signing
+  mountPath: {{ include "coffre.paths.signing" . }}
+  readOnly: true
+{{- end }}
+{{- if $v.vault.signing.trustedCerts.files }}
+- name: trusted-certs
+  mountPath: {{ include "coffre.paths.trusted" . }}
+  readOnly: true
+{{- end }}
+{{- if $v.api.enabled }}
+{{- if $v.api.tls.existingSecret }}
+- name: api-tls
+  mountPath: {{ include "coffre.paths.apiTls" . }}
+  readOnly: true
+{{- end }}
+{{- if or $v.api.clientCA.existingSecret $v.api.clientCA.existingConfigMap }}
+- name: api-client-ca
+  mountPath: {{ include "coffre.paths.clientCA" . }}
+  readOnly: true
+{{- end }}
+{{- if $v.api.tokens.existingSecret }}
+- name: api-tokens
+  mountPath: {{ include "coffre.paths.tokens" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}

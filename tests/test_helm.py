@@ -1,0 +1,526 @@
+"""The Helm chart (deploy/helm/coffre): lint, render, validate offline, and check what matters.
+
+Helm comes from PyPI: helm-python-sdk ships no `helm` executable but Helm's Go SDK compiled into a
+shared library (helm_python/lib/libhelm_c.so, Helm v4), bound with ctypes. `helm_python.lint` is
+`helm lint`; `Chart.render` is `helm template` (it validates the values against values.schema.json
+first, as `helm template` does). The tests skip when that package or its library is missing.
+
+Every rendered manifest is validated against the Kubernetes 1.30 JSON schemas bundled in
+kubernetes-validate (strict: unknown fields fail), without network.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from coffre.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "deploy" / "helm" / "coffre"
+MINIMAL = ROOT / "tests" / "helm" / "minimal.yaml"
+S3 = CHART / "values-s3.yaml"
+KUBERNETES = "1.30.0"
+COMPONENTS = ("ingest", "vault", "acquittal")
+# Variables the chart may set that are not coffre's own: boto3's, from an existing Secret.
+AWS_CREDENTIALS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+# Kinds of CRDs the Kubernetes schemas do not know (the optional ServiceMonitor).
+CUSTOM_KINDS = {"ServiceMonitor"}
+
+Manifest = dict[str, Any]
+Rendered = dict[str, list[Manifest]]  # value set -> its manifests
+
+
+try:
+    import helm_python as helm
+except Exception as exc:  # not installed (ImportError), or its native library would not load
+    pytest.skip(f"helm-python-sdk is not usable here: {exc}", allow_module_level=True)
+
+
+def load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def merged(*layers: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge, later layers win (like several `helm -f`); a None value deletes the key."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merged(out[key], value)
+            elif value is None:
+                out.pop(key, None)
+            else:
+                out[key] = copy.deepcopy(value)
+    return out
+
+
+# Every optional branch of the templates at once, so that they too are validated.
+EVERYTHING = merged(
+    load(MINIMAL),
+    {
+        "image": {"digest": "sha256:" + "a" * 64},
+        "extraEnv": [{"name": "AWS_STS_REGIONAL_ENDPOINTS", "value": "regional"}],
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+        "ingest": {"persistence": {"existingClaim": "coffre-ingest-old"}, "priorityClassName": "high"},
+        "vault": {
+            "replicas": 2,
+            "signing": {
+                "trustedCerts": {"existingConfigMap": "coffre-old-certs", "files": ["vault-2025.pem"]}
+            },
+            "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "coffre"}],
+        },
+        "archive": {
+            "backend": "s3",
+            "s3": {
+                "bucket": "coffre-archive",
+                "endpointUrl": "https://minio.example.internal:9000",
+                "credentials": {"existingSecret": "coffre-s3"},
+            },
+        },
+        "api": {
+            "auth": "both",
+            "clientCA": {"existingConfigMap": "coffre-regulator-ca"},
+            "allowedSubjects": ["CN=ANJ,O=ANJ,C=FR", "CN=Audit,O=ANJ,C=FR"],
+            "service": {
+                "type": "LoadBalancer",
+                "externalTrafficPolicy": "Local",
+                "loadBalancerSourceRanges": ["198.51.100.0/24"],
+            },
+        },
+        "networkPolicy": {
+            "api": {"allowedCIDRs": ["198.51.100.0/24"], "allowedNamespaces": ["regulator-gateway"]},
+            "egress": {
+                "dns": {"cidrs": ["169.254.20.10/32"]},
+                "kafka": {"namespaces": ["kafka"]},
+                "s3": {"cidrs": ["10.30.0.0/24"], "ports": [9000]},
+            },
+        },
+    },
+)
+
+VALUE_SETS = {"minimal": load(MINIMAL), "s3": load(S3), "everything": EVERYTHING}
+
+
+@pytest.fixture(scope="module")
+def chart() -> Any:
+    with helm.Chart.load(CHART) as loaded:
+        yield loaded
+
+
+def render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
+    manifests = chart.render(values, name="coffre", namespace="coffre")
+    docs = []
+    for path, text in sorted(manifests.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        docs.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return docs
+
+
+@pytest.fixture(scope="module")
+def rendered(chart: Any) -> Rendered:
+    return {name: render(chart, values) for name, values in VALUE_SETS.items()}
+
+
+def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (doc,) = [doc for doc in of_kind(docs, kind) if doc["metadata"]["name"] == name]
+    return doc
+
+
+def workloads(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """component -> its Deployment or StatefulSet."""
+    found = {}
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "StatefulSet"):
+            found[doc["metadata"]["labels"]["app.kubernetes.io/component"]] = doc
+    assert set(found) == set(COMPONENTS)
+    return found
+
+
+def environment(docs: list[dict[str, Any]], container: dict[str, Any]) -> dict[str, str | None]:
+    """What the container's process sees: its ConfigMaps, then its env (valueFrom: None)."""
+    env: dict[str, str | None] = {}
+    for source in container.get("envFrom", []):
+        env.update(named(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
+    for var in container.get("env", []):
+        env[var["name"]] = var.get("value")
+    return env
+
+
+def single_container(workload: dict[str, Any]) -> dict[str, Any]:
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+# --- helm lint, helm template, Kubernetes schemas ---------------------------------------
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_helm_lint_is_clean(values: str) -> None:
+    report = helm.lint(CHART, VALUE_SETS[values], strict=True, kube_version=f"v{KUBERNETES}")
+    problems = [m for m in report["messages"] if m["severity"] >= 2]  # 2 warning, 3 error
+    assert not problems and not report["errors"], report
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_every_manifest_is_valid_for_kubernetes(rendered: Rendered, values: str) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    docs = rendered[values]
+    assert docs
+    for doc in docs:
+        if doc["kind"] in CUSTOM_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{doc['kind']}/{doc['metadata']['name']}: {exc.message} at {list(exc.path)}")
+
+
+def test_the_schema_is_draft_07_and_takes_the_example_values() -> None:
+    import jsonschema
+
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    jsonschema.Draft7Validator.check_schema(schema)
+    defaults = load(CHART / "values.yaml")
+    for values in VALUE_SETS.values():
+        jsonschema.Draft7Validator(schema).validate(merged(defaults, values))
+
+
+# --- what the manifests must say ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_no_secret_is_rendered(rendered: Rendered, values: str) -> None:
+    """Key material never goes through Helm: every Secret exists beforehand and is referenced."""
+    assert of_kind(rendered[values], "Secret") == []
+    for configmap in of_kind(rendered[values], "ConfigMap"):
+        assert "PRIVATE KEY" not in yaml.safe_dump(configmap)
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_every_pod_is_locked_down(rendered: Rendered, values: str) -> None:
+    for component, workload in workloads(rendered[values]).items():
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False, component
+        assert pod["enableServiceLinks"] is False, component
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] > 0 and pod["securityContext"]["runAsGroup"] > 0
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        tmp = {v["name"]: v for v in pod["volumes"]}["tmp"]
+        assert "emptyDir" in tmp
+        for container in pod["containers"]:
+            where = f"{component}/{container['name']}"
+            for kind in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(container["resources"][kind]), where
+            security = container["securityContext"]
+            assert security["runAsNonRoot"] is True and security["runAsUser"] > 0, where
+            assert security["readOnlyRootFilesystem"] is True, where
+            assert security["allowPrivilegeEscalation"] is False, where
+            assert security["capabilities"]["drop"] == ["ALL"], where
+            assert security["seccompProfile"] == {"type": "RuntimeDefault"}, where
+            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+            assert ports["ops"] == 8080, where
+            for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz")):
+                assert container[probe]["httpGet"] == {"path": path, "port": "ops"}, where
+            assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ops"}, where
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"], where
+            assert container["args"] == [component]
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_secret_volumes_are_mounted_read_only(rendered: Rendered, values: str) -> None:
+    for component, workload in workloads(rendered[values]).items():
+        pod = workload["spec"]["template"]["spec"]
+        # Secrets, and the ConfigMaps that stand for them (client CA, older certificates).
+        protected = {
+            v["name"]: v.get("secret") or v["configMap"]
+            for v in pod["volumes"]
+            if "secret" in v or ("configMap" in v and v["name"] in ("api-client-ca", "trusted-certs"))
+        }
+        for source in protected.values():
+            assert source["defaultMode"] == 0o440
+        for container in pod["containers"]:
+            for mount in container["volumeMounts"]:
+                if mount["name"] in protected:
+                    assert mount.get("readOnly") is True, f"{component}: {mount}"
+        if component != "vault":
+            assert not protected, component
+    vault = workloads(rendered[values])["vault"]["spec"]["template"]["spec"]
+    assert "signing" in {v["name"] for v in vault["volumes"]}
+
+
+def test_the_vault_is_a_statefulset_with_its_volumes_in_local_mode(
+    rendered: Rendered,
+) -> None:
+    docs = rendered["minimal"]
+    vault = workloads(docs)["vault"]
+    assert vault["kind"] == "StatefulSet"
+    (claim,) = vault["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert vault["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+    container = single_container(vault)
+    env = environment(docs, container)
+    assert env["COFFRE_ARCHIVE_BACKEND"] == "local"
+    assert {"name": "data", "mountPath": env["COFFRE_DATA_DIR"]} in container["volumeMounts"]
+    assert int(env["COFFRE_VAULT_REPLICAS"]) == vault["spec"]["replicas"] == 1
+    assert "COFFRE_VAULT_ORDINAL" not in env  # derived from the pod name
+    assert named(docs, "Service", vault["spec"]["serviceName"])["spec"]["clusterIP"] == "None"
+
+
+def test_the_vault_archives_to_s3_with_three_replicas(rendered: Rendered) -> None:
+    docs = rendered["s3"]
+    vault = workloads(docs)["vault"]
+    env = environment(docs, single_container(vault))
+    assert env["COFFRE_ARCHIVE_BACKEND"] == "s3"
+    assert env["COFFRE_S3_BUCKET"]
+    assert int(env["COFFRE_VAULT_REPLICAS"]) == vault["spec"]["replicas"] == 3
+    assert int(env["COFFRE_PARTITIONS"]) % 3 == 0
+    assert vault["spec"]["volumeClaimTemplates"]  # the journals stay on volumes
+    assert vault["spec"]["podManagementPolicy"] == "Parallel"
+    assert named(docs, "NetworkPolicy", "coffre-vault-s3")["spec"]["egress"]
+
+
+def test_static_s3_credentials_come_from_an_existing_secret(rendered: Rendered) -> None:
+    env = single_container(workloads(rendered["everything"])["vault"])["env"]
+    refs = {var["name"]: var["valueFrom"]["secretKeyRef"] for var in env if "valueFrom" in var}
+    assert set(refs) == AWS_CREDENTIALS
+    assert {ref["name"] for ref in refs.values()} == {"coffre-s3"}
+
+
+def test_ingest_is_one_replica_recreated_with_a_kept_claim(rendered: Rendered) -> None:
+    docs = rendered["minimal"]
+    ingest = workloads(docs)["ingest"]
+    assert ingest["kind"] == "Deployment"
+    assert ingest["spec"]["replicas"] == 1
+    assert ingest["spec"]["strategy"] == {"type": "Recreate"}
+    volumes = {v["name"]: v for v in ingest["spec"]["template"]["spec"]["volumes"]}
+    claim = named(docs, "PersistentVolumeClaim", volumes["data"]["persistentVolumeClaim"]["claimName"])
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    env = environment(docs, single_container(ingest))
+    assert {"name": "data", "mountPath": env["COFFRE_DATA_DIR"]} in single_container(ingest)["volumeMounts"]
+    # An existing claim replaces the rendered one.
+    everything = rendered["everything"]
+    assert of_kind(everything, "PersistentVolumeClaim") == []
+    volumes = {v["name"]: v for v in workloads(everything)["ingest"]["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == "coffre-ingest-old"
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3"])
+def test_every_service_has_a_disruption_budget(rendered: Rendered, values: str) -> None:
+    docs = rendered[values]
+    budgets = {
+        pdb["metadata"]["labels"]["app.kubernetes.io/component"]: pdb
+        for pdb in of_kind(docs, "PodDisruptionBudget")
+    }
+    assert set(budgets) == set(COMPONENTS)
+    for component, workload in workloads(docs).items():
+        pods = workload["spec"]["template"]["metadata"]["labels"]
+        selector = budgets[component]["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= pods.items(), component
+    assert budgets["ingest"]["spec"]["minAvailable"] == 1
+    assert budgets["vault"]["spec"]["maxUnavailable"] == 1
+    assert budgets["acquittal"]["spec"]["minAvailable"] == 1
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3"])
+def test_network_policies_deny_by_default(rendered: Rendered, values: str) -> None:
+    docs = rendered[values]
+    policies = {np["metadata"]["name"]: np["spec"] for np in of_kind(docs, "NetworkPolicy")}
+    deny = policies["coffre-default-deny"]
+    assert deny["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in deny and "egress" not in deny
+    for workload in workloads(docs).values():
+        assert (
+            deny["podSelector"]["matchLabels"].items()
+            <= workload["spec"]["template"]["metadata"]["labels"].items()
+        )
+    assert policies["coffre-ops"]["ingress"][0]["ports"] == [{"port": "ops", "protocol": "TCP"}]
+    egress_ports = {p["port"] for rule in policies["coffre-egress"]["egress"] for p in rule["ports"]}
+    assert {53, 9092} <= egress_ports
+    if values == "s3":
+        api = policies["coffre-api"]
+        assert api["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "vault"
+        assert api["ingress"][0]["ports"] == [{"port": "api", "protocol": "TCP"}]
+    else:
+        assert "coffre-api" not in policies  # nobody may reach the API until told who
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3"])
+def test_the_api_service_reaches_the_vault_on_8443(rendered: Rendered, values: str) -> None:
+    docs = rendered[values]
+    service = named(docs, "Service", "coffre-api")
+    (port,) = service["spec"]["ports"]
+    assert port["port"] == 443
+    vault = workloads(docs)["vault"]
+    assert service["spec"]["selector"].items() <= vault["spec"]["template"]["metadata"]["labels"].items()
+    container = single_container(vault)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[port["targetPort"]] == 8443
+    assert environment(docs, container)["COFFRE_API_PORT"] == "8443"
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_the_grace_period_outlasts_the_drain(rendered: Rendered, values: str) -> None:
+    docs = rendered[values]
+    for component, workload in workloads(docs).items():
+        env = environment(docs, single_container(workload))
+        grace = workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert grace > float(env["COFFRE_SHUTDOWN_TIMEOUT_SECONDS"]), component
+
+
+def test_pods_roll_when_their_configuration_changes(chart: Any) -> None:
+    def checksums(values: dict[str, Any]) -> dict[str, dict[str, str]]:
+        return {
+            component: {
+                key: value
+                for key, value in workload["spec"]["template"]["metadata"]["annotations"].items()
+                if key.startswith("checksum/")
+            }
+            for component, workload in workloads(render(chart, values)).items()
+        }
+
+    before = checksums(VALUE_SETS["minimal"])
+    shared = checksums(merged(VALUE_SETS["minimal"], {"config": {"logLevel": "DEBUG"}}))
+    vault_only = checksums(merged(VALUE_SETS["minimal"], {"vault": {"lot": {"maxEvents": 10}}}))
+    assert all(before[c] != shared[c] for c in COMPONENTS)
+    assert before["vault"] != vault_only["vault"]
+    assert before["ingest"] == vault_only["ingest"] and before["acquittal"] == vault_only["acquittal"]
+
+
+# --- the chart cannot drift from coffre/config.py -----------------------------------------
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_every_variable_the_chart_sets_is_a_setting(rendered: Rendered, values: str) -> None:
+    settings = {f"COFFRE_{name.upper()}" for name in Settings.model_fields}
+    extra = {var["name"] for var in VALUE_SETS[values].get("extraEnv", [])}
+    docs = rendered[values]
+    for component, workload in workloads(docs).items():
+        for name in environment(docs, single_container(workload)):
+            if name.startswith("COFFRE_"):
+                assert name in settings, f"{component}: {name} is not a field of coffre.config.Settings"
+            else:
+                assert name in AWS_CREDENTIALS | extra, f"{component}: {name}"
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_settings_accept_the_rendered_configuration(
+    rendered: Rendered, values: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = rendered[values]
+    for component, workload in workloads(docs).items():
+        with monkeypatch.context() as patch:
+            for name in [name for name in os.environ if name.startswith("COFFRE_")]:
+                patch.delenv(name)
+            for name, value in environment(docs, single_container(workload)).items():
+                if value is not None and name.startswith("COFFRE_"):
+                    patch.setenv(name, value)
+            settings = Settings()
+        assert settings.http_host == "0.0.0.0" and settings.ops_port == 8080, component
+        assert settings.log_format == "json", component
+        assert str(settings.data_dir) == "/var/lib/coffre", component
+        if component == "vault":
+            assert settings.vault_replicas == workload["spec"]["replicas"]
+            assert settings.signing_key is not None and settings.api_tls_cert is not None
+            assert settings.api_host == "0.0.0.0" and settings.api_port == 8443
+
+
+# --- values the chart must refuse ---------------------------------------------------------
+
+REFUSED = {
+    "no Kafka bootstrap": ({"kafka": {"bootstrapServers": None}}, "bootstrapServers"),
+    "a malformed bootstrap": ({"kafka": {"bootstrapServers": "kafka, other:9092"}}, "bootstrapServers"),
+    "three vaults on local volumes": ({"vault": {"replicas": 3}}, "/archive/backend"),
+    "two ingests": ({"ingest": {"replicas": 2}}, "/ingest/replicas"),
+    "an unknown api.auth": ({"api": {"auth": "basic"}}, "/api/auth"),
+    "an unknown value": ({"vault": {"replica": 2}}, "replica"),
+    "a container without limits": ({"vault": {"resources": {"limits": None}}}, "limits"),
+    "a root user": ({"podSecurityContext": {"runAsUser": 0}}, "runAsUser"),
+    "no signing key": ({"vault": {"signing": {"existingSecret": None}}}, "allowDevelopmentKey"),
+    "a grace period within the drain": ({"terminationGracePeriodSeconds": 8}, "must exceed"),
+    "more vaults than partitions": (
+        {
+            "vault": {"replicas": 4},
+            "kafka": {"partitions": 3},
+            "archive": {"backend": "s3", "s3": {"bucket": "b-1"}},
+        },
+        "kafka.partitions",
+    ),
+    "s3 without a bucket": ({"archive": {"backend": "s3"}}, "bucket"),
+    "mtls without a client CA": ({"api": {"auth": "mtls"}}, "api.clientCA"),
+    "egress with no Kafka destination": (
+        {"networkPolicy": {"egress": {"kafka": {"cidrs": None}}}},
+        "egress.kafka",
+    ),
+    "no API certificate": ({"api": {"tls": {"existingSecret": None}}}, "api.tls"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_the_chart_refuses(chart: Any, case: str) -> None:
+    override, fragment = REFUSED[case]
+    with pytest.raises(helm.HelmError) as refused:
+        chart.render(merged(VALUE_SETS["minimal"], override), name="coffre", namespace="coffre")
+    assert fragment in str(refused.value)
+
+
+def test_the_defaults_alone_are_refused(chart: Any) -> None:
+    with pytest.raises(helm.HelmValuesError, match="bootstrapServers"):
+        chart.render({}, name="coffre", namespace="coffre")
+
+
+def test_a_development_key_only_when_chosen(chart: Any) -> None:
+    values = merged(
+        VALUE_SETS["minimal"],
+        {
+            "vault": {"signing": {"existingSecret": None, "allowDevelopmentKey": True}},
+            "api": {"tls": {"existingSecret": None, "allowDevelopmentCertificate": True}},
+        },
+    )
+    manifests = chart.render(values, name="coffre", namespace="coffre")
+    assert "DEVELOPMENT key" in manifests["coffre/templates/NOTES.txt"]
+    docs = render(chart, values)
+    vault = workloads(docs)["vault"]
+    env = environment(docs, single_container(vault))
+    assert "COFFRE_SIGNING_KEY" not in env and "COFFRE_API_TLS_CERT" not in env
+    assert not any(
+        "secret" in v for v in vault["spec"]["template"]["spec"]["volumes"] if v["name"] != "api-tokens"
+    )
+    # ...and never with several replicas: each would sign with its own key.
+    several = merged(
+        values, {"vault": {"replicas": 2}, "archive": {"backend": "s3", "s3": {"bucket": "b-1"}}}
+    )
+    several = merged(several, {"networkPolicy": {"egress": {"s3": {"cidrs": ["10.0.0.0/8"]}}}})
+    with pytest.raises(helm.HelmError, match="per replica"):
+        chart.render(several, name="coffre", namespace="coffre")
+
+
+# --- the image the chart runs ---------------------------------------------------------------
+
+
+def test_the_dockerfile_fits_the_chart() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    defaults = load(CHART / "values.yaml")
+    user = defaults["podSecurityContext"]["runAsUser"]
+    assert re.search(
+        rf"^USER {user}:{defaults['podSecurityContext']['runAsGroup']}$", dockerfile, re.MULTILINE
+    )
+    assert re.search(r"^EXPOSE 8080 8443$", dockerfile, re.MULTILINE)
+    assert re.search(r'^ENTRYPOINT \["coffre"\]$', dockerfile, re.MULTILINE)
+    assert re.search(r"^FROM python:3\.11-slim", dockerfile, re.MULTILINE)
