@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -199,6 +199,12 @@ class Settings(BaseSettings):
     @property
     def topic_partitions(self) -> dict[str, int]:
         return dict.fromkeys(self.topics.all(), self.partitions)
+
+
+def configuration_error(message: str) -> NoReturn:
+    """Stop the process as :func:`load_settings` does: one line naming the variable, exit 2."""
+    print(f"coffre: configuration error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -19,6 +19,7 @@ from pathlib import Path
 from .adapters.archive import signing_files
 from .adapters.broker import EmbeddedBroker
 from .adapters.kafka import ensure_topics
+from .adapters.tls import development_tls
 from .config import Settings
 
 SERVICES = ("ingest", "vault", "acquittal")
@@ -38,6 +39,8 @@ class Stack:
             self.broker = EmbeddedBroker(log_path=data / "logs" / "broker.log")
             self.bootstrap = self.broker.start()
         signing_files(self.settings)  # the development key, made once here rather than raced for
+        if self.settings.api_port and self.settings.api_tls_cert is None:
+            development_tls(data / "tls")  # the API's development certificates, for the demo's curl line
         asyncio.run(
             ensure_topics(
                 self.bootstrap, self.settings.topic_partitions, replication=self.settings.replication_factor

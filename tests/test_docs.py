@@ -61,5 +61,7 @@ def test_the_readme_configuration_table_is_the_settings():
         default = field.default_factory() if field.default_factory else field.default
         if isinstance(default, set):
             default = ",".join(sorted(default))
+        elif isinstance(default, tuple):
+            default = ";".join(default)
         expected[f"COFFRE_{name.upper()}"] = "" if default is None else str(default)
     assert documented == expected

@@ -35,6 +35,7 @@ from coffre.adapters.access_log import AccessLog
 from coffre.adapters.storage import ArchiveStorage
 from coffre.adapters.tls import api_tls_material, server_ssl_context
 from coffre.archive_index import (
+    MAX_LOT_NUMBER,
     ArchiveIndex,
     ArchiveQueryError,
     InvalidRequest,
@@ -371,7 +372,7 @@ async def _lots(request: web.Request) -> web.Response:
 
 async def _lot(request: web.Request) -> web.Response:
     oper, coffre = _coffre(request)
-    number = parse_number(request.match_info["number"], "the lot number")
+    number = parse_number(request.match_info["number"], "the lot number", MAX_LOT_NUMBER)
     _query(request, ())
     document = await _in_thread(request.app[_INDEX].lot, oper, coffre, number)
     headers = _digest_headers(document.sha256) | {
@@ -485,7 +486,7 @@ def _middleware(
             "remote": request.remote,
             "method": request.method,
             "path": request.raw_path.split("?", 1)[0],
-            "query": request.query_string or None,
+            "query": request.rel_url.raw_query_string or None,
             "user_agent": request.headers.get("User-Agent"),
         }
         response: web.StreamResponse
@@ -602,6 +603,8 @@ async def start_regulator_api(
     tokens = TokenFile(material.tokens_file) if wants_token and material.tokens_file is not None else None
     if mode in ("token", "both") and tokens is None:
         raise ValueError(f"COFFRE_API_AUTH={mode} needs COFFRE_API_TOKENS_FILE")
+    if mode == "either" and material.client_ca is None and tokens is None:
+        raise ValueError("COFFRE_API_AUTH=either needs COFFRE_API_CLIENT_CA or COFFRE_API_TOKENS_FILE")
     subjects = SubjectAllowList(material.allowed_subjects if wants_cert else ())
     if wants_cert and material.client_ca is not None and not subjects.subjects:
         log.warning("regulator API: no COFFRE_API_ALLOWED_SUBJECTS: every client certificate is refused")
@@ -609,6 +612,12 @@ async def start_regulator_api(
         material.server_cert, material.server_key, material.client_ca if wants_cert else None
     )
     index = ArchiveIndex(storage, trust, signer, max_range_days=settings.api_max_range_days)
+    try:
+        settings.access_log_root.mkdir(parents=True, exist_ok=True, mode=0o750)
+    except OSError as exc:
+        raise ValueError(
+            f"regulator API: cannot create the access log folder {settings.access_log_root}: {exc}"
+        ) from None
     access_log = AccessLog(settings.access_log_root)
     app = build_app(
         index,

@@ -11,15 +11,16 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from coffre.adapters.archive import archive_storage, signer
+from coffre.adapters.archive import archive_storage, signer, trust_store
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
-from coffre.config import Settings
+from coffre.config import Settings, configuration_error
 from coffre.domain.signing import Signer
 from coffre.logs import bind
 from coffre.ops import BrokerCheck, LagMeter, Ops, in_thread, writable_dir
 
 from .recorder import RecordCounts, Recorder, VaultHalt
+from .regulator_api import start_regulator_api, stop_regulator_api
 from .sealer import ArchiveMismatch, Sealer
 
 log = logging.getLogger("coffre.vault")
@@ -32,10 +33,9 @@ def partition_owner(settings: Settings) -> Callable[[int], bool] | None:
         return None
     ordinal = settings.vault_ordinal if settings.vault_ordinal is not None else host_ordinal()
     if ordinal is None or ordinal >= settings.vault_replicas:
-        raise SystemExit(
-            f"coffre: configuration error: COFFRE_VAULT_ORDINAL: with COFFRE_VAULT_REPLICAS="
-            f"{settings.vault_replicas}, set it (0..{settings.vault_replicas - 1}) or run in a "
-            f"StatefulSet whose host names end in -<ordinal>"
+        configuration_error(
+            f"COFFRE_VAULT_ORDINAL: with COFFRE_VAULT_REPLICAS={settings.vault_replicas}, set it "
+            f"(0..{settings.vault_replicas - 1}) or run in a StatefulSet whose host names end in -<ordinal>"
         )
     bind(vault_ordinal=ordinal)
     return owned_partitions(settings.vault_replicas, ordinal)
@@ -73,6 +73,10 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     ops.add_check("journal", writable_dir(journal_dir))
     ops.add_check("archive", in_thread(storage.probe))
     ops.add_check("signing_key", in_thread(key_check(key)))
+    try:
+        api = await start_regulator_api(settings, storage, trust_store(settings), key)
+    except ValueError as exc:
+        configuration_error(f"regulator API: {exc}")
     await ops.start()
     try:
         sealer.start()
@@ -108,6 +112,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         journals.close()
         await broker.close()
         await ops.stop()
+        await stop_regulator_api(api)
     return recorder.counts
 
 
