@@ -133,7 +133,7 @@ def test_local_create_order_is_durable(local: LocalStorage, monkeypatch: pytest.
     import coffre.adapters.storage as storage
 
     events: list[str] = []
-    real_fsync, real_link, real_fsync_dir = os.fsync, os.link, storage._fsync_dir
+    real_fsync, real_link, real_fsync_dir = os.fsync, os.link, storage.fsync_directory
 
     def fsync(fd: int) -> None:
         events.append("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync-file")
@@ -151,7 +151,7 @@ def test_local_create_order_is_durable(local: LocalStorage, monkeypatch: pytest.
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "link", link)
-    monkeypatch.setattr(storage, "_fsync_dir", fsync_dir)
+    monkeypatch.setattr(storage, "fsync_directory", fsync_dir)
     local.create("a/b/c.xml", b"data")
     assert events.index("fsync-file") < events.index("link")
     assert events[-1] == "fsync-dir"  # the final directory, after the link

@@ -17,6 +17,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from .files import fsync_directory, write_all
+
 __all__ = ["FIELDS", "AccessLog", "access_log_name"]
 
 FIELDS = (
@@ -70,11 +72,7 @@ class AccessLog:
         created = not path.exists()
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
         if created:  # the new name must survive a crash too
-            directory = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+            fsync_directory(self.root)
         self._fd, self._day = fd, day
         return fd
 
@@ -92,9 +90,7 @@ class AccessLog:
         data = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         with self._lock:
             fd = self._open(moment.date())
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             os.fsync(fd)
 
     async def write(self, record: Mapping[str, Any]) -> None:

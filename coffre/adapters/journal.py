@@ -35,6 +35,8 @@ from zlib import crc32
 
 from coffre.domain.chain import GENESIS
 
+from .files import write_all
+
 JOURNAL_NAME = "journal.log"
 MAGIC = b"CFJR"
 VERSION = 1
@@ -268,9 +270,7 @@ class Journal:
             return
         self._pending = bytearray()
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view) :]
+            write_all(self._fd, data)
         except BaseException as exc:
             self._failed = exc
             if isinstance(exc, OSError):

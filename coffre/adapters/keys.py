@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives import serialization
 
 from coffre.domain.signing import Signer, generate_key_and_certificate
 
+from .files import fsync_directory, write_new
+
 KEY_NAME = "signing-key.pem"
 CERT_NAME = "signing-cert.pem"
 DEVELOPMENT_SUFFIX = " (DEVELOPMENT KEY - NOT FOR PRODUCTION)"
@@ -22,19 +24,6 @@ DEVELOPMENT_SUFFIX = " (DEVELOPMENT KEY - NOT FOR PRODUCTION)"
 
 class KeyFileError(ValueError):
     """A signing key or certificate file is missing, unreadable, or does not fit its pair."""
-
-
-def _write_exclusive(path: Path, data: bytes, mode: int) -> None:
-    """Create ``path`` (FileExistsError if it exists) with ``mode`` whatever the umask, and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_key_pair(
@@ -60,21 +49,17 @@ def write_key_pair(
     key_pem, cert_pem = generate_key_and_certificate(common_name, algorithm, days)
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        _write_exclusive(key_path, key_pem, 0o600)
+        write_new(key_path, key_pem, 0o600)
     except FileExistsError:
         raise FileExistsError(f"{key_path} already exists: refusing to replace a signing key") from None
     try:
-        _write_exclusive(cert_path, cert_pem, 0o644)
+        write_new(cert_path, cert_pem, 0o644)
     except BaseException:
         with contextlib.suppress(OSError):
             key_path.unlink()
         raise
     with contextlib.suppress(OSError):  # make the new entries durable too
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_directory(directory)
     return key_path, cert_path
 
 

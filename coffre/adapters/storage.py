@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .files import fsync_directory, write_all
+
 __all__ = [
     "ArchiveStorage",
     "LocalStorage",
@@ -144,14 +146,6 @@ def probe_directory(directory: Path) -> None:
         os.unlink(name)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class LocalStorage:
     """Lots as read-only files under ``root``.
 
@@ -192,7 +186,7 @@ class LocalStorage:
         # Each new entry lives in its parent directory (root included): fsync those, or a power
         # loss could drop a directory, and the lot in it, after create() returned.
         for path in reversed(missing):
-            _fsync_dir(path.parent)
+            fsync_directory(path.parent)
 
     @staticmethod
     def _same_as_existing(final: Path, data: bytes) -> bool:
@@ -209,7 +203,7 @@ class LocalStorage:
             os.fsync(fd)
         finally:
             os.close(fd)
-        _fsync_dir(final.parent)
+        fsync_directory(final.parent)
         return True
 
     def create(self, key: str, data: bytes) -> str:
@@ -223,10 +217,7 @@ class LocalStorage:
         fd, tmp_name = tempfile.mkstemp(prefix=TMP_PREFIX, dir=final.parent)
         tmp = Path(tmp_name)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            write_all(fd, data)
             # Read-only before the final name appears: the link shares this inode.
             os.fchmod(fd, 0o444)
             os.fsync(fd)
@@ -244,7 +235,7 @@ class LocalStorage:
                 os.close(fd)
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
-        _fsync_dir(final.parent)
+        fsync_directory(final.parent)
         return version
 
     def read(self, key: str) -> bytes:
@@ -299,7 +290,7 @@ class LocalStorage:
                         os.unlink(os.path.join(dirpath, name))
                         here += 1
             if here:
-                _fsync_dir(Path(dirpath))
+                fsync_directory(Path(dirpath))
                 removed += here
         return removed
 

@@ -29,6 +29,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from coffre.config import Settings
 
+from .files import fsync_directory, write_new
+
 __all__ = [
     "DEVELOPMENT_CLIENT_SUBJECT",
     "ApiTls",
@@ -111,19 +113,6 @@ def _files(directory: Path) -> DevelopmentTls:
     )
 
 
-def _write_new(path: Path, data: bytes, mode: int) -> None:
-    """Create ``path`` with ``mode`` (whatever the umask) and fsync it; FileExistsError if it exists."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -197,14 +186,6 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def development_tls(directory: Path) -> DevelopmentTls:
     """The development CA, server and client certificates and token under ``directory``.
 
@@ -237,8 +218,8 @@ def development_tls(directory: Path) -> DevelopmentTls:
                 (NameOID.ORGANIZATION_NAME, "coffre"), (NameOID.COMMON_NAME, "coffre API CA (DEVELOPMENT)")
             )
             ca_cert = _issue(ca_name, ca_key, ca_name, ca_key, ca=True)
-            _write_new(files.ca_key, _key_pem(ca_key), 0o600)
-            _write_new(files.ca_cert, _cert_pem(ca_cert), 0o644)
+            write_new(files.ca_key, _key_pem(ca_key), 0o600)
+            write_new(files.ca_cert, _cert_pem(ca_cert), 0o644)
         else:
             ca_cert = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
             loaded = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
@@ -275,17 +256,17 @@ def development_tls(directory: Path) -> DevelopmentTls:
                 )
             key = ec.generate_private_key(ec.SECP256R1())
             certificate = _issue(subject, key, ca_cert.subject, ca_key, ca=False, usage=usage, names=names)
-            _write_new(key_path, _key_pem(key), 0o600)
-            _write_new(cert_path, _cert_pem(certificate), 0o644)
+            write_new(key_path, _key_pem(key), 0o600)
+            write_new(cert_path, _cert_pem(certificate), 0o644)
         if files.tokens_file not in present:
             token = secrets.token_urlsafe(32)
-            _write_new(
+            write_new(
                 files.tokens_file,
                 f"# DEVELOPMENT token of the regulator API - not for production\n"
                 f"{DEVELOPMENT_TOKEN_NAME}:{token}\n".encode(),
                 0o600,
             )
-        _fsync_directory(directory)
+        fsync_directory(directory)
     return files
 
 

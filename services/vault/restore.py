@@ -29,6 +29,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
 
 from coffre.adapters.archive import archive_storage, trust_store
+from coffre.adapters.files import fsync_directory
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import ArchiveStorage
 from coffre.config import Settings
@@ -123,11 +124,7 @@ def restore_journals(
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(scratch / id_oper / str(id_coffre), target)
         for directory in (target.parent, root):
-            fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_directory(directory)
         log.info(
             "restored coffre %s/%s: %d lots, IDEvt 1..%d",
             id_oper,
