@@ -41,13 +41,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from lxml import etree
 
 from coffre.adapters.storage import (
-    TMP_PREFIX,
     ArchiveStorage,
-    LocalStorage,
     ObjectMissing,
-    S3ObjectLockStorage,
     validate_key,
-    validate_prefix,
 )
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.lot import (
@@ -340,68 +336,6 @@ class _PackedLeaves(Sequence[bytes]):
 # -- listing ---------------------------------------------------------------------------------------
 
 
-class _Lister:
-    """One level of the archive's folders, cheaply: a directory scan on a local folder, a
-    delimiter listing on S3, a full prefix listing on any other storage."""
-
-    def __init__(self, storage: ArchiveStorage) -> None:
-        self.storage = storage
-
-    def children(self, prefix: str) -> tuple[list[str], list[str]]:
-        """(sub-folder names, file names) right under ``prefix`` ("" or ending with '/')."""
-        validate_prefix(prefix)
-        storage = self.storage
-        if isinstance(storage, LocalStorage):
-            return self._local(storage, prefix)
-        if isinstance(storage, S3ObjectLockStorage):
-            return self._s3(storage, prefix)
-        folders: set[str] = set()
-        files: set[str] = set()
-        for key in storage.list(prefix):
-            rest = key[len(prefix) :]
-            if "/" in rest:
-                folders.add(rest.split("/", 1)[0])
-            elif rest:
-                files.add(rest)
-        return sorted(folders), sorted(files)
-
-    @staticmethod
-    def _local(storage: LocalStorage, prefix: str) -> tuple[list[str], list[str]]:
-        base = storage.root.joinpath(*[p for p in prefix.split("/") if p])
-        folders: list[str] = []
-        files: list[str] = []
-        try:
-            entries = list(base.iterdir())
-        except (FileNotFoundError, NotADirectoryError):
-            return [], []
-        for entry in entries:
-            if entry.name.startswith(TMP_PREFIX):
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                folders.append(entry.name)
-            elif entry.is_file() and not entry.is_symlink():
-                files.append(entry.name)
-        return sorted(folders), sorted(files)
-
-    @staticmethod
-    def _s3(storage: S3ObjectLockStorage, prefix: str) -> tuple[list[str], list[str]]:
-        full = storage.prefix + prefix
-        folders: list[str] = []
-        files: list[str] = []
-        paginator = storage.client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(
-            Bucket=storage.bucket,
-            Prefix=full,
-            Delimiter="/",
-            PaginationConfig={"PageSize": storage.page_size},
-        ):
-            for common in page.get("CommonPrefixes", []):
-                folders.append(common["Prefix"][len(full) :].rstrip("/"))
-            for obj in page.get("Contents", []):
-                files.append(obj["Key"][len(full) :])
-        return sorted(folders), sorted(files)
-
-
 # -- the index -----------------------------------------------------------------------------------------
 
 
@@ -478,7 +412,6 @@ class ArchiveIndex:
         self.signer = signer
         self.max_range_days = max_range_days
         self.clock = clock
-        self._lister = _Lister(storage)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coffre-api-read")
         self._listings: _Lru[tuple[str, str], tuple[str, ...]] = _Lru(500_000, lambda v: len(v) + 1)
         self._meta: _Lru[str, _LotMeta] = _Lru(200_000)
@@ -524,7 +457,7 @@ class ArchiveIndex:
         cached = self._listings.get((prefix, "f" if files else "d")) if final else None
         if cached is not None:
             return cached
-        folders, names = self._storage(f"listing {prefix or '/'}", lambda: self._lister.children(prefix))
+        folders, names = self._storage(f"listing {prefix or '/'}", lambda: self.storage.children(prefix))
         result = tuple(names if files else folders)
         if final:
             self._listings.put((prefix, "f" if files else "d"), result)

@@ -87,6 +87,11 @@ class ArchiveStorage(Protocol):
         """All keys starting with ``prefix`` (a plain string prefix), sorted."""
         ...
 
+    def children(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(sub-folder names, object names) right under ``prefix`` ("" or ending with '/'), sorted:
+        one level of the layout, without listing everything below it."""
+        ...
+
     def probe(self) -> None:
         """Raise unless the store can take a new object now (readiness)."""
         ...
@@ -272,6 +277,24 @@ class LocalStorage:
                     keys.append(key)
         return sorted(keys)
 
+    def children(self, prefix: str) -> tuple[list[str], list[str]]:
+        validate_prefix(prefix)
+        base = self.root.joinpath(*[p for p in prefix.split("/") if p])
+        folders: list[str] = []
+        files: list[str] = []
+        try:
+            entries = list(base.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return [], []
+        for entry in entries:
+            if entry.name.startswith(TMP_PREFIX):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                folders.append(entry.name)
+            elif entry.is_file() and not entry.is_symlink():
+                files.append(entry.name)
+        return sorted(folders), sorted(files)
+
     def probe(self) -> None:
         probe_directory(self.root)
 
@@ -363,6 +386,21 @@ class S3ObjectLockStorage:
 
     def _key(self, key: str) -> str:
         return self.prefix + validate_key(key)
+
+    def children(self, prefix: str) -> tuple[list[str], list[str]]:
+        validate_prefix(prefix)
+        full = self.prefix + prefix
+        folders: list[str] = []
+        files: list[str] = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(
+            Bucket=self.bucket, Prefix=full, Delimiter="/", PaginationConfig={"PageSize": self.page_size}
+        ):
+            for common in page.get("CommonPrefixes", []):
+                folders.append(common["Prefix"][len(full) :].rstrip("/"))
+            for obj in page.get("Contents", []):
+                files.append(obj["Key"][len(full) :])
+        return sorted(folders), sorted(files)
 
     def probe(self) -> None:
         """The bucket answers with these credentials (readiness; writes nothing, objects are locked)."""
