@@ -177,10 +177,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"{name} http://{settings.http_host}:{stack.ops_port(name)}" for name in stack.children
         )
         print(f"health and metrics (/healthz /readyz /metrics): {ports}", flush=True)
-    if settings.api_port and settings.api_tls_cert is None:
-        from .adapters.tls import development_tls
-
-        tls = development_tls(Path(settings.data_dir) / "tls")
+    if stack.api_tls:
+        tls = stack.api_tls
         print(
             f"regulator API (development certificates): curl --cacert {tls.ca_cert} --cert {tls.client_cert} "
             f"--key {tls.client_key} https://localhost:{settings.api_port}/v1/coffres",

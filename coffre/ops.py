@@ -67,6 +67,11 @@ class Ops:
         log.info("ops endpoints on http://%s:%d (/healthz /readyz /metrics)", self.host, self.port)
 
     async def stop(self) -> None:
+        """Stop serving, and close the checks that hold a connection (``BrokerCheck``)."""
+        for check in self.checks.values():
+            close = getattr(check, "close", None)
+            if close is not None:
+                await close()
         if self._watchdog:
             self._watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):

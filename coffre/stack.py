@@ -19,7 +19,7 @@ from pathlib import Path
 from .adapters.archive import signing_files
 from .adapters.broker import EmbeddedBroker
 from .adapters.kafka import ensure_topics
-from .adapters.tls import development_tls
+from .adapters.tls import DevelopmentTls, development_tls
 from .config import Settings
 
 SERVICES = ("ingest", "vault", "acquittal")
@@ -31,6 +31,8 @@ class Stack:
     bootstrap: str | None = None
     broker: EmbeddedBroker | None = None
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    api_tls: DevelopmentTls | None = None
+    """The regulator API's development certificates and token, when none is configured."""
 
     def start(self, services: tuple[str, ...] = SERVICES) -> str:
         data = Path(self.settings.data_dir)
@@ -40,7 +42,7 @@ class Stack:
             self.bootstrap = self.broker.start()
         signing_files(self.settings)  # the development key, made once here rather than raced for
         if self.settings.api_port and self.settings.api_tls_cert is None:
-            development_tls(data / "tls")  # the API's development certificates, for the demo's curl line
+            self.api_tls = development_tls(data / "tls")  # made here once, for the demo's curl line
         asyncio.run(
             ensure_topics(
                 self.bootstrap, self.settings.topic_partitions, replication=self.settings.replication_factor

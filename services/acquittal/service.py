@@ -117,8 +117,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
     stop = stop or asyncio.Event()
     acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
     ops = Ops("acquittal", settings)
-    broker = BrokerCheck(settings.bootstrap_servers)
-    ops.add_check("broker", broker)
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
     await ops.start()
     try:
         async with kafka_endpoints(
@@ -178,7 +177,6 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
                     last_sweep = time.monotonic()
                 await lag.update()
     finally:
-        await broker.close()
         await ops.stop()
     return acquitter.stats
 

@@ -68,8 +68,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         storage, key, journals, max_events=settings.lot_max_events, max_age=settings.lot_max_age_seconds
     )
     ops = Ops("vault", settings)
-    broker = BrokerCheck(settings.bootstrap_servers)
-    ops.add_check("broker", broker)
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
     ops.add_check("journal", writable_dir(journal_dir))
     ops.add_check("archive", in_thread(storage.probe))
     ops.add_check("signing_key", in_thread(key_check(key)))
@@ -110,7 +109,6 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         raise
     finally:
         journals.close()
-        await broker.close()
         await ops.stop()
         await stop_regulator_api(api)
     return recorder.counts

@@ -35,17 +35,26 @@ def event(n: int) -> bytes:
     )
 
 
-async def publish(bootstrap: str, topic: str, done: threading.Event) -> None:
+async def publish(
+    bootstrap: str,
+    topic: str,
+    done: threading.Event,
+    events: int = EVENTS,
+    burst: int = 50,
+    pause: float = 0.05,
+) -> None:
+    """``events`` events with correlation ids ``c-<n>``, ``burst`` at a time every ``pause`` seconds
+    (by default about 1,000 events/s, so that kills land mid-stream); ``done`` is set at the end."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_TUNING)
     await producer.start()
     try:
-        for n in range(EVENTS):
+        for n in range(events):
             await producer.send(
                 topic, event(n), key=str(n).encode(), headers=[(CORRELATION_ID, f"c-{n}".encode())]
             )
-            if n % 50 == 0:
+            if n % burst == 0:
                 await producer.flush()
-                await asyncio.sleep(0.05)  # about 1,000 events/s: kills land mid-stream
+                await asyncio.sleep(pause)
         await producer.flush()
     finally:
         await producer.stop()

@@ -15,37 +15,19 @@ import time
 from collections import Counter
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from coffre.adapters.broker import free_port
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.kafka import PRODUCER_TUNING
 from coffre.config import Settings
-from coffre.domain.messages import CORRELATION_ID, Acquittal
+from coffre.domain.messages import Acquittal
 from coffre.stack import SERVICES, Stack
 
 from .ops_http import metric, wait_ready
-from .test_crash import COFFRES, event
+from .test_crash import COFFRES, publish
 
 EVENTS = 1200
 DEADLINE = 10.0
-
-
-async def publish(bootstrap: str, topic: str, done: threading.Event) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_TUNING)
-    await producer.start()
-    try:
-        for n in range(EVENTS):
-            await producer.send(
-                topic, event(n), key=str(n).encode(), headers=[(CORRELATION_ID, f"c-{n}".encode())]
-            )
-            if n % 40 == 0:
-                await producer.flush()
-                await asyncio.sleep(0.2)  # about 200 events/s for 6 s: the signal lands mid-stream
-        await producer.flush()
-    finally:
-        await producer.stop()
-        done.set()
 
 
 async def read_acquittals(
@@ -92,7 +74,10 @@ def test_sigterm_under_load_drains_commits_and_exits_within_10s(
     stack.start()
     done = threading.Event()
     publisher = threading.Thread(
-        target=lambda: asyncio.run(publish(kafka_bootstrap, settings.topics.events_in, done))
+        # about 200 events/s for 6 s: the signal lands mid-stream
+        target=lambda: asyncio.run(
+            publish(kafka_bootstrap, settings.topics.events_in, done, events=EVENTS, burst=40, pause=0.2)
+        )
     )
     try:
         for name in SERVICES:
