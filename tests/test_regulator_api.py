@@ -42,6 +42,7 @@ from coffre.domain.proofs import InclusionProof, check_inclusion
 from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate, key_id, verify
 
 from events import POINSCRIT
+from xmlsec_tool import xmlsec1_verify
 
 COFFRES = (("0099", 7), ("0099", 8), ("0042", 3))
 EVENTS = 10
@@ -757,23 +758,7 @@ def test_a_bundle_manifest_verifies_with_xmlsec1_and_sha256sum(api, dev, archive
     )
     assert sums.returncode == 0, sums.stdout + sums.stderr
     assert sums.stdout.count(": OK") == len(files)
-    xmlsec1 = shutil.which("xmlsec1")
-    if xmlsec1 is None:
-        pytest.skip("xmlsec1 is not installed")
-    run = subprocess.run(
-        [
-            xmlsec1,
-            "--verify",
-            "--enabled-key-data",
-            "x509",
-            "--trusted-pem",
-            str(archive.cert),
-            "manifest.xml",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    run = xmlsec1_verify(tmp_path / "manifest.xml", archive.cert)
     assert run.returncode == 0, run.stderr
 
 

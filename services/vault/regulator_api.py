@@ -39,6 +39,7 @@ from coffre.archive_index import (
     ArchiveIndex,
     ArchiveQueryError,
     InvalidRequest,
+    StoredDocument,
     parse_coffre,
     parse_day,
     parse_number,
@@ -370,33 +371,31 @@ async def _lots(request: web.Request) -> web.Response:
     )
 
 
-async def _lot(request: web.Request) -> web.Response:
-    oper, coffre = _coffre(request)
-    number = parse_number(request.match_info["number"], "the lot number", MAX_LOT_NUMBER)
-    _query(request, ())
-    document = await _in_thread(request.app[_INDEX].lot, oper, coffre, number)
+def _document(request: web.Request, document: StoredDocument, cache_control: str) -> web.Response:
+    """A stored XML document byte for byte, with its digest headers (or 304 when the client has it)."""
     headers = _digest_headers(document.sha256) | {
-        "Cache-Control": "private, max-age=31536000, immutable",
+        "Cache-Control": cache_control,
         "Content-Disposition": f'attachment; filename="{document.name}"',
         "X-Coffre-Path": document.key,
     }
     return _not_modified(request, document.sha256, headers) or web.Response(
         body=document.data, content_type="application/xml", headers=headers
     )
+
+
+async def _lot(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    number = parse_number(request.match_info["number"], "the lot number", MAX_LOT_NUMBER)
+    _query(request, ())
+    document = await _in_thread(request.app[_INDEX].lot, oper, coffre, number)
+    return _document(request, document, "private, max-age=31536000, immutable")  # lots never change
 
 
 async def _checkpoint(request: web.Request) -> web.Response:
     oper, coffre = _coffre(request)
     _query(request, ())
     document = await _in_thread(request.app[_INDEX].checkpoint, oper, coffre)
-    headers = _digest_headers(document.sha256) | {
-        "Cache-Control": "no-cache",
-        "Content-Disposition": f'attachment; filename="{document.name}"',
-        "X-Coffre-Path": document.key,
-    }
-    return _not_modified(request, document.sha256, headers) or web.Response(
-        body=document.data, content_type="application/xml", headers=headers
-    )
+    return _document(request, document, "no-cache")  # the latest one changes at each seal
 
 
 async def _proof(request: web.Request) -> web.Response:
