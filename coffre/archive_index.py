@@ -46,6 +46,7 @@ from coffre.adapters.storage import (
     validate_key,
 )
 from coffre.domain.chain import GENESIS, chain_hash
+from coffre.domain.limits import ID_COFFRE_RE, MAX_ID, MAX_ID_DIGITS
 from coffre.domain.lot import (
     NO_DIGEST,
     Checkpoint,
@@ -94,7 +95,6 @@ __all__ = [
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
 MAX_LOT_NUMBER = 9_999_999_999  # ten digits in the file name
-MAX_ID = 10**18
 MANIFEST_NAME = "manifest.xml"
 MANIFEST_TAG = "ManifesteExport"
 BUNDLE_ROOT = "archive"
@@ -135,7 +135,7 @@ class ArchiveInvalid(ArchiveQueryError):
 # -- inputs ----------------------------------------------------------------------------------------
 
 _OPER = re.compile(r"[0-9]{4}")
-_COFFRE = re.compile(r"0|[1-9][0-9]{0,17}")
+_COFFRE = ID_COFFRE_RE
 _NUMBER = re.compile(r"[1-9][0-9]{0,18}")
 _DAY = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 
@@ -150,7 +150,10 @@ def parse_oper(text: str) -> str:
 def parse_coffre(text: str) -> int:
     """An IDCoffre: a decimal number without leading zeros."""
     if not isinstance(text, str) or not _COFFRE.fullmatch(text):
-        raise InvalidRequest(f"IDCoffre must be a decimal number without leading zeros, not {_shown(text)}")
+        raise InvalidRequest(
+            f"IDCoffre must be a decimal number of at most {MAX_ID_DIGITS} digits without leading zeros, "
+            f"not {_shown(text)}"
+        )
     return int(text)
 
 

@@ -34,6 +34,7 @@ from typing import Self
 from zlib import crc32
 
 from coffre.domain.chain import GENESIS
+from coffre.domain.limits import ID_COFFRE_RE, MAX_ID
 
 from .files import write_all
 
@@ -60,7 +61,7 @@ _HEAD_SIZE = _HEAD.size
 assert _HEADER.size == HEADER_SIZE
 
 _OPER = re.compile(r"[0-9]{4}")
-_COFFRE = re.compile(r"0|[1-9][0-9]*")
+_COFFRE = ID_COFFRE_RE
 
 
 class JournalCorrupted(Exception):
@@ -627,6 +628,6 @@ def _make_directories(directory: Path) -> None:
 def _coffre_key(id_oper: str, id_coffre: int) -> tuple[str, int]:
     if not (isinstance(id_oper, str) and _OPER.fullmatch(id_oper)):
         raise ValueError(f"IDOper is 4 digits, not {id_oper!r}")
-    if isinstance(id_coffre, bool) or not isinstance(id_coffre, int) or id_coffre < 0:
-        raise ValueError(f"IDCoffre is a non-negative integer, not {id_coffre!r}")
+    if isinstance(id_coffre, bool) or not isinstance(id_coffre, int) or not 0 <= id_coffre <= MAX_ID:
+        raise ValueError(f"IDCoffre is an integer from 0 to {MAX_ID}, not {id_coffre!r}")
     return id_oper, id_coffre

@@ -24,6 +24,7 @@ from lxml import etree
 
 from .chain import GENESIS, HASH_SIZE
 from .codec import hardened_parser
+from .limits import ID_COFFRE_PATTERN
 from .merkle import leaf_hash
 from .merkle import root as merkle_root
 
@@ -36,7 +37,7 @@ MAX_DOCUMENT_BYTES = 512 << 20
 NO_DIGEST = bytes(HASH_SIZE)
 """The previous-lot digest of lot 1."""
 
-_LOT_NAME = re.compile(r"(?P<oper>[0-9]{4})-(?P<coffre>0|[1-9][0-9]*)-(?P<number>[0-9]{10})\.xml")
+_LOT_NAME = re.compile(rf"(?P<oper>[0-9]{{4}})-(?P<coffre>{ID_COFFRE_PATTERN})-(?P<number>[0-9]{{10}})\.xml")
 
 
 class LotFormatError(ValueError):
