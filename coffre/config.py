@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, NoReturn
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .domain.messages import DEFAULT_MAX_MESSAGE_BYTES
+
 
 def _csv(value: Any) -> Any:
     if isinstance(value, str):
@@ -64,6 +66,13 @@ class Settings(BaseSettings):
         2.0, gt=0, description="a record later than this after ingest is counted late"
     )
     max_event_bytes: int = Field(1024 * 1024, ge=1024, description="the largest input message accepted")
+    max_message_bytes: int = Field(
+        DEFAULT_MAX_MESSAGE_BYTES,
+        ge=64 * 1024,
+        le=100 * 1024 * 1024,
+        description="the largest record coffre publishes (key, value, headers); at most the topics' "
+        "max.message.bytes, checked at start-up",
+    )
     batch_max: int = Field(1000, ge=1, description="the most messages one service handles in one batch")
     batch_wait_ms: int = Field(2, ge=0, description="how long a service waits to fill a batch")
     log_level: Annotated[

@@ -19,6 +19,12 @@ INPUTS_REDELIVERED = Counter(
 EVENTS_REJECTED = Counter(
     "coffre_events_rejected_total", "Inputs refused by ingest, by reason code", ["reason"]
 )
+INTERNAL_ERRORS = Counter(
+    "coffre_internal_errors_total",
+    "Inputs that met a defect of coffre's and were refused with INTERNAL_ERROR instead of stopping "
+    "the service: alert on any increase",
+    ["service"],
+)
 EVENTS_RECORDED = Counter("coffre_events_recorded_total", "Events durably appended to a vault journal")
 EVENTS_REDELIVERED = Counter(
     "coffre_events_redelivered_total", "Events the vault had already recorded (receipt re-emitted)"

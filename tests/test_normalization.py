@@ -89,9 +89,9 @@ def test_ip_forms(given, expected):
 
 
 def test_amounts_are_exact_decimals_never_floats():
-    event = normalize(POINSCRIT.replace(b"100.10", b"0.30000000000000000001"))
-    assert event.SoldeAvant == Decimal("0.30000000000000000001")
-    assert b"<SoldeAvant>0.30000000000000000001</SoldeAvant>" in canonical_bytes(event)
+    event = normalize(POINSCRIT.replace(b"100.10", b"12345678901234567.3000000001"))
+    assert event.SoldeAvant == Decimal("12345678901234567.3000000001")
+    assert b"<SoldeAvant>12345678901234567.3000000001</SoldeAvant>" in canonical_bytes(event)
 
 
 def test_children_are_emitted_in_schema_order_whatever_the_input_order():

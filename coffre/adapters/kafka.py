@@ -27,6 +27,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.conn import create_conn
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.protocol.group import LeaveGroupRequest
@@ -69,6 +70,8 @@ PRODUCER_TUNING: dict[str, Any] = {
 }
 
 _ADMIN_TIMEOUT_MS = 10_000
+KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+"""Kafka's default ``max.message.bytes`` for a topic (the largest record batch it takes)."""
 
 
 class TopicMismatchError(RuntimeError):
@@ -94,13 +97,23 @@ async def _admin(bootstrap: str) -> AIOKafkaAdminClient:
 
 
 async def ensure_topics(
-    bootstrap: str, topics: Mapping[str, int], timeout: float = 30.0, *, replication: int = 1
+    bootstrap: str,
+    topics: Mapping[str, int],
+    timeout: float = 30.0,
+    *,
+    replication: int = 1,
+    max_message_bytes: int | None = None,
 ) -> None:
     """Create every missing topic with exactly its partition count, then wait until metadata shows them.
 
     "Already exists" is fine (another process may create the same topic concurrently); an existing
     topic with a different partition count raises :class:`TopicMismatchError`. Never relies on
     the broker's auto-creation.
+
+    With ``max_message_bytes`` (the largest record coffre will publish), the topics created take
+    records that large, and a topic whose ``max.message.bytes`` is smaller raises
+    :class:`TopicMismatchError`: a record the broker refuses would stay in ingest's outbox for ever.
+    A broker that does not report the setting (Tansu takes any size) is not checked.
     """
     for name, count in topics.items():
         if not name or not isinstance(count, int) or count < 1:
@@ -111,7 +124,14 @@ async def ensure_topics(
     admin = await _admin(bootstrap)
     try:
         existing = await _all_topics(admin)
-        missing = [NewTopic(n, c, replication) for n, c in topics.items() if n not in existing]
+        configs = (
+            {"max.message.bytes": str(max(max_message_bytes, KAFKA_DEFAULT_MAX_MESSAGE_BYTES))}
+            if max_message_bytes is not None
+            else None
+        )
+        missing = [
+            NewTopic(n, c, replication, topic_configs=configs) for n, c in topics.items() if n not in existing
+        ]
         if missing:
             response = await admin.create_topics(missing, timeout_ms=_ADMIN_TIMEOUT_MS)
             for entry in response.topic_errors:
@@ -129,6 +149,8 @@ async def ensure_topics(
                     if have and have != count:
                         raise TopicMismatchError(f"topic {name!r} has {have} partitions, not {count}")
             if all(_ready(described.get(n), c) for n, c in topics.items()):
+                if max_message_bytes is not None:
+                    await _check_message_limit(admin, list(topics), max_message_bytes)
                 return
             if time.monotonic() >= deadline:
                 pending = sorted(n for n, c in topics.items() if not _ready(described.get(n), c))
@@ -136,6 +158,26 @@ async def ensure_topics(
             await asyncio.sleep(0.05)
     finally:
         await admin.close()
+
+
+async def _check_message_limit(admin: AIOKafkaAdminClient, names: list[str], wanted: int) -> None:
+    try:
+        responses = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
+        )
+    except KafkaError as exc:
+        log.warning("could not read the topics' max.message.bytes (%s): not checked", exc)
+        return
+    for response in responses:
+        for resource in response.resources:
+            name, entries = resource[3], resource[4]
+            for entry in entries:
+                if entry[0] == "max.message.bytes" and entry[1] is not None and int(entry[1]) < wanted:
+                    raise TopicMismatchError(
+                        f"topic {name!r} takes records of at most {entry[1]} bytes (max.message.bytes), "
+                        f"less than COFFRE_MAX_MESSAGE_BYTES={wanted}: raise the topic's "
+                        "max.message.bytes or lower COFFRE_MAX_MESSAGE_BYTES"
+                    )
 
 
 async def partitions_for(bootstrap: str, topic: str) -> int:

@@ -15,10 +15,17 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from coffre.config import Settings
+from coffre.config import Settings, configuration_error
 from coffre.domain.messages import CORRELATION_ID
 
-from .kafka import CONSUMER_TUNING, PRODUCER_TUNING, OffsetCommitter, ensure_topics, stop_consumer
+from .kafka import (
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    OffsetCommitter,
+    TopicMismatchError,
+    ensure_topics,
+    stop_consumer,
+)
 
 Output = tuple[bytes | None, bytes, str | None]
 """(key, value, correlation id) of a record to publish."""
@@ -48,6 +55,20 @@ class Endpoints:
 log = logging.getLogger("coffre.service")
 
 
+async def ensure_coffre_topics(settings: Settings) -> None:
+    """coffre's topics, created with their partitions if missing and checked to take the largest
+    record coffre publishes; a topic that does not fit is a configuration error (exit 2)."""
+    try:
+        await ensure_topics(
+            settings.bootstrap_servers,
+            settings.topic_partitions,
+            replication=settings.replication_factor,
+            max_message_bytes=settings.max_message_bytes,
+        )
+    except TopicMismatchError as exc:
+        configuration_error(str(exc))
+
+
 def owned_partitions(replicas: int, ordinal: int) -> Callable[[int], bool]:
     """Static assignment: replica ``ordinal`` of ``replicas`` owns the partitions p with
     p % replicas == ordinal, whatever the other replicas do (no rebalance can move a coffre's
@@ -71,9 +92,7 @@ async def kafka_endpoints(
 
     With ``owns``, the consumer is assigned the partitions it owns instead of joining the
     group's rebalancing (the group still keeps its committed offsets)."""
-    await ensure_topics(
-        settings.bootstrap_servers, settings.topic_partitions, replication=settings.replication_factor
-    )
+    await ensure_coffre_topics(settings)
     consumer = AIOKafkaConsumer(
         *(() if owns else topics),
         bootstrap_servers=settings.bootstrap_servers,

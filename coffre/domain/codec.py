@@ -13,6 +13,7 @@ from typing import Any
 from lxml import etree
 
 from .errors import Problem, ReasonCode, Rejected
+from .limits import MAX_ATTRIBUTES, MAX_DEPTH, MAX_ELEMENTS, MAX_NAME_CHARS
 from .xmlmodel import XmlModel, to_data, to_element
 
 DEFAULT_MAX_BYTES = 1024 * 1024
@@ -64,6 +65,10 @@ def _reject(code: ReasonCode, message: str, path: str = "/") -> Rejected:
     return Rejected([Problem(code, path, message)])
 
 
+def _over(what: str, limit: int, path: str = "/") -> Rejected:
+    return _reject(ReasonCode.LIMIT_EXCEEDED, f"more than {limit} {what}: coffre's limit", path)
+
+
 def check_size(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> None:
     if len(raw) > limits.max_bytes:
         raise _reject(ReasonCode.DOCUMENT_TOO_LARGE, f"{len(raw)} bytes, the limit is {limits.max_bytes}")
@@ -80,9 +85,52 @@ def parse_xml(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> etree._Element:
         raise _reject(ReasonCode.MALFORMED_XML, str(exc)) from exc
     if root.getroottree().docinfo.doctype:
         raise _reject(ReasonCode.DTD_FORBIDDEN, "DTDs and entity declarations are not accepted")
+    _check_tree(root)
     if isinstance(root.tag, str) and root.tag.startswith("{"):
         _strip_namespaces(root)
     return root
+
+
+def _check_tree(root: etree._Element) -> None:
+    """coffre's structural limits (docs/input-contract.md), checked once over the parsed tree
+    before anything is read from it: elements, depth, attributes per element, name lengths."""
+    elements = depth = 0
+    for event, el in etree.iterwalk(root, events=("start", "end")):
+        if event == "end":
+            depth -= 1
+            continue
+        depth += 1
+        elements += 1
+        if elements > MAX_ELEMENTS:
+            raise _over("elements", MAX_ELEMENTS)
+        if depth > MAX_DEPTH:
+            raise _over("levels of nesting", MAX_DEPTH)
+        if len(el.attrib) > MAX_ATTRIBUTES:
+            raise _over("attributes on one element", MAX_ATTRIBUTES, f"/{str(el.tag)[:MAX_NAME_CHARS]}")
+        if isinstance(el.tag, str) and len(el.tag) > MAX_NAME_CHARS:
+            raise _over("characters in a name", MAX_NAME_CHARS)
+        if any(len(name) > MAX_NAME_CHARS for name in el.attrib):
+            raise _over("characters in a name", MAX_NAME_CHARS)
+
+
+def _check_json(value: Any) -> None:
+    """The same limits for JSON: objects and lists count as elements, keys as names."""
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth > MAX_DEPTH:
+            raise _over("levels of nesting", MAX_DEPTH)
+        nodes += len(item)
+        if nodes > MAX_ELEMENTS:
+            raise _over("elements", MAX_ELEMENTS)
+        if isinstance(item, dict):
+            if any(len(key) > MAX_NAME_CHARS for key in item):
+                raise _over("characters in a name", MAX_NAME_CHARS)
+            item = item.values()
+        stack.extend((child, depth + 1) for child in item)
 
 
 def _strip_namespaces(root: etree._Element) -> None:
@@ -107,8 +155,15 @@ def _no_constant(name: str) -> Any:
 
 
 def parse_json(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
-    """JSON with exact decimals (numbers become ``Decimal``), refusing duplicate keys and NaN."""
+    """JSON with exact decimals (numbers become ``Decimal``), refusing duplicate keys and NaN,
+    within coffre's structural limits."""
     check_size(raw, limits)
+    value = _load_json(raw)
+    _check_json(value)
+    return value
+
+
+def _load_json(raw: bytes) -> Any:
     try:
         return json.loads(
             raw, parse_float=Decimal, parse_constant=_no_constant, object_pairs_hook=_no_duplicate_keys
@@ -154,7 +209,7 @@ _ENCODING = re.compile(rb"""encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 _SPLIT_ROOT = "coffre-split"
 
 
-def split_documents(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> list[bytes]:
+def split_documents(raw: bytes) -> list[bytes]:
     """The events of a file that holds one or several, one after another.
 
     XML: top-level elements (XML declarations between them allowed); JSON: one object,
@@ -163,7 +218,7 @@ def split_documents(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> list[bytes]:
     """
     kind = sniff(raw)
     if kind == "json":
-        return _split_json(raw, limits)
+        return _split_json(raw)
     if kind != "xml" or b"<!DOCTYPE" in raw or b"<!ENTITY" in raw:
         return [raw]
     declared = _ENCODING.search(raw[:200])
@@ -176,9 +231,9 @@ def split_documents(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> list[bytes]:
     return events or [raw]
 
 
-def _split_json(raw: bytes, limits: Limits) -> list[bytes]:
+def _split_json(raw: bytes) -> list[bytes]:
     try:
-        value = parse_json(raw, Limits(max_bytes=max(limits.max_bytes, len(raw))))
+        value = _load_json(raw)  # a file of many events: each is checked when normalized
     except Rejected:
         lines = [line for line in raw.splitlines() if line.strip()]
         return lines if len(lines) > 1 else [raw]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .limits import MAX_PROBLEMS, clip
+
 
 class ReasonCode(StrEnum):
     # -- the envelope: what the bytes are ------------------------------------------
@@ -22,6 +24,7 @@ class ReasonCode(StrEnum):
     DUPLICATE_KEY = "DUPLICATE_KEY"
     UNKNOWN_EVENT = "UNKNOWN_EVENT"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     # -- structure --------------------------------------------------------------------
     MISSING_ELEMENT = "MISSING_ELEMENT"
     UNEXPECTED_ELEMENT = "UNEXPECTED_ELEMENT"
@@ -56,27 +59,45 @@ class ReasonCode(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One reason why an input was refused."""
+    """One reason why an input was refused. Path and message are cut to a bound: both may
+    quote the input (an element's name), which must not make a rejection unbounded."""
 
     code: ReasonCode
     path: str
     message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", clip(self.path))
+        object.__setattr__(self, "message", clip(self.message))
 
     def as_dict(self) -> dict[str, str]:
         return {"code": str(self.code), "path": self.path, "message": self.message}
 
 
 class Rejected(Exception):
-    """An input that cannot be normalized. Carries every problem found, not just the first."""
+    """An input that cannot be normalized. Carries every problem found, not just the first, up
+    to :data:`~coffre.domain.limits.MAX_PROBLEMS`; ``omitted`` counts the ones beyond."""
 
-    def __init__(self, problems: list[Problem] | tuple[Problem, ...], event_type: str | None = None):
-        self.problems = tuple(problems)
+    def __init__(
+        self,
+        problems: list[Problem] | tuple[Problem, ...],
+        event_type: str | None = None,
+        *,
+        omitted: int = 0,
+    ):
+        self.problems = tuple(problems[:MAX_PROBLEMS])
+        self.omitted = omitted + max(0, len(problems) - MAX_PROBLEMS)
         self.event_type = event_type
-        super().__init__("; ".join(f"{p.code} at {p.path}: {p.message}" for p in self.problems))
+        more = f"; and {self.omitted} more" if self.omitted else ""
+        super().__init__("; ".join(f"{p.code} at {p.path}: {p.message}" for p in self.problems) + more)
 
     @property
     def codes(self) -> list[str]:
         return [str(p.code) for p in self.problems]
 
     def as_dict(self) -> dict[str, object]:
-        return {"event_type": self.event_type, "problems": [p.as_dict() for p in self.problems]}
+        return {
+            "event_type": self.event_type,
+            "problems": [p.as_dict() for p in self.problems],
+            "problems_omitted": self.omitted,
+        }

@@ -4,12 +4,14 @@ receipts and acquittals. One definition, used by every producer and every reader
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from .errors import Problem, Rejected
+from .limits import MAX_HEADER_BYTES, clip
 
 # headers -------------------------------------------------------------------------------
 CORRELATION_ID = "correlation-id"
@@ -24,6 +26,24 @@ INGESTED_AT = "coffre-ingested-at"
 """Seconds since the epoch (float, text) when ingest published the event: the start of the acquittal latency."""
 
 Headers = list[tuple[str, bytes]]
+
+DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
+"""The largest record coffre publishes, as a producer counts it (key, value, headers and framing):
+``COFFRE_MAX_MESSAGE_BYTES``. faust's producer refuses more by default, Kafka's topics a little more."""
+RECORD_FRAMING = 128
+"""Bytes a record's framing may add to its key, value and headers, counted generously: a batch
+header (61) and a record's own fields (at most 21), as aiokafka's upper estimate counts them."""
+HEADROOM = 4096
+"""What a rejection's value leaves of the record for its key and headers (the correlation and
+source ids, each at most MAX_HEADER_BYTES characters)."""
+
+
+def record_size(key: bytes | None, value: bytes, headers: Headers) -> int:
+    """An upper bound of the size a producer counts for one record (aiokafka's estimate is smaller)."""
+    size = RECORD_FRAMING + len(key or b"") + len(value)
+    for name, data in headers:
+        size += len(name.encode()) + len(data or b"") + 10  # two varint lengths, five bytes each at most
+    return size
 
 
 def header(headers: Headers | None, name: str) -> str | None:
@@ -46,7 +66,13 @@ def _dumps(value: dict[str, Any]) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """A refused input, on ``coffre.events.rejected``: nothing is dropped silently."""
+    """A refused input, on ``coffre.events.rejected``: nothing is dropped silently.
+
+    Bounded whatever the input (docs/input-contract.md): the problems are capped (``problems_omitted``
+    counts the others) and the original bytes travel whole when the record allows, else cut to
+    fit, with the whole input's size and SHA-256; the whole input stays on the input topic at
+    ``input_partition``/``input_offset`` for as long as that topic keeps it.
+    """
 
     correlation_id: str | None
     source_id: str | None
@@ -57,6 +83,10 @@ class Rejection:
     input_partition: int
     input_offset: int
     rejected_at: str = field(default_factory=now_iso)
+    problems_omitted: int = 0
+    original_size: int | None = None
+    """The input's size in bytes; ``original`` holds its first bytes when it is smaller."""
+    original_sha256: str | None = None
 
     @classmethod
     def of(
@@ -67,17 +97,43 @@ class Rejection:
         topic: str,
         partition: int,
         offset: int,
+        *,
+        max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> Rejection:
-        return cls(
-            header(headers, CORRELATION_ID),
-            header(headers, SOURCE_ID),
+        whole = cls(
+            _bounded_header(headers, CORRELATION_ID),
+            _bounded_header(headers, SOURCE_ID),
             refusal.event_type,
             [p.as_dict() for p in refusal.problems],
             original,
             topic,
             partition,
             offset,
+            problems_omitted=refusal.omitted,
+            original_size=len(original),
+            original_sha256=hashlib.sha256(original).hexdigest(),
         )
+        return whole.within(max_bytes - HEADROOM)
+
+    def within(self, max_value_bytes: int) -> Rejection:
+        """This rejection with as much of the original (and, past that, of the problems) as lets
+        its encoded value fit in ``max_value_bytes``."""
+        bare = replace(self, original=b"")
+        while len(bare.encode()) > max_value_bytes and len(bare.problems) > 1:
+            kept = len(bare.problems) // 2
+            bare = replace(
+                bare,
+                problems=bare.problems[:kept],
+                problems_omitted=bare.problems_omitted + len(bare.problems) - kept,
+            )
+        room = max_value_bytes - len(bare.encode())
+        kept_bytes = max(0, room) // 4 * 3  # base64: 4 characters for every 3 bytes
+        return replace(bare, original=self.original[:kept_bytes])
+
+    @property
+    def truncated(self) -> bool:
+        """Whether ``original`` holds only the first bytes of the input."""
+        return self.original_size is not None and len(self.original) < self.original_size
 
     @property
     def codes(self) -> list[str]:
@@ -86,14 +142,20 @@ class Rejection:
     def encode(self) -> bytes:
         data = asdict(self)
         data["original"] = base64.b64encode(self.original).decode()
-        return _dumps({"status": "rejected", **data})
+        return _dumps({"status": "rejected", **data, "original_truncated": self.truncated})
 
     @classmethod
     def decode(cls, raw: bytes) -> Rejection:
         data = json.loads(raw)
         data.pop("status", None)
+        data.pop("original_truncated", None)
         data["original"] = base64.b64decode(data["original"])
         return cls(**data)
+
+
+def _bounded_header(headers: Headers | None, name: str) -> str | None:
+    value = header(headers, name)
+    return None if value is None else clip(value, MAX_HEADER_BYTES)
 
 
 # receipts and acquittals -----------------------------------------------------------------
@@ -135,6 +197,8 @@ class Acquittal:
     chain_hash: str | None = None
     recorded_at: str | None = None
     reasons: list[dict[str, str]] | None = None
+    reasons_omitted: int | None = None
+    """How many reasons the rejection had beyond those listed (only when some were left out)."""
 
     @classmethod
     def recorded(cls, receipt: Receipt) -> Acquittal:
@@ -151,7 +215,13 @@ class Acquittal:
 
     @classmethod
     def rejected(cls, rejection: Rejection) -> Acquittal:
-        return cls("rejected", rejection.correlation_id, rejection.event_type, reasons=rejection.problems)
+        return cls(
+            "rejected",
+            rejection.correlation_id,
+            rejection.event_type,
+            reasons=rejection.problems,
+            reasons_omitted=rejection.problems_omitted or None,
+        )
 
     def encode(self) -> bytes:
         """JSON; ``status``, ``correlation_id`` and ``event_type`` always (null when unknown: an

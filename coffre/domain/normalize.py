@@ -45,9 +45,15 @@ def normalize(raw: bytes, *, id_evt: int | None = None, limits: Limits = DEFAULT
         raise
     except Exception as exc:  # a defect, never the input's fault alone: refuse it visibly
         log.exception("normalization failed unexpectedly")
-        raise Rejected(
-            [Problem(ReasonCode.INVALID_VALUE, "/", f"internal error: {type(exc).__name__}")]
-        ) from exc
+        raise internal_error(exc) from exc
+
+
+def internal_error(exc: BaseException, event_type: str | None = None) -> Rejected:
+    """The refusal of an input that met a defect of coffre's (INTERNAL_ERROR): the input is kept,
+    on the rejections topic, rather than crash the service that read it."""
+    return Rejected(
+        [Problem(ReasonCode.INTERNAL_ERROR, "/", f"internal error: {type(exc).__name__}: {exc}")], event_type
+    )
 
 
 def _read(raw: bytes, limits: Limits) -> tuple[str, type[Event], dict[str, Any], list[Problem]]:

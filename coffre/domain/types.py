@@ -19,6 +19,13 @@ from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
 from .errors import ReasonCode
+from .limits import (
+    MAX_DECIMAL_FRACTION_DIGITS,
+    MAX_DECIMAL_INTEGER_DIGITS,
+    MAX_ID,
+    MAX_INTEGER_DIGITS,
+    MAX_TEXT_CHARS,
+)
 
 _WS = re.compile(r"[ \t\r\n]+")
 _NOT_XML_CHAR = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -38,9 +45,17 @@ def _text(value: Any) -> str:
     """Text content from XML (str) or JSON (str, or an integer for convenience).
 
     Characters XML 1.0 cannot carry (NUL, most controls, lone surrogates) are refused:
-    JSON can hold them, the archive could not.
+    JSON can hold them, the archive could not. No text is longer than
+    :data:`~coffre.domain.limits.MAX_TEXT_CHARS`, whatever its type.
     """
     if isinstance(value, str):
+        if len(value) > MAX_TEXT_CHARS:
+            raise fail(
+                ReasonCode.LIMIT_EXCEEDED,
+                "{length} characters: coffre takes at most {limit} in one value",
+                length=len(value),
+                limit=MAX_TEXT_CHARS,
+            )
         bad = _NOT_XML_CHAR.search(value)
         if bad:
             raise fail(
@@ -50,7 +65,7 @@ def _text(value: Any) -> str:
             )
         return value
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+        return str(_bounded_int(value))
     raise fail(ReasonCode.INVALID_VALUE, "expected text, got {kind}", kind=type(value).__name__)
 
 
@@ -172,7 +187,7 @@ def _decimal(value: Any) -> Decimal:
             raise fail(ReasonCode.INVALID_DECIMAL, "decimal must be finite")
         result = value
     elif isinstance(value, int):
-        result = Decimal(value)
+        result = Decimal(_bounded_int(value))
     elif isinstance(value, str):
         text = value.strip()
         if not _XS_DECIMAL.fullmatch(text):
@@ -185,9 +200,32 @@ def _decimal(value: Any) -> Decimal:
         raise fail(ReasonCode.INVALID_DECIMAL, "amounts are exact decimals: send text, not a binary float")
     else:
         raise fail(ReasonCode.INVALID_DECIMAL, "expected a decimal, got {kind}", kind=type(value).__name__)
+    _check_digits(result)
     if result == 0:
         result = abs(result)  # -0.00 -> 0.00: one lexical form for zero
     return result
+
+
+def _check_digits(value: Decimal) -> None:
+    """coffre's bound on a decimal, read from its exponent and digit count (never by writing it
+    out: ``1E+999999999`` would take gigabytes), so the check costs the same for any value."""
+    _, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    whole = len(digits) + exponent if digits != (0,) else 1
+    if whole > MAX_DECIMAL_INTEGER_DIGITS:
+        raise fail(
+            ReasonCode.LIMIT_EXCEEDED,
+            "a decimal of {digits} digits before the point: coffre takes at most {limit}",
+            digits=whole,
+            limit=MAX_DECIMAL_INTEGER_DIGITS,
+        )
+    if -exponent > MAX_DECIMAL_FRACTION_DIGITS:
+        raise fail(
+            ReasonCode.LIMIT_EXCEEDED,
+            "a decimal of {digits} digits after the point: coffre takes at most {limit}",
+            digits=-exponent,
+            limit=MAX_DECIMAL_FRACTION_DIGITS,
+        )
 
 
 def _non_negative_decimal(value: Any) -> Decimal:
@@ -197,14 +235,35 @@ def _non_negative_decimal(value: Any) -> Decimal:
     return result
 
 
+def _too_many_digits() -> PydanticCustomError:
+    return fail(
+        ReasonCode.LIMIT_EXCEEDED,
+        "an integer of more than {limit} digits: coffre takes at most {limit}",
+        limit=MAX_INTEGER_DIGITS,
+    )
+
+
+def _bounded_int(value: int) -> int:
+    if abs(value) >= 10**MAX_INTEGER_DIGITS:
+        raise _too_many_digits()
+    return value
+
+
 def _integer(value: Any) -> int:
+    """An integer of at most 18 digits, checked before it is converted (a 4,000-digit string or
+    ``1E+999999999`` from JSON is refused in time linear in its length)."""
     if isinstance(value, bool):
         raise fail(ReasonCode.INVALID_INTEGER, "expected an integer, got a boolean")
     if isinstance(value, int):
-        return value
+        return _bounded_int(value)
     if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        if value and value.adjusted() >= MAX_INTEGER_DIGITS:
+            raise _too_many_digits()
         return int(value)
     if isinstance(value, str) and _XS_INTEGER.fullmatch(value.strip()):
+        digits = value.strip().lstrip("+-").lstrip("0")
+        if len(digits) > MAX_INTEGER_DIGITS:
+            raise _too_many_digits()
         return int(value.strip())
     raise fail(ReasonCode.INVALID_INTEGER, "'{value}' is not an integer", value=value)
 
@@ -222,6 +281,18 @@ NonNegDec = Annotated[Decimal, BeforeValidator(_non_negative_decimal)]
 """types:nonNegativeDecimal / Common ``mouvement``: refused with NEGATIVE_AMOUNT below zero."""
 Integer = Annotated[int, BeforeValidator(_integer)]
 NonNegInt = Annotated[int, BeforeValidator(_non_negative_integer)]
+
+
+def _id_number(value: Any) -> int:
+    result = _non_negative_integer(value)
+    if result > MAX_ID:
+        raise fail(ReasonCode.LIMIT_EXCEEDED, "{value} is over {limit}", value=result, limit=MAX_ID)
+    return result
+
+
+IdNumber = Annotated[int, BeforeValidator(_id_number)]
+"""``IDCoffre`` and ``IDEvt``: 0 .. :data:`~coffre.domain.limits.MAX_ID`, the range every store,
+archive path and the regulator API hold (the schema's ``xs:nonNegativeInteger`` is unbounded)."""
 
 
 def bounded_integer(

@@ -11,12 +11,13 @@ import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coffre import metrics
-from coffre.adapters.kafka import CONSUMER_TUNING, ensure_topics
+from coffre.adapters.kafka import CONSUMER_TUNING
+from coffre.adapters.service import ensure_coffre_topics
 from coffre.config import Settings
 from coffre.domain.codec import Limits
 from coffre.ops import BrokerCheck, Ops, writable_dir
 
-from .step import InputMessage, ingest_batch
+from .step import IngestStep, InputMessage
 from .store import IngestStore
 
 log = logging.getLogger("coffre.ingest")
@@ -80,11 +81,12 @@ def build_app(settings: Settings) -> faust.App:
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         producer_linger_ms=0,
+        producer_max_request_size=settings.max_message_bytes,
         stream_wait_empty=False,
     )
     source = app.topic(topics.events_in, value_serializer="raw", key_serializer="raw", allow_empty=True)
     store = IngestStore(data / "store.sqlite")
-    limits = Limits(max_bytes=settings.max_event_bytes)
+    step = IngestStep(store, topics, Limits(max_bytes=settings.max_event_bytes), settings.max_message_bytes)
     ops = Ops("ingest", settings)
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
     ops.add_check("store", writable_dir(data))
@@ -138,7 +140,7 @@ def build_app(settings: Settings) -> faust.App:
                     # synchronous on purpose: faust acks a batch's events when the agent leaves it,
                     # cancelled (SIGTERM) or not, so no await may stand between taking the batch and
                     # its durable write; a worker thread only added GIL hand-offs to the latency
-                    counts = ingest_batch(batch, store, topics, limits)
+                    counts = step.run(batch)
                     await publish_outbox()
                 except Exception:
                     # faust acks a batch even when its body fails: die before it can, so the
@@ -163,11 +165,7 @@ def build_app(settings: Settings) -> faust.App:
 
 def run(settings: Settings) -> None:
     """``coffre ingest``: create the topics, then run the faust worker until SIGTERM."""
-    asyncio.run(
-        ensure_topics(
-            settings.bootstrap_servers, settings.topic_partitions, replication=settings.replication_factor
-        )
-    )
+    asyncio.run(ensure_coffre_topics(settings))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     app = build_app(settings)

@@ -25,6 +25,10 @@ from pathlib import Path
 from coffre.domain.messages import Headers
 from coffre.metrics import FSYNC_SECONDS
 
+STORE_FAILURES = (sqlite3.OperationalError, OSError, MemoryError)
+"""Failures of the store itself (disk full, I/O error, locked database), not of one input's values:
+these stop ingest, which a restart resumes; any other failure of a commit is tied to an input."""
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (
     id_oper TEXT NOT NULL, id_coffre INTEGER NOT NULL, last_id_evt INTEGER NOT NULL,
@@ -60,11 +64,16 @@ class Transaction:
         self._counters: dict[tuple[str, int], int] = {}
         self.rows: list[tuple[bytes, int, int, str, bytes | None, bytes, Headers]] = []
 
-    def next_id_evt(self, id_oper: str, id_coffre: int) -> int:
+    def peek_id_evt(self, id_oper: str, id_coffre: int) -> int:
+        """The IDEvt the coffre's next event takes, without taking it."""
         key = (id_oper, id_coffre)
-        current = self._counters.get(key, self._store.last_id_evt(id_oper, id_coffre))
-        self._counters[key] = current + 1
-        return current + 1
+        return self._counters.get(key, self._store.last_id_evt(id_oper, id_coffre)) + 1
+
+    def next_id_evt(self, id_oper: str, id_coffre: int) -> int:
+        """Take the coffre's next IDEvt (durable with the transaction)."""
+        id_evt = self.peek_id_evt(id_oper, id_coffre)
+        self._counters[(id_oper, id_coffre)] = id_evt
+        return id_evt
 
     def add(
         self,

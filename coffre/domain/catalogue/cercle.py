@@ -18,6 +18,7 @@ from ..types import (
     CercleFormat,
     DateTime12,
     Dec,
+    IdNumber,
     NonNegDec,
     NonNegInt,
     OpId,
@@ -42,9 +43,9 @@ class CercleAnonymous(Event):
     retransmission: AttributeSwitch = spelled("retransmission", "Retransmission", default=False)
     test: AttributeSwitch = spelled("test", "Test", default=False)
     IDOper: OpId
-    IDCoffre: NonNegInt
+    IDCoffre: IdNumber
     DateEvt: DateTime12
-    IDEvt: NonNegInt
+    IDEvt: IdNumber
     Supervision: FlagField = spelled("Supervision", "supervision", default=False)
 
 

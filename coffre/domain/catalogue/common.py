@@ -11,8 +11,8 @@ from __future__ import annotations
 from ..errors import ReasonCode
 from ..types import (
     DateTime12,
+    IdNumber,
     IPFull,
-    NonNegInt,
     OpId,
     Sha1,
     fr_string,
@@ -43,14 +43,14 @@ class AnonymousHeader(Event):
 
     IDOper: OpId
     DateEvt: DateTime12
-    IDEvt: NonNegInt
-    IDCoffre: NonNegInt
+    IDEvt: IdNumber
+    IDCoffre: IdNumber
 
 
 class _PlayerIdentity(Event):
     IDOper: OpId
     DateEvt: DateTime12
-    IDEvt: NonNegInt
+    IDEvt: IdNumber
     IDJoueur: String64
     HashJoueur: Sha1
     IDSession: String256
@@ -62,7 +62,7 @@ class _PointOfSale(XmlModel):
 
 
 class _CoffreAndSupervision(XmlModel):
-    IDCoffre: NonNegInt
+    IDCoffre: IdNumber
     Supervision: FlagField = spelled("Supervision", "supervision", default=False)
 
 
