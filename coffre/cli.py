@@ -79,12 +79,22 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
 
 
 def cmd_annex_examples(args: argparse.Namespace) -> int:
-    """Write the annex 1.4.3 examples (read from the annex text) into a folder."""
-    from .domain.annex import annex_examples
+    """Write the annex 1.4.3 examples (read from the annex text) into a folder: a cross-check
+    of the demo's annex events, for whoever holds the regulator's text."""
+    import os
 
+    from .domain.annex import ANNEX_ENV, ANNEX_NAME, annex_examples
+
+    annex = args.annex or os.environ.get(ANNEX_ENV)
+    if not annex:
+        print(
+            f"coffre annex-examples: name the annex text ({ANNEX_NAME}) with --annex or ${ANNEX_ENV}",
+            file=sys.stderr,
+        )
+        return 2
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
-    for letter, raw in annex_examples(args.annex).items():
+    for letter, raw in annex_examples(annex).items():
         target = folder / f"1.4.3.{letter}.xml"
         target.write_bytes(raw)
         print(target)
@@ -107,24 +117,34 @@ def cmd_service(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(label: str, outcome: object) -> str:
+def _describe(label: str, outcome: object, chain_digits: int = 64) -> str:
+    """One line per outcome; the demo shortens the chain hash (its verification follows)."""
     from .client import Outcome
 
     assert isinstance(outcome, Outcome)
+
+    def chain(digest: str | None) -> str:
+        text = digest or ""
+        return text if len(text) <= chain_digits else f"{text[:chain_digits]}…"
+
     if outcome.acquittal and outcome.status == "recorded":
         a = outcome.acquittal
-        return f"{label}: {a.event_type} recorded, acquitted: IDOper {a.id_oper} IDCoffre {a.id_coffre} IDEvt {a.id_evt} chain {a.chain_hash}"
+        return f"{label}: {a.event_type} recorded, acquitted: IDOper {a.id_oper} IDCoffre {a.id_coffre} IDEvt {a.id_evt} chain {chain(a.chain_hash)}"
     if outcome.acquittal:
         reasons = "; ".join(f"{r['code']} {r['path']}" for r in outcome.acquittal.reasons or [])
         return f"{label}: rejected: {reasons}"
     r = outcome.receipt
     assert r is not None
     why = "synthesis event" if not r.supervised else "Supervision"
-    return f"{label}: {r.event_type} recorded without acquittal ({why}): IDOper {r.id_oper} IDCoffre {r.id_coffre} IDEvt {r.id_evt} chain {r.chain_hash}"
+    return f"{label}: {r.event_type} recorded without acquittal ({why}): IDOper {r.id_oper} IDCoffre {r.id_coffre} IDEvt {r.id_evt} chain {chain(r.chain_hash)}"
 
 
 async def _submit_all(
-    bootstrap: str, settings: Settings, items: list[tuple[str, bytes]], timeout: float
+    bootstrap: str,
+    settings: Settings,
+    items: list[tuple[str, bytes]],
+    timeout: float,
+    chain_digits: int = 64,
 ) -> int:
     from .client import CoffreClient
 
@@ -137,7 +157,7 @@ async def _submit_all(
                 print(f"{label}: no outcome within {timeout:.0f}s", flush=True)
                 failures += 1
                 continue
-            print(_describe(label, outcome), flush=True)
+            print(_describe(label, outcome, chain_digits), flush=True)
             failures += outcome.status == "rejected"
     return failures
 
@@ -154,8 +174,23 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0 if failures == 0 and items else 1
 
 
+def _demo() -> list[tuple[str, bytes]]:
+    """The packaged demo events, each with its line of story; exit 2 if one does not normalize."""
+    from .demo import DemoEventError, load_demo
+
+    try:
+        events = load_demo()
+    except DemoEventError as exc:
+        print("coffre up: the demo's events do not normalize:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return [(event.line, event.raw) for event in events]
+
+
 def cmd_up(args: argparse.Namespace) -> int:
-    """The whole stack on this machine (embedded broker unless --bootstrap)."""
+    """The whole stack on this machine (embedded broker unless --bootstrap). The settings and
+    the demo's events are checked before anything starts (exit 2)."""
     import asyncio
     import signal
     import threading
@@ -165,6 +200,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     overrides = {"data_dir": args.data} if args.data else {}
     settings = load_settings(**overrides)
+    demo = _demo() if args.demo else []
     stack = Stack(settings, bootstrap=args.bootstrap)
     bootstrap = stack.start()
     print(
@@ -187,10 +223,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     failures = 0
     try:
         if args.demo:
-            from .domain.annex import annex_examples
-
-            examples = [(f"annex 1.4.3.{letter}", raw) for letter, raw in annex_examples(args.annex).items()]
-            failures = asyncio.run(_submit_all(bootstrap, settings, examples, timeout=90.0))
+            print(
+                f"demo: {len(demo)} events shipped with coffre: the annex 1.4.3 examples' facts, "
+                "then tournament T-42 from a deposit to a withdrawal",
+                flush=True,
+            )
+            failures = asyncio.run(_submit_all(bootstrap, settings, demo, timeout=90.0, chain_digits=16))
         if not args.once:
             print("running; Ctrl-C or SIGTERM stops it", flush=True)
             done = threading.Event()
@@ -360,13 +398,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--bootstrap", default=None, metavar="HOST:PORT", help="use this Kafka instead of the embedded broker"
     )
     p.add_argument(
-        "--demo", action="store_true", help="publish the annex 1.4.3 examples and print each outcome"
+        "--demo",
+        action="store_true",
+        help="publish the demo's events (shipped with coffre: the annex 1.4.3 examples' facts and a "
+        "small tournament) and print each outcome; `coffre publish` publishes other files",
     )
     p.add_argument("--once", action="store_true", help="exit after the demo instead of running on")
     p.add_argument("--data", default=None, help="data folder (default: $COFFRE_DATA_DIR or var)")
-    p.add_argument(
-        "--annex", default=None, help="the annex Markdown (default: $COFFRE_DET_ANNEX or ../shared/spec/…)"
-    )
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser(
@@ -427,9 +465,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each outcome")
     p.set_defaults(func=cmd_publish)
 
-    p = sub.add_parser("annex-examples", help="extract the annex 1.4.3 example events into a folder")
+    p = sub.add_parser(
+        "annex-examples",
+        help="extract the annex 1.4.3 example events from the annex text into a folder (a cross-check)",
+    )
     p.add_argument(
-        "--annex", default=None, help="the annex Markdown (default: $COFFRE_DET_ANNEX or ../shared/spec/…)"
+        "--annex", default=None, help="the annex Markdown (default: $COFFRE_DET_ANNEX; there is no other)"
     )
     p.add_argument("--out", default="var/annex-examples", help="folder to write them to")
     p.set_defaults(func=cmd_annex_examples)

@@ -2,7 +2,8 @@
 
 The embedded broker (Tansu, in memory) unless ``--bootstrap`` names a Kafka, the topics,
 and the three services as child processes (as they run in Kubernetes, one process each),
-their logs under ``<data>/logs``.
+their logs under ``<data>/logs``. Before any of them starts, :meth:`Stack.check` refuses the
+settings a service would refuse at its own start (exit 2, the variable named).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .adapters.archive import signing_files
+from .adapters.archive import signer, trust_store
 from .adapters.broker import EmbeddedBroker
 from .adapters.kafka import ensure_topics
-from .adapters.tls import DevelopmentTls, development_tls
-from .config import Settings
+from .adapters.keys import KeyFileError
+from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
+from .config import Settings, configuration_error
 
 SERVICES = ("ingest", "vault", "acquittal")
 
@@ -35,14 +37,10 @@ class Stack:
     """The regulator API's development certificates and token, when none is configured."""
 
     def start(self, services: tuple[str, ...] = SERVICES) -> str:
-        data = Path(self.settings.data_dir)
-        (data / "logs").mkdir(parents=True, exist_ok=True)
+        self.check()
         if self.bootstrap is None:
-            self.broker = EmbeddedBroker(log_path=data / "logs" / "broker.log")
+            self.broker = EmbeddedBroker(log_path=Path(self.settings.data_dir) / "logs" / "broker.log")
             self.bootstrap = self.broker.start()
-        signing_files(self.settings)  # the development key, made once here rather than raced for
-        if self.settings.api_port and self.settings.api_tls_cert is None:
-            self.api_tls = development_tls(data / "tls")  # made here once, for the demo's curl line
         asyncio.run(
             ensure_topics(
                 self.bootstrap, self.settings.topic_partitions, replication=self.settings.replication_factor
@@ -51,6 +49,50 @@ class Stack:
         for name in services:
             self.spawn(name)
         return self.bootstrap
+
+    def check(self) -> None:
+        """What the services would refuse at their start, refused before anything starts: one
+        line naming the variable, exit 2 (as :func:`coffre.config.load_settings`). It also makes,
+        once, the development signing key and TLS material the children would race for."""
+        s = self.settings
+        _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
+        if s.archive_backend == "local":
+            _folder("COFFRE_ARCHIVE_DIR" if s.archive_dir else "COFFRE_DATA_DIR", s.archive_root)
+        if s.vault_replicas != 1:
+            configuration_error(
+                f"COFFRE_VAULT_REPLICAS: coffre up runs one vault, which would record only its share "
+                f"of the partitions: leave it at 1 (it is {s.vault_replicas})"
+            )
+        if s.ops_port and s.ops_port + len(SERVICES) - 1 > 65535:
+            configuration_error(f"COFFRE_OPS_PORT: coffre up needs it and the next {len(SERVICES) - 1} ports")
+        try:
+            signer(s)
+        except KeyFileError as exc:
+            configuration_error(f"COFFRE_SIGNING_KEY, COFFRE_SIGNING_CERT: {exc}")
+        try:
+            trust_store(s)
+        except (OSError, ValueError) as exc:
+            configuration_error(f"COFFRE_TRUSTED_CERTS: {exc}")
+        if s.api_port:
+            from coffre_vault.regulator_api import SubjectAllowList
+
+            for variable, path in (
+                ("COFFRE_API_TLS_CERT", s.api_tls_cert),
+                ("COFFRE_API_TLS_KEY", s.api_tls_key),
+                ("COFFRE_API_CLIENT_CA", s.api_client_ca),
+                ("COFFRE_API_TOKENS_FILE", s.api_tokens_file),
+            ):
+                _readable(variable, path)
+            material = api_tls_material(s)
+            try:
+                server_ssl_context(material.server_cert, material.server_key, material.client_ca)
+            except ValueError as exc:
+                configuration_error(f"COFFRE_API_TLS_CERT, COFFRE_API_TLS_KEY, COFFRE_API_CLIENT_CA: {exc}")
+            try:
+                SubjectAllowList(material.allowed_subjects)
+            except ValueError as exc:
+                configuration_error(f"COFFRE_API_ALLOWED_SUBJECTS: {exc}")
+            self.api_tls = material.development  # for the demo's curl line
 
     def ops_port(self, name: str) -> int:
         """Each service's /healthz, /readyz and /metrics port: COFFRE_OPS_PORT, + 1, + 2 (0: off)."""
@@ -107,3 +149,20 @@ class Stack:
         if self.broker:
             self.broker.stop()
         return codes
+
+
+def _folder(variable: str, path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        configuration_error(f"{variable}: cannot create {path}: {exc.strerror or exc}")
+
+
+def _readable(variable: str, path: Path | None) -> None:
+    if path is None:
+        return
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        configuration_error(f"{variable}: cannot read {path}: {exc.strerror or exc}")

@@ -1,4 +1,6 @@
-"""Annex 1.4.3 (a to f): the regulator's own poker examples normalize and validate."""
+"""Annex 1.4.3 (a to f): the regulator's own poker examples, read from the annex text when it
+is at hand (``$COFFRE_DET_ANNEX``, or ``../shared/spec/`` beside a clone), normalize and validate.
+The demo's own annex events are checked against them in ``test_demo_events.py``."""
 
 from __future__ import annotations
 
@@ -6,14 +8,14 @@ from decimal import Decimal
 
 import pytest
 
-from coffre.domain.annex import annex_examples, default_annex_path, stitch_fragments
+from coffre.domain.annex import annex_examples, reference_annex_path, stitch_fragments
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
 
 
 @pytest.fixture(scope="module")
 def examples() -> dict[str, bytes]:
-    path = default_annex_path()
+    path = reference_annex_path()
     if not path.is_file():
         pytest.skip(f"the annex text is not at {path} (set COFFRE_DET_ANNEX)")
     return annex_examples(path)

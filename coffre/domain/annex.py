@@ -1,10 +1,11 @@
-"""The example events of annex section 1.4.3 (poker, référentiel 2), read from the annex text.
+"""The example events of annex 1.4.3 (poker, référentiel 2), read from the annex text.
 
-coffre does not ship the regulator's texts. The demo and the tests read the examples from
-the annex's Markdown rendering (``$COFFRE_DET_ANNEX``, else
-``../shared/spec/det-annexe-poker-decision-2016-064.md``). The POJEU example (1.4.3.f) is
-printed across several pages: its code blocks are page fragments that repeat or invent
-closing tags at the page breaks, and :func:`stitch_fragments` reassembles the document.
+A cross-check tool only: coffre does not ship the regulator's texts, and nothing it runs
+reads them. Its demo publishes its own files (:mod:`coffre.demo`), whose annex events carry
+these examples' facts; the tests check them against the annex's Markdown rendering when one is
+at hand (:func:`reference_annex_path`). The POJEU example (1.4.3.f) is printed across several
+pages: its code blocks are page fragments that repeat or invent closing tags at the page
+breaks, and :func:`stitch_fragments` reassembles the document.
 """
 
 from __future__ import annotations
@@ -14,26 +15,25 @@ import re
 from pathlib import Path
 
 ANNEX_ENV = "COFFRE_DET_ANNEX"
+"""Environment variable naming the annex's Markdown rendering."""
+ANNEX_NAME = "det-annexe-poker-decision-2016-064.md"
 _SECTION = re.compile(r"^#+\s*(?:\*\*)?1\.4\.3\.([a-z])\b", re.MULTILINE)
 _CODE_BLOCK = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
 _TOKEN = re.compile(r"<(/?)([A-Za-z_][\w.-]*)([^<>]*?)(/?)>|[^<]+", re.DOTALL)
 
 
-def default_annex_path() -> Path:
+def reference_annex_path() -> Path:
+    """For the cross-checks: ``$COFFRE_DET_ANNEX``, else the regulator's texts kept beside a
+    clone of the project (``../shared/spec/``), which may well be absent."""
     env = os.environ.get(ANNEX_ENV)
     if env:
         return Path(env)
-    return (
-        Path(__file__).resolve().parents[2].parent
-        / "shared"
-        / "spec"
-        / "det-annexe-poker-decision-2016-064.md"
-    )
+    return Path(__file__).resolve().parents[2].parent / "shared" / "spec" / ANNEX_NAME
 
 
-def annex_examples(path: Path | str | None = None) -> dict[str, bytes]:
+def annex_examples(path: Path | str) -> dict[str, bytes]:
     """Letter (``a`` … ``f``) -> the example's XML bytes, in the annex's order."""
-    text = Path(path or default_annex_path()).read_text(encoding="utf-8")
+    text = Path(path).read_text(encoding="utf-8")
     start = text.find("1.4.3 Poker")
     if start < 0:
         raise ValueError("no section 1.4.3 in this annex")

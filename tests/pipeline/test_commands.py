@@ -7,17 +7,13 @@ import re
 import subprocess
 import sys
 
-import pytest
-
-from coffre.domain.annex import default_annex_path
-
 from events import POINSCRIT
 
-ACQUITTED = re.compile(
-    r"^annex 1\.4\.3\.([a-e]): (\w+) recorded, acquitted: IDOper 0099 IDCoffre 1 IDEvt (\d+) chain [0-9a-f]{64}$"
-)
+STORY = r"(?P<story>annex 1\.4\.3\.[a-f]|tournament \d\d): .+"
+COFFRE = r"IDOper 0099 IDCoffre (?P<coffre>[12]) IDEvt (?P<id>\d+) chain [0-9a-f]{16}…$"
+ACQUITTED = re.compile(rf"^{STORY}: (?P<type>\w+) recorded, acquitted: {COFFRE}")
 UNACQUITTED = re.compile(
-    r"^annex 1\.4\.3\.f: POJEU recorded without acquittal \(synthesis event\): .* IDEvt (\d+) chain"
+    rf"^{STORY}: (?P<type>POJEU) recorded without acquittal \(synthesis event\): {COFFRE}"
 )
 
 
@@ -33,33 +29,42 @@ def coffre(
     )
 
 
-def demo_ids(output: str) -> list[int]:
-    lines = output.splitlines()
-    acquitted = [m for m in map(ACQUITTED.match, lines) if m]
-    assert [m.group(2) for m in acquitted] == ["POINSCRIT", "POACHAT", "POGAIN", "POBILAN", "POANNUL"], output
-    pojeu = [m for m in map(UNACQUITTED.match, lines) if m]
-    assert len(pojeu) == 1, output
-    return [int(m.group(3)) for m in acquitted] + [int(pojeu[0].group(1))]
+def demo_ids(output: str) -> dict[int, list[int]]:
+    """IDCoffre -> the IDEvt of each demo line, in the order printed; every demo event printed
+    once, with its acquittal or, for a hand, its receipt."""
+    lines = [
+        m for m in (ACQUITTED.match(line) or UNACQUITTED.match(line) for line in output.splitlines()) if m
+    ]
+    assert [m["story"] for m in lines] == [f"annex 1.4.3.{c}" for c in "abcdef"] + [
+        f"tournament {n:02d}" for n in range(1, 22)
+    ], output
+    assert [m["type"] for m in lines[:6]] == ["POINSCRIT", "POACHAT", "POGAIN", "POBILAN", "POANNUL", "POJEU"]
+    ids: dict[int, list[int]] = {}
+    for m in lines:
+        ids.setdefault(int(m["coffre"]), []).append(int(m["id"]))
+    return ids
 
 
 def test_up_demo_once_twice_on_one_data_folder(tmp_path):
-    """The README's run command. The second run starts a new in-memory broker whose offsets
-    begin at 0 again: its events are new inputs (not redeliveries), and IDEvt goes on from the
-    data folder's state."""
-    if not default_annex_path().is_file():
-        pytest.skip("the annex text is absent")
-    first = coffre("up", "--demo", "--once", "--data", str(tmp_path))
+    """The README's run command: the packaged demo, nothing else needed. The second run starts a
+    new in-memory broker whose offsets begin at 0 again: its events are new inputs (not
+    redeliveries), and IDEvt goes on from the data folder's state."""
+    env = {"COFFRE_ARJEL_REFERENCE": "/nonexistent", "COFFRE_DET_ANNEX": "/nonexistent"}
+    first = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert demo_ids(first.stdout) == [1, 2, 3, 4, 5, 6]
+    assert demo_ids(first.stdout) == {1: list(range(1, 7)), 2: list(range(1, 22))}
+    assert "demo: 27 events shipped with coffre" in first.stdout
     assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0}" in first.stdout
     # the vault sealed what it recorded before it stopped, and the archive verifies
     assert f"archive: {tmp_path}/archive" in first.stdout
     assert f"certificate: {tmp_path}/keys/signing-cert.pem" in first.stdout
     assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
-    second = coffre("up", "--demo", "--once", "--data", str(tmp_path))
+    assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
+    second = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert demo_ids(second.stdout) == [7, 8, 9, 10, 11, 12]
+    assert demo_ids(second.stdout) == {1: list(range(7, 13)), 2: list(range(22, 43))}
     assert "  coffre 0099/1: 2 lot(s), 12 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout
+    assert "  coffre 0099/2: 2 lot(s), 42 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout
     verify = coffre(
         "verify", str(tmp_path / "archive"), "--cert", str(tmp_path / "keys" / "signing-cert.pem")
     )

@@ -1,17 +1,15 @@
-"""The three services on a real broker, as separate processes: the annex examples get
-their acquittals (POJEU excepted), a bad event gets its rejection, and no acquittal
-exists for an event the vault did not record."""
+"""The three services on a real broker, as separate processes: the annex examples' facts (the
+demo's own annex events) get their acquittals (POJEU excepted), a bad event gets its rejection,
+and no acquittal exists for an event the vault did not record."""
 
 from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import drain
 from coffre.client import CoffreClient
-from coffre.domain.annex import annex_examples, default_annex_path
+from coffre.demo import load_demo
 from coffre.domain.messages import Acquittal, Rejection
 from coffre.stack import Stack
 
@@ -25,11 +23,9 @@ async def submit_all(stack: Stack, events: list[bytes], timeout: float = 60.0) -
 
 
 def test_annex_examples_and_a_bad_event(stack):
-    if not default_annex_path().is_file():
-        pytest.skip("the annex text is absent")
-    examples = annex_examples()
+    examples = [e.raw for e in load_demo() if e.story == "annex"]
     bad = POINSCRIT.replace(b"<IDOper>0099", b"<IDOper>099")
-    outcomes = asyncio.run(submit_all(stack, [*examples.values(), bad]))
+    outcomes = asyncio.run(submit_all(stack, [*examples, bad]))
     statuses = [o.status for o in outcomes]
     assert statuses == ["recorded"] * 5 + ["recorded-without-acquittal", "rejected"]
     assert [o.acquittal.event_type for o in outcomes[:5]] == [

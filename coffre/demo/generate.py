@@ -1,0 +1,583 @@
+"""Write the demo's event files (``events/``). Not used at run time: the files it wrote ship.
+
+``events/tournament/``: a small sit-and-go, T-42, on coffre 0099/2, told as an operator's
+platforms would send it: a deposit, five registrations, one cancelled, five hands of Texas
+Hold'em No Limit played by pokerkit (so the betting order is legal, each card is dealt once
+and the showdowns are won by the best hand), a re-buy, the bounties, each player's result and
+a withdrawal. The players' account balances follow from one event to the next, and so do
+their chips from one hand to the next.
+
+``events/annex/``: the facts of the annex 1.4.3 examples (a to f), read from the annex text
+with :func:`coffre.domain.annex.annex_examples` and written in the schema form coffre emits.
+
+pokerkit is not one of coffre's dependencies; install it beside coffre to regenerate::
+
+    pip install --target /tmp/pokerkit pokerkit
+    PYTHONPATH=/tmp/pokerkit .venv/bin/python -m coffre.demo.generate [--annex det-annexe-….md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+EVENTS = Path(__file__).resolve().parent / "events"
+OPER, COFFRE = "0099", 2
+TECH = "T-42"
+TOURNAMENT = "Sit & Go du dimanche T-42 (10 €, bounty 2 €)"
+FORMAT = "T/AG"  # a tournament with re-buys (A) and bounties (G)
+BUY_IN = Decimal("10.00")
+BOUNTY = Decimal("2.00")
+STACK = 1500  # chips for a registration or a re-buy
+DAY = "2026-03-01"
+ZONE = "+01:00"  # the platform sends Paris time; coffre records UTC
+HEADER = "coffre's demo: tournament T-42 on coffre 0099/2. Written by coffre/demo/generate.py; do not edit."
+
+# -- the players ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Player:
+    name: str
+    identity: str  # PRENOM + NOM + AAAAMMJJ + VILLE, hashed into HashJoueur (fictitious people)
+    ip: str
+    seat: int
+    balance: Decimal
+    chips: int = 0
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha1(self.identity.encode()).hexdigest().upper()
+
+    @property
+    def session(self) -> str:
+        return f"sess-{self.name}-0301"
+
+    @property
+    def inscription(self) -> str:
+        return f"T42-{self.name}"
+
+
+PLAYERS = {
+    p.name: p
+    for p in (
+        Player("alice", "ALICEMARTIN19910412LYON", "198.51.100.7", 1, Decimal("0.00")),
+        Player("bruno", "BRUNOPETIT19850923LILLE", "2001:db8:4a::12", 2, Decimal("35.50")),
+        Player("chloe", "CHLOEROUX19990102NANTES", "203.0.113.45", 3, Decimal("120.00")),
+        Player("david", "DAVIDMOREAU19770630BREST", "198.51.100.201", 4, Decimal("18.20")),
+        Player("emma", "EMMALEFEBVRE20010315PAU", "2001:db8:77::3", 5, Decimal("60.00")),
+    )
+}
+
+
+def when(hhmmss: str) -> str:
+    return f"{DAY}T{hhmmss}{ZONE}"
+
+
+# -- writing events ---------------------------------------------------------------------------------
+
+
+def element(tag: str, *children: ET.Element, text: object = None, **attributes: str) -> ET.Element:
+    node = ET.Element(tag, attributes)
+    node.extend(children)
+    if text is not None:
+        node.text = str(text)
+    return node
+
+
+def fields(**values: object) -> list[ET.Element]:
+    """One element per value (None: absent); a value that is already an element is kept."""
+    return [
+        value if isinstance(value, ET.Element) else element(tag, text=value)
+        for tag, value in values.items()
+        if value is not None
+    ]
+
+
+def xml_document(root: ET.Element, comment: str) -> bytes:
+    ET.indent(root)
+    body = ET.tostring(root, encoding="unicode")
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n<!-- {comment} -->\n{body}\n'.encode()
+
+
+def player_header(p: Player, at: str) -> dict[str, object]:
+    """The cercle header and player id of POINSCRIT, POACHAT, POGAIN, POBILAN, POANNUL."""
+    return {
+        "IDOper": OPER,
+        "IDCoffre": COFFRE,
+        "DateEvt": when(at),
+        "IDEvt": None,  # see Story.number
+        "IDJoueur": p.name,
+        "HashJoueur": p.hash,
+        "IPJoueur": p.ip,
+        "IDSession": p.session,
+        "Inscription": p.inscription,
+        "Tech": TECH,
+    }
+
+
+def move(p: Player, amount: Decimal) -> dict[str, object]:
+    """SoldeAvant/SoldeMouvement/SoldeApres for a movement of ``amount`` (negative: a debit)."""
+    before = p.balance
+    p.balance += amount
+    return {"SoldeAvant": before, "SoldeMouvement": abs(amount), "SoldeApres": p.balance}
+
+
+@dataclass
+class Story:
+    """The tournament's events in order, each a file name and its bytes."""
+
+    files: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def number(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The event's IDEvt: its place in the story, as a platform would number it (ingest
+        assigns the coffre's own IDEvt anyway)."""
+        return {k: len(self.files) + 1 if k == "IDEvt" else v for k, v in values.items()}
+
+    def add(self, slug: str, ext: str, content: bytes) -> None:
+        self.files.append((f"{len(self.files) + 1:02d}-{slug}.{ext}", content))
+
+    def po(self, tag: str, slug: str, what: str, **values: object) -> None:
+        root = element(tag, *fields(**self.number(values)))
+        self.add(f"{tag}-{slug}", "xml", xml_document(root, f"{HEADER} {what}"))
+
+    def cj(self, tag: str, slug: str, p: Player, at: str, **values: object) -> None:
+        """An account event, as JSON: the operator's account platform sends JSON."""
+        header = {"IDOper": OPER, "DateEvt": when(at), "IDEvt": None, "IDJoueur": p.name}
+        header |= {"HashJoueur": p.hash, "IDSession": p.session, "IPJoueur": p.ip, "IDCoffre": COFFRE}
+        data = self.number(header | values)
+        event = {tag: {k: str(v) if isinstance(v, Decimal) else v for k, v in data.items()}}
+        self.add(f"{tag}-{slug}", "json", (json.dumps(event, ensure_ascii=False, indent=2) + "\n").encode())
+
+    # the player events of annex 1.3.6.c
+
+    def register(self, name: str, at: str) -> None:
+        p = PLAYERS[name]
+        p.chips = STACK
+        self.po(
+            "POINSCRIT",
+            name,
+            f"{name} registers.",
+            **player_header(p, at),
+            Description=TOURNAMENT,
+            Format=FORMAT,
+            **move(p, -BUY_IN),
+        )
+
+    def cancel(self, name: str, at: str, motif: str, info: str) -> None:
+        p = PLAYERS[name]
+        p.chips = 0
+        finance = move(p, BUY_IN)
+        self.po(
+            "POANNUL", name, f"{name} cancels.", **player_header(p, at), Motif=motif, **finance, Info=info
+        )
+
+    def rebuy(self, name: str, at: str) -> None:
+        p = PLAYERS[name]
+        p.chips += STACK
+        self.po(
+            "POACHAT",
+            name,
+            f"{name} buys {STACK} chips again.",
+            **player_header(p, at),
+            Description=f"Recave : {STACK} jetons",
+            **move(p, -BUY_IN),
+        )
+
+    def bounty(self, name: str, victim: str, at: str) -> None:
+        p = PLAYERS[name]
+        self.po(
+            "POGAIN",
+            f"{name}-{victim}",
+            f"{name}'s bounty on {victim}.",
+            **player_header(p, at),
+            Description=f"Bounty pour avoir éliminé {victim}",
+            **move(p, BOUNTY),
+        )
+
+    def result(self, name: str, place: int, prize: Decimal, at: str) -> None:
+        p = PLAYERS[name]
+        self.po(
+            "POBILAN",
+            name,
+            f"{name} ends in place {place}.",
+            **player_header(p, at),
+            Classement=place,
+            **move(p, prize),
+        )
+
+    # the account events (CJ)
+
+    def deposit(self, name: str, amount: Decimal, at: str) -> None:
+        p = PLAYERS[name]
+        self.cj(
+            "CPTEALIM",
+            name,
+            p,
+            at,
+            IDRef=f"dep-{name}-0301",
+            DateDemande=when(at),
+            DateEffective=when(at),
+            **move(p, amount),
+            MoyenPaiement="CB VISA",
+            TypeMoyenPaiement="CarteBancaire",
+        )
+
+    def withdraw(self, name: str, amount: Decimal, at: str) -> None:
+        p = PLAYERS[name]
+        self.cj(
+            "CPTERETRAIT",
+            name,
+            p,
+            at,
+            IDRef=f"wd-{name}-0301",
+            DateDemande=when(at),
+            SoldeDemande=amount,
+            **move(p, -amount),
+        )
+
+    def hand(self, hand: Hand) -> None:
+        self.po("POJEU", f"hand-{hand.number}", f"Hand {hand.number}, played by pokerkit.", **hand.play())
+
+
+# -- the hands --------------------------------------------------------------------------------------
+
+Action = tuple[str, str] | tuple[str, str, int]
+"""(player, "fold" | "check" | "call"), or (player, "raise", the street's total it raises to)."""
+
+
+@dataclass
+class Hand:
+    """One hand: the players in pokerkit's order (small blind, big blind, …, button; heads-up:
+    big blind, button), their hole cards, the board, and each decision in turn."""
+
+    number: int
+    start: str  # hh:mm:ss of the blinds
+    blinds: tuple[int, int]
+    order: tuple[str, ...]
+    holes: dict[str, str]
+    board: str
+    decisions: list[Action]
+    expected: dict[str, int]  # each player's result, checked against pokerkit's
+
+    def play(self) -> dict[str, Any]:
+        from pokerkit import Automation, Mode, NoLimitTexasHoldem
+
+        players = [PLAYERS[name] for name in self.order]
+        state = NoLimitTexasHoldem.create_state(
+            (
+                Automation.ANTE_POSTING,
+                Automation.BET_COLLECTION,
+                Automation.BLIND_OR_STRADDLE_POSTING,
+                Automation.HOLE_CARDS_SHOWING_OR_MUCKING,
+                Automation.HAND_KILLING,
+                Automation.CHIPS_PUSHING,
+                Automation.CHIPS_PULLING,
+            ),
+            True,
+            0,
+            self.blinds,
+            self.blinds[1],
+            tuple(p.chips for p in players),
+            len(players),
+            mode=Mode.TOURNAMENT,
+        )
+        for card in range(2):  # one card at a time round the table, from the small blind
+            for p in players:
+                state.deal_hole(self.holes[p.name][2 * card : 2 * card + 2])
+        board, decisions = self.board, list(self.decisions)
+        while state.status:
+            if state.can_burn_card():
+                state.burn_card("??")  # burnt cards are not recorded
+            elif state.can_deal_board():
+                count = 3 if not state.board_cards else 1
+                state.deal_board(board[: 2 * count])
+                board = board[2 * count :]
+            else:
+                who, what, *to = decisions.pop(0)
+                assert players[state.actor_index].name == who, (self.number, who, state.actor_index)
+                if what == "fold":
+                    state.fold()
+                elif what in ("check", "call"):
+                    assert (what == "check") == (state.checking_or_calling_amount == 0), (self.number, who)
+                    state.check_or_call()
+                else:
+                    state.complete_bet_or_raise_to(to[0])
+        assert not decisions and not board, f"hand {self.number}: unused decisions or cards"
+        results = {p.name: int(payoff) for p, payoff in zip(players, state.payoffs, strict=True)}
+        assert results == self.expected, (self.number, results)
+        rounds, totals = self.rounds(state.operations, players)
+        joueurs = {}
+        for p, final in zip(players, state.stacks, strict=True):
+            before, after = p.chips, int(final)
+            assert after == before + results[p.name]
+            finance = fields(
+                Net=results[p.name], Total=totals[p.name], CaveAvant=before, CaveApres=after, Unite="jetons"
+            )
+            joueurs[p.seat] = element(
+                "Joueur",
+                *fields(IDOper=OPER, IDJoueur=p.name, IPJoueur=p.ip, Siege=p.seat, Inscription=p.inscription),
+                element("Finance", *finance),
+            )
+            p.chips = after
+        small, big = self.blinds
+        return {
+            "IDOper": OPER,
+            "IDCoffre": COFFRE,
+            "DateEvt": when(self.clock(len(rounds))),
+            "IDEvt": None,
+            "Tech": TECH,
+            "Pool": str(self.number),
+            "Participants": element("Participants", *(joueurs[seat] for seat in sorted(joueurs))),
+            "Regle": "THNL",
+            "Description": f"Texas Hold'em No Limit ({small}-{big})",
+            "Info": f"T-42, table 1, main {self.number}, blindes {small}/{big}",
+            "Jeu": element("Jeu", *rounds),
+        }
+
+    def clock(self, step: int) -> str:
+        h, m, s = map(int, self.start.split(":"))
+        seconds = h * 3600 + m * 60 + s + 20 * step
+        return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+    def rounds(self, operations: Any, players: list[Player]) -> tuple[list[ET.Element], dict[str, int]]:
+        """pokerkit's operations as annex 1.3.6.d.5 rounds: bet (the blinds), pre-flop, flop,
+        turn, river, reveal; each Bet's Valeur is what it adds to the pot."""
+        from pokerkit import (
+            BlindOrStraddlePosting,
+            BoardDealing,
+            CheckingOrCalling,
+            CompletionBettingOrRaisingTo,
+            Folding,
+            HoleCardsShowingOrMucking,
+            HoleDealing,
+        )
+
+        streets = iter(("flop", "turn", "river"))
+        rounds: list[tuple[str, list[ET.Element]]] = [("bet", [])]
+        reveals: list[ET.Element] = []  # shown at the end, whenever pokerkit turns the cards
+        street = dict.fromkeys(range(len(players)), 0)  # what each put in during this street
+        stacks = {i: p.chips for i, p in enumerate(players)}
+        totals = dict.fromkeys((p.name for p in players), 0)
+
+        def bet(kind: str, i: int, added: int) -> ET.Element:
+            street[i] += added
+            stacks[i] -= added
+            totals[players[i].name] += added
+            return element("Bet", *fields(Siege=players[i].seat, Valeur=added), name=kind)
+
+        def card(action: str, i: int | None, value: Any, **attributes: str) -> ET.Element:
+            seat = None if i is None else players[i].seat
+            return element(action, *fields(Siege=seat, Valeur=code(value)), **attributes)
+
+        for op in operations:
+            actions = rounds[-1][1]
+            if isinstance(op, BlindOrStraddlePosting):
+                small = op.amount == self.blinds[0]  # heads-up, pokerkit posts the big blind first
+                posted = bet("small blind" if small else "big blind", op.player_index, op.amount)
+                actions.insert(0 if small else len(actions), posted)
+            elif isinstance(op, HoleDealing):
+                if rounds[-1][0] == "bet":
+                    actions = []
+                    rounds.append(("pre-flop", actions))
+                actions.extend(card("Draw", op.player_index, c) for c in op.cards)
+            elif isinstance(op, BoardDealing):
+                street = dict.fromkeys(street, 0)
+                actions = []
+                rounds.append((next(streets), actions))
+                actions.extend(card("Draw", None, c, ouverte="true", commune="true") for c in op.cards)
+            elif isinstance(op, CheckingOrCalling):
+                i = op.player_index
+                actions.append(
+                    bet("call", i, op.amount)
+                    if op.amount
+                    else element("Check", *fields(Siege=players[i].seat))
+                )
+            elif isinstance(op, CompletionBettingOrRaisingTo):
+                i = op.player_index
+                added = op.amount - street[i]
+                kind = "allin" if added == stacks[i] else "raise" if any(street.values()) else "bet"
+                actions.append(bet(kind, i, added))
+            elif isinstance(op, Folding):
+                actions.append(element("Fold", *fields(Siege=players[op.player_index].seat)))
+            elif isinstance(op, HoleCardsShowingOrMucking):
+                reveals.extend(card("Reveal", op.player_index, c) for c in op.hole_cards)
+        if reveals:
+            rounds.append(("reveal", reveals))
+        tours = []
+        for step, (name, actions) in enumerate(rounds):
+            staked = sum(int(a.findtext("Valeur") or 0) for a in actions if a.tag == "Bet")
+            total = fields(Total=staked) if any(a.tag == "Bet" for a in actions) else []
+            tours.append(
+                element("Tour", *fields(Timestamp=when(self.clock(step))), *actions, *total, name=name)
+            )
+        return tours, totals
+
+
+RANKS, SUITS = "23456789TJQKA", "cdhs"
+
+
+def code(card: Any) -> int:
+    """Annex 1.3.6.d.3: 4 × rank (2 … As) + suit (trèfle, carreau, cœur, pique)."""
+    return 4 * RANKS.index(card.rank) + SUITS.index(card.suit)
+
+
+HANDS = (
+    # 4 players, button alice: david folds, alice raises, chloe defends her big blind, folds the flop
+    Hand(
+        1,
+        "20:00:00",
+        (50, 100),
+        ("bruno", "chloe", "david", "alice"),
+        {"bruno": "7c2d", "chloe": "Qh9h", "david": "8s3c", "alice": "AsKd"},
+        "Kh5c2s",
+        [
+            ("david", "fold"),
+            ("alice", "raise", 250),
+            ("bruno", "fold"),
+            ("chloe", "call"),
+            ("chloe", "check"),
+            ("alice", "raise", 300),
+            ("chloe", "fold"),
+        ],
+        {"bruno": -50, "chloe": -250, "david": 0, "alice": 300},
+    ),
+    # button bruno: chloe moves all in with ace-queen, bruno calls with two jacks and wins: chloe is bust
+    Hand(
+        2,
+        "20:03:00",
+        (50, 100),
+        ("chloe", "david", "alice", "bruno"),
+        {"chloe": "AhQd", "david": "6d6h", "alice": "9c4d", "bruno": "JsJc"},
+        "8d4s2hTc3d",
+        [
+            ("alice", "fold"),
+            ("bruno", "raise", 300),
+            ("chloe", "raise", 1250),
+            ("david", "fold"),
+            ("bruno", "call"),
+        ],
+        {"chloe": -1250, "david": -100, "alice": 0, "bruno": 1350},
+    ),
+    # (chloe buys again) button chloe: david all in with ace-eight, alice calls with kings: david is out
+    Hand(
+        3,
+        "20:05:20",
+        (50, 100),
+        ("david", "alice", "bruno", "chloe"),
+        {"david": "Ad8c", "alice": "KcKs", "bruno": "Tc7d", "chloe": "5d4d"},
+        "5h9sKd2cJh",
+        [("bruno", "fold"), ("chloe", "fold"), ("david", "raise", 1400), ("alice", "call")],
+        {"david": -1400, "alice": 1400, "bruno": 0, "chloe": 0},
+    ),
+    # three left, blinds up, button alice: all limp; chloe all in on the flop, bruno's set wins
+    Hand(
+        4,
+        "20:10:00",
+        (100, 200),
+        ("bruno", "chloe", "alice"),
+        {"bruno": "6s6d", "chloe": "Th9h", "alice": "Qc3s"},
+        "9c6h2d4cKh",
+        [
+            ("alice", "call"),
+            ("bruno", "call"),
+            ("chloe", "check"),
+            ("bruno", "check"),
+            ("chloe", "raise", 1300),
+            ("alice", "fold"),
+            ("bruno", "call"),
+        ],
+        {"bruno": 1700, "chloe": -1500, "alice": -200},
+    ),
+    # heads-up, button bruno: alice all in with ace-jack, bruno calls with eights and wins the tournament
+    Hand(
+        5,
+        "20:13:00",
+        (100, 200),
+        ("alice", "bruno"),
+        {"alice": "AcJd", "bruno": "8h8c"},
+        "7s3hQd2s5c",
+        [("bruno", "raise", 500), ("alice", "raise", 3000), ("bruno", "call")],
+        {"alice": -3000, "bruno": 3000},
+    ),
+)
+
+
+def tournament() -> Iterator[tuple[str, bytes]]:
+    """The story, in the order the platforms send it (prize pool 2/3 and 1/3 of what is left of
+    50.00 after a 10 % fee and the three bounties: 26.00 and 13.00)."""
+    story = Story()
+    steps: list[Callable[[], None]] = [
+        lambda: story.deposit("alice", Decimal("50.00"), "19:30:12"),
+        lambda: story.register("alice", "19:31:40"),
+        lambda: story.register("bruno", "19:35:03"),
+        lambda: story.register("chloe", "19:40:27"),
+        lambda: story.register("david", "19:42:55"),
+        lambda: story.register("emma", "19:45:10"),
+        lambda: story.cancel("emma", "19:52:31", "Joueur", "Désinscription avant le début du tournoi"),
+        lambda: story.hand(HANDS[0]),
+        lambda: story.hand(HANDS[1]),
+        lambda: story.rebuy("chloe", "20:05:02"),
+        lambda: story.hand(HANDS[2]),
+        lambda: story.bounty("alice", "david", "20:07:25"),
+        lambda: story.result("david", 4, Decimal("0.00"), "20:07:26"),
+        lambda: story.hand(HANDS[3]),
+        lambda: story.bounty("bruno", "chloe", "20:12:05"),
+        lambda: story.result("chloe", 3, Decimal("0.00"), "20:12:06"),
+        lambda: story.hand(HANDS[4]),
+        lambda: story.bounty("bruno", "alice", "20:15:05"),
+        lambda: story.result("alice", 2, Decimal("13.00"), "20:15:06"),
+        lambda: story.result("bruno", 1, Decimal("26.00"), "20:15:07"),
+        lambda: story.withdraw("alice", Decimal("50.00"), "20:20:45"),
+    ]
+    for step in steps:
+        step()
+    return iter(story.files)
+
+
+def annex_facts(annex: Path) -> Iterator[tuple[str, bytes]]:
+    """The annex 1.4.3 examples, normalized and written in the schema's form."""
+    from coffre.domain.annex import annex_examples
+    from coffre.domain.codec import pretty_xml
+    from coffre.domain.normalize import normalize
+
+    for letter, raw in annex_examples(annex).items():
+        event = normalize(raw)
+        comment = (
+            f"<!-- The facts of the example of annex 1.4.3.{letter} (ARJEL decision 2016-064), "
+            "in the schema's form. Written by coffre/demo/generate.py; do not edit. -->\n"
+        )
+        declaration, _, body = pretty_xml(event).decode().partition("\n")
+        yield f"1.4.3.{letter}-{event.xml_tag}.xml", f"{declaration}\n{comment}{body}".encode()
+
+
+def write(folder: Path, files: Iterator[tuple[str, bytes]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        if old.suffix in (".xml", ".json"):
+            old.unlink()
+    for name, content in files:
+        (folder / name).write_bytes(content)
+        print(folder / name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--annex", type=Path, help="also rewrite events/annex/ from this annex text")
+    args = parser.parse_args()
+    write(EVENTS / "tournament", tournament())
+    if args.annex:
+        write(EVENTS / "annex", annex_facts(args.annex))
+
+
+if __name__ == "__main__":
+    main()
