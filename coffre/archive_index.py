@@ -138,6 +138,8 @@ _OPER = re.compile(r"[0-9]{4}")
 _COFFRE = ID_COFFRE_RE
 _NUMBER = re.compile(r"[1-9][0-9]{0,18}")
 _DAY = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_YEAR = re.compile(r"(?!0000)[0-9]{4}")
+"""A year folder of the archive: 0001 to 9999, the years a ``date`` holds."""
 
 
 def parse_oper(text: str) -> str:
@@ -173,6 +175,24 @@ def parse_day(text: str, what: str = "date") -> date:
         return date(int(found[1]), int(found[2]), int(found[3]))
     except ValueError:
         raise InvalidRequest(f"{what} must be a day written YYYY-MM-DD, not {_shown(text)}") from None
+
+
+def _shifted(day: date, days: int, given: str, missing: str) -> date:
+    """``day`` plus ``days`` (negative: minus): the default end of a range of which only ``given``
+    was given. A 400 when that end would fall outside the calendar (years 1 to 9999)."""
+    try:
+        return day + timedelta(days=days)
+    except OverflowError:
+        beyond = "end after 9999-12-31" if days > 0 else "start before 0001-01-01"
+        raise InvalidRequest(
+            f"{given} {day} without {missing}: the default range of {abs(days) + 1} days would {beyond}; "
+            f"give {missing} as well"
+        ) from None
+
+
+def _unknown_coffre(oper: str, coffre: int) -> NotFound:
+    """The one answer for a coffre (or IDOper) with nothing in the archive, whatever was asked of it."""
+    return NotFound(f"coffre {oper}/{coffre} is not in the archive: it has no sealed lot")
 
 
 def _shown(text: object) -> str:
@@ -494,9 +514,7 @@ class ArchiveIndex:
     ) -> Iterator[date]:
         """The day folders of a coffre between ``lo`` and ``hi`` (inclusive), listed lazily."""
         base = f"{oper}/{coffre}/"
-        years = sorted(
-            (int(n) for n in self._children(base) if re.fullmatch(r"[0-9]{4}", n)), reverse=newest_first
-        )
+        years = sorted((int(n) for n in self._children(base) if _YEAR.fullmatch(n)), reverse=newest_first)
         for year in years:
             if (lo and year < lo.year) or (hi and year > hi.year):
                 continue
@@ -554,7 +572,7 @@ class ArchiveIndex:
         otherwise only the day folders of the range that exist."""
         base = f"{oper}/{coffre}/"
         found: list[tuple[int, str, date]] = []
-        years = [int(n) for n in self._children(base) if re.fullmatch(r"[0-9]{4}", n)]
+        years = [int(n) for n in self._children(base) if _YEAR.fullmatch(n)]
         for year in sorted(y for y in years if lo.year <= y <= hi.year):
             months = [
                 int(n)
@@ -588,8 +606,10 @@ class ArchiveIndex:
         if cached is not None:
             return cached
         newest = self._newest_lot(oper, coffre)
+        if newest is None:
+            raise _unknown_coffre(oper, coffre)
         missing = NotFound(f"coffre {oper}/{coffre} has no lot {number}")
-        if newest is None or number > newest[0]:
+        if number > newest[0]:
             raise missing
         days = list(self._days(oper, coffre))
         low, high = 0, len(days) - 1
@@ -706,13 +726,16 @@ class ArchiveIndex:
     ) -> LotPage:
         """The lots of a coffre filed from ``first_day`` to ``last_day`` (seal days, UTC,
         inclusive), by lot number, one page at a time. Without days: the last
-        ``max_range_days`` days up to today."""
+        ``max_range_days`` days up to today; with one day only, ``max_range_days`` days from or
+        up to it. A coffre with no lot at all is a :class:`NotFound`."""
         if last_day is None:
             last_day = (
-                self._today() if first_day is None else first_day + timedelta(days=self.max_range_days - 1)
+                self._today()
+                if first_day is None
+                else _shifted(first_day, self.max_range_days - 1, "'from'", "'to'")
             )
         if first_day is None:
-            first_day = last_day - timedelta(days=self.max_range_days - 1)
+            first_day = _shifted(last_day, 1 - self.max_range_days, "'to'", "'from'")
         if first_day > last_day:
             raise InvalidRequest(f"'from' ({first_day}) is after 'to' ({last_day})")
         span = (last_day - first_day).days + 1
@@ -724,7 +747,10 @@ class ArchiveIndex:
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidRequest(f"page_size must be from 1 to {MAX_PAGE_SIZE}, not {page_size}")
         after = _read_token(page_token, first_day, last_day) if page_token else 0
-        found = [lot for lot in self._lots_between(oper, coffre, first_day, last_day) if lot[0] > after]
+        between = self._lots_between(oper, coffre, first_day, last_day)
+        if not between and self._newest_lot(oper, coffre) is None:
+            raise _unknown_coffre(oper, coffre)
+        found = [lot for lot in between if lot[0] > after]
         page = found[:page_size]
         infos = list(self._pool.map(lambda lot: self._info(oper, coffre, *lot), page))
         token = _make_token(page[-1][0], first_day, last_day) if len(found) > page_size else None
@@ -749,7 +775,7 @@ class ArchiveIndex:
         """The coffre's newest signed checkpoint, byte for byte."""
         newest = self._newest_lot(oper, coffre)
         if newest is None:
-            raise NotFound(f"coffre {oper}/{coffre} has no lot")
+            raise _unknown_coffre(oper, coffre)
         for number in range(newest[0], max(newest[0] - 2, 0), -1):
             key = checkpoint_key(oper, coffre, number)
             try:
@@ -799,7 +825,7 @@ class ArchiveIndex:
                     self._verified.put((oper, coffre), state)
             events, spans = state.events, list(state.spans)
         if not spans:
-            raise NotFound(f"coffre {oper}/{coffre} has no lot")
+            raise _unknown_coffre(oper, coffre)
         if id_evt > events:
             raise NotFound(
                 f"IDEvt {id_evt} of coffre {oper}/{coffre} is not sealed: lots hold IDEvt 1..{events}"

@@ -15,6 +15,7 @@ import ssl
 import subprocess
 import tarfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -22,13 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coffre_vault.regulator_api import start_regulator_api, stop_regulator_api
+from coffre_vault.regulator_api import (
+    DEFAULT_TIMEOUTS,
+    ConnectionTimeouts,
+    start_regulator_api,
+    stop_regulator_api,
+)
 from coffre_vault.sealer import Sealer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from coffre.adapters.access_log import REDACTED
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage, S3ObjectLockStorage, validate_key
 from coffre.adapters.tls import DEVELOPMENT_CLIENT_SUBJECT, DevelopmentTls, api_tls_material, development_tls
@@ -148,7 +155,9 @@ def free_port() -> int:
 class ApiServer:
     """The API on its own event loop in a thread, as the vault would run it."""
 
-    def __init__(self, settings: Settings, storage: Any, archive: Archive) -> None:
+    def __init__(
+        self, settings: Settings, storage: Any, archive: Archive, timeouts: ConnectionTimeouts
+    ) -> None:
         self.settings = settings
         self.storage = storage
         self.port = settings.api_port
@@ -156,7 +165,8 @@ class ApiServer:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.runner = asyncio.run_coroutine_threadsafe(
-            start_regulator_api(settings, storage, archive.trust, archive.signer), self.loop
+            start_regulator_api(settings, storage, archive.trust, archive.signer, timeouts=timeouts),
+            self.loop,
         ).result(20)
 
     def stop(self) -> None:
@@ -265,7 +275,9 @@ def start(archive, data_dir):
     """Start an API over the archive (``either`` by default); every server is stopped at the end."""
     servers: list[ApiServer] = []
 
-    def make(storage: Any = None, **overrides: Any) -> ApiServer:
+    def make(
+        storage: Any = None, timeouts: ConnectionTimeouts = DEFAULT_TIMEOUTS, **overrides: Any
+    ) -> ApiServer:
         options = {
             "data_dir": data_dir,
             "archive_dir": archive.root,
@@ -275,7 +287,7 @@ def start(archive, data_dir):
             "access_log_dir": data_dir / f"access-{uuid.uuid4().hex[:8]}",
             **overrides,
         }
-        server = ApiServer(Settings(**options), storage or RecordingStorage(archive.root), archive)
+        server = ApiServer(Settings(**options), storage or RecordingStorage(archive.root), archive, timeouts)
         servers.append(server)
         return server
 
@@ -471,12 +483,33 @@ def test_a_rotated_tokens_file_applies_without_restart(start, tmp_path):
     assert log_lines(server)[-1]["token"] == "auditor-2026"
 
 
-def test_only_get_is_allowed(api, dev):
-    for method in ("POST", "PUT", "DELETE", "HEAD"):
-        reply = call(api, "/v1/coffres", token=dev.token(), method=method)
-        assert reply.status == 405
-        if method != "HEAD":
-            assert reply.json()["error"] == "method_not_allowed"
+PARSED_METHODS = ("CONNECT", "PUT", "DELETE", "PATCH", "OPTIONS", "POST", "HEAD", "PROPFIND")
+UNKNOWN_METHODS = ("BREW", "X-COFFRE")
+"""Methods aiohttp's HTTP parser (llhttp) does not know: refused before any header is read."""
+
+
+def test_every_method_but_get_is_one_405_with_allow_and_is_logged(start, dev):
+    server = start()
+    for method in PARSED_METHODS + UNKNOWN_METHODS:
+        reply = call(server, "/v1/coffres/0099/7/lots/1?token=" + "s" * 20, token=dev.token(), method=method)
+        assert reply.status == 405, (method, reply.status, reply.body)
+        assert reply.headers["Allow"] == "GET", method
+        if method in PARSED_METHODS:  # the others are answered as HTTP/1.0: closed anyway
+            assert reply.headers["Connection"] == "close", method
+        if method != "HEAD":  # a HEAD answer has no body
+            body = reply.json()
+            assert body["error"] == "method_not_allowed" and "GET only" in body["message"], method
+    # Without credentials, a method the parser knows is still a 401: authentication comes first.
+    assert call(server, "/v1/coffres", method="PUT").status == 401
+    lines = log_lines(server)
+    assert [line["status"] for line in lines] == [405] * (len(PARSED_METHODS) + len(UNKNOWN_METHODS)) + [401]
+    assert all(line["outcome"] == "method_not_allowed" for line in lines[:-1])
+    parsed, unknown = lines[: len(PARSED_METHODS)], lines[len(PARSED_METHODS) : -1]
+    assert [line["method"] for line in parsed] == list(PARSED_METHODS)
+    assert all(line["token"] == "regulator-dev" for line in parsed)
+    assert all(line["path"] == "/v1/coffres/0099/7/lots/1" for line in parsed)
+    assert all(line["query"] == f"token={REDACTED}" for line in parsed)
+    assert all(line["method"] is None and line["path"] is None for line in unknown)
 
 
 # -- inputs ---------------------------------------------------------------------------------------------
@@ -541,6 +574,76 @@ def test_a_huge_or_reversed_date_range_is_400(api, dev):
     ):
         reply = call(api, f"/v1/coffres/0099/7/lots?{query}", token=dev.token())
         assert reply.status == 400, query
+
+
+@pytest.mark.parametrize("query", ["from=9999-06-01", "from=9999-12-31", "to=0001-01-01", "to=0001-12-30"])
+def test_a_range_whose_default_end_falls_off_the_calendar_is_400(api, dev, query):
+    reply = call(api, f"/v1/coffres/0099/7/lots?{query}", token=dev.token())
+    assert reply.status == 400, reply.body
+    body = reply.json()
+    assert body["error"] == "bad_request"
+    missing = "'to'" if query.startswith("from") else "'from'"
+    assert f"give {missing} as well" in body["message"] and "366 days" in body["message"]
+    assert log_lines(api)[-1]["status"] == 400
+
+
+def test_ranges_at_the_ends_of_the_calendar_are_answered(api, dev):
+    for query in ("from=9999-12-31&to=9999-12-31", "from=0001-01-01&to=0001-01-01", "to=9999-12-31"):
+        reply = call(api, f"/v1/coffres/0099/7/lots?{query}&page_size=1", token=dev.token())
+        assert reply.status == 200, (query, reply.body)
+        assert reply.json()["lots"] == []
+    assert call(api, "/v1/exports/0001-01-01", token=dev.token()).status == 200
+    assert call(api, "/v1/exports/9999-12-31", token=dev.token()).status == 404
+
+
+def test_a_year_folder_no_date_can_hold_is_not_part_of_the_archive(archive, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(archive.root, copy)
+    stray = copy / "0099" / "7" / "0000" / "01" / "01"
+    stray.mkdir(parents=True)
+    (stray / "0099-7-0000000009.xml").write_bytes(b"<not-a-lot/>")
+    index = ArchiveIndex(LocalStorage(copy), archive.trust, archive.signer)
+    try:
+        assert [(c.id_oper, c.id_coffre, c.lots) for c in index.coffres()] == [
+            (oper, coffre, 4) for oper, coffre in sorted(COFFRES)
+        ]
+        assert index.checkpoint("0099", 7).key.endswith("0099-7-0000000004.xml")
+        assert index.lot("0099", 7, 4).key == archive.lots("0099", 7)[-1].relative_to(archive.root).as_posix()
+        assert index.inclusion_proof("0099", 7, 10)["lot"] == 4
+        assert [lot.number for lot in index.lots("0099", 7, date(1, 1, 1), date(1, 12, 31)).lots] == []
+    finally:
+        index.close()
+
+
+UNKNOWN_COFFRES = (("0099", 5), ("0077", 1))
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "lots",
+        "lots?from=2026-01-01&to=2026-01-31",
+        "lots?to=2026-11-01",
+        "lots/1",
+        "checkpoint",
+        "events/1/proof",
+    ],
+)
+def test_an_unknown_coffre_is_the_same_404_on_every_endpoint(api, dev, endpoint):
+    for oper, coffre in UNKNOWN_COFFRES:
+        reply = call(api, f"/v1/coffres/{oper}/{coffre}/{endpoint}", token=dev.token())
+        assert reply.status == 404, (oper, coffre, endpoint, reply.body)
+        assert reply.json() == {
+            "error": "not_found",
+            "message": f"coffre {oper}/{coffre} is not in the archive: it has no sealed lot",
+        }
+        assert reply.headers["Content-Type"].startswith("application/json")
+
+
+def test_a_known_coffre_with_nothing_in_the_range_is_an_empty_200(api, dev):
+    reply = call(api, "/v1/coffres/0099/7/lots?from=2020-01-01&to=2020-01-31", token=dev.token())
+    assert reply.status == 200
+    assert reply.json() == {"id_oper": "0099", "id_coffre": 7, "lots": [], "next_page_token": None}
 
 
 # -- lots, checkpoints, proofs, certificates ----------------------------------------------------------------
@@ -820,6 +923,194 @@ def test_nothing_is_served_when_the_access_log_cannot_be_written(start, dev, tmp
     reply = call(server, "/v1/coffres/0099/7/lots/1", token=dev.token())
     assert reply.status == 503 and reply.json()["error"] == "access_log_unavailable"
     assert b"LotCoffre" not in reply.body
+
+
+def test_secrets_sent_anywhere_never_reach_the_access_log(start, dev):
+    server = start()
+    secret = "tok-" + uuid.uuid4().hex + uuid.uuid4().hex
+    jwt = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJhdWRpdG9yIn0." + uuid.uuid4().hex
+    good = {"token": dev.token()}
+    requests: list[tuple[str, dict[str, Any], int, str | None]] = [
+        (f"/v1/coffres?access_token={secret}", {}, 401, f"access_token={REDACTED}"),
+        (f"/v1/coffres?token={secret}", good, 400, f"token={REDACTED}"),
+        (f"/v1/coffres?TOKEN={secret}", good, 400, f"TOKEN={REDACTED}"),
+        (
+            f"/v1/coffres/0099/7/lots?from=2026-01-01&api_key={secret}&apikey={secret}&key={secret}",
+            good,
+            400,
+            f"from=2026-01-01&api_key={REDACTED}&apikey={REDACTED}&key={REDACTED}",
+        ),
+        (
+            f"/v1/certificates?access%5Ftoken={secret}&Password={secret};X-Amz-Signature={secret}",
+            good,
+            400,
+            f"access%5Ftoken={REDACTED}&Password={REDACTED};X-Amz-Signature={REDACTED}",
+        ),
+        (f"/v1/coffres?secret={secret}&auth={secret}", good, 400, f"secret={REDACTED}&auth={REDACTED}"),
+        (f"/v1/coffres?Authorization=Bearer%20{secret}", {}, 401, f"Authorization={REDACTED}"),
+        (f"/v1/coffres?q={jwt}", good, 400, f"q={REDACTED}"),
+        (f"/v1/coffres/Bearer%20{secret}/7/lots", good, 400, None),
+        (
+            "/v1/coffres",
+            {"headers": {"User-Agent": f"probe (Authorization: Bearer {secret})"}},
+            401,
+            None,
+        ),
+        ("/v1/coffres", {"token": secret}, 401, None),  # a wrong token in the header
+        ("/v1/coffres", good, 200, None),  # the right one
+        (
+            f"/v1/coffres/0099/7/lots?from={T0.date()}&page_token=MTox&token={secret}",
+            good,
+            400,
+            f"from={T0.date()}&page_token=MTox&token={REDACTED}",  # a cursor, not a secret: kept
+        ),
+    ]
+    for path, options, status, _query in requests:
+        assert call(server, path, **options).status == status, path
+    call(server, f"/v1/coffres?token={secret}", token=dev.token(), method="PUT")
+    text = "".join(p.read_text() for p in server.settings.access_log_root.glob("regulator-access-*.jsonl"))
+    for leaked in (secret, secret[4:20], dev.token(), jwt.split(".")[-1]):
+        assert leaked not in text
+    lines = log_lines(server)
+    assert len(lines) == len(requests) + 1  # every request was logged
+    for line, (_path, _options, status, query) in zip(lines[:-1], requests, strict=True):
+        assert line["status"] == status
+        if query is not None:
+            assert line["query"] == query
+    assert lines[8]["path"] == f"/v1/coffres/Bearer%20{REDACTED}"
+    assert "Bearer [REDACTED]" in lines[8]["error"]
+    assert lines[9]["user_agent"] == f"probe (Authorization: Bearer {REDACTED})"
+    assert lines[-1]["status"] == 405 and lines[-1]["query"] == f"token={REDACTED}"
+
+
+# -- slow clients ------------------------------------------------------------------------------------------------
+
+FAST = ConnectionTimeouts(handshake=1.0, request_head=1.5, idle=2.0)
+SLACK = 1.0
+"""How late after its limit a connection may close (timer and TLS close) in these tests."""
+
+
+def test_the_default_limits_are_the_documented_ones():
+    assert (DEFAULT_TIMEOUTS.handshake, DEFAULT_TIMEOUTS.request_head, DEFAULT_TIMEOUTS.idle) == (10, 10, 30)
+    doc = (Path(__file__).parents[1] / "docs" / "regulator-api.md").read_text(encoding="utf-8")
+    for row in ("| TLS handshake | 10 s |", "| request head | 10 s |", "| idle | 30 s |"):
+        assert row in doc
+
+
+def tls_connect(server: ApiServer, dev: DevelopmentTls) -> ssl.SSLSocket:
+    """A TLS connection to the API, handshake done."""
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    return client_context(dev.ca_cert).wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def seconds_until_closed(
+    connection: socket.socket, limit: float, trickle: bytes = b"", every: float = 1.0
+) -> float:
+    """Seconds until the server closes ``connection``, sending it one byte of ``trickle`` every
+    ``every`` seconds meanwhile; fails if it is still open after ``limit`` seconds or answers."""
+    started = time.monotonic()
+    received = b""
+    while (elapsed := time.monotonic() - started) < limit:
+        connection.settimeout(every)
+        try:
+            data = connection.recv(4096)
+        except TimeoutError:
+            if trickle:
+                try:
+                    connection.sendall(trickle[:1])
+                except (OSError, ssl.SSLError):
+                    return time.monotonic() - started
+                trickle = trickle[1:]
+            continue
+        except (OSError, ssl.SSLError):
+            return time.monotonic() - started
+        if not data:
+            assert received == b"", received
+            return time.monotonic() - started
+        received += data
+    raise AssertionError(f"the connection is still open after {elapsed:.1f} s")
+
+
+def read_answer(connection: ssl.SSLSocket) -> tuple[int, bytes]:
+    """One HTTP/1.1 answer with a Content-Length: its status and body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(4096)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(
+        next(
+            line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
+    )
+    while len(body) < length:
+        body += connection.recv(4096)
+    return int(head.split(b" ")[1]), body
+
+
+def request_head(token: str, extra: str = "") -> bytes:
+    return f"GET /v1/coffres HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n{extra}\r\n".encode()
+
+
+def test_a_client_that_never_starts_the_tls_handshake_is_disconnected(start):
+    server = start(timeouts=FAST)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw:
+        elapsed = seconds_until_closed(raw, limit=8)
+    assert FAST.handshake - 0.3 <= elapsed <= FAST.handshake + SLACK, elapsed
+
+
+def test_a_client_that_sends_nothing_after_the_handshake_is_disconnected(start, dev):
+    server = start(timeouts=FAST)
+    with tls_connect(server, dev) as connection:
+        elapsed = seconds_until_closed(connection, limit=8)
+    assert FAST.request_head - 0.3 <= elapsed <= FAST.request_head + SLACK, elapsed
+    assert log_lines(server) == []  # no request was ever complete
+
+
+def test_a_client_that_trickles_its_request_head_is_disconnected(start, dev):
+    server = start(timeouts=FAST)
+    with tls_connect(server, dev) as connection:
+        elapsed = seconds_until_closed(connection, limit=8, trickle=request_head(dev.token()), every=0.4)
+    assert FAST.request_head - 0.3 <= elapsed <= FAST.request_head + SLACK, elapsed
+    assert log_lines(server) == []
+
+
+def test_an_idle_or_trickling_client_is_disconnected_after_an_answer(start, dev):
+    server = start(timeouts=FAST)
+    with tls_connect(server, dev) as connection:
+        connection.sendall(request_head(dev.token()))
+        status, body = read_answer(connection)
+        assert status == 200 and json.loads(body)["coffres"]
+        # Keep-alive: the next request may come, but its head must be complete in time.
+        elapsed = seconds_until_closed(connection, limit=8, trickle=request_head(dev.token()), every=0.4)
+    assert FAST.idle - 0.3 <= elapsed <= FAST.idle + SLACK, elapsed
+    with tls_connect(server, dev) as connection:
+        connection.sendall(request_head(dev.token()))
+        assert read_answer(connection)[0] == 200
+        elapsed = seconds_until_closed(connection, limit=8)  # idle
+    assert FAST.idle - 0.3 <= elapsed <= FAST.idle + SLACK, elapsed
+    assert [line["status"] for line in log_lines(server)] == [200, 200]
+
+
+def test_a_trickled_request_body_is_not_waited_for(start, dev):
+    server = start(timeouts=FAST)
+    with tls_connect(server, dev) as connection:
+        connection.sendall(request_head(dev.token(), "Content-Length: 1000\r\n"))
+        status, _ = read_answer(connection)  # answered without reading the body
+        assert status == 200
+        elapsed = seconds_until_closed(connection, limit=8, trickle=b"x" * 100, every=0.4)
+    assert elapsed <= FAST.idle + SLACK, elapsed
+
+
+def test_a_request_that_cannot_be_parsed_gets_a_logged_json_error(start, dev):
+    server = start(timeouts=FAST)
+    with tls_connect(server, dev) as connection:
+        connection.sendall(b"GET /v1/coffres?token=" + b"s" * 20 + b" HTTP/1.1\r\nNo colon here\r\n\r\n")
+        status, body = read_answer(connection)
+    assert status == 400
+    assert json.loads(body)["error"] == "bad_request"
+    (line,) = log_lines(server)
+    assert line["status"] == 400 and line["outcome"] == "bad_request" and line["method"] is None
+    assert "s" * 20 not in json.dumps(line)
 
 
 # -- S3 -----------------------------------------------------------------------------------------------------------

@@ -4,6 +4,12 @@ Files are daily (UTC), ``regulator-access-YYYY-MM-DD.jsonl``, opened with ``O_AP
 fsynced before :meth:`AccessLog.append` returns, so a line the API has logged survives a
 crash. The API logs a request before it sends the response body: if the log cannot be
 written, the data is not served (fail closed). Lines are never rewritten or removed by coffre.
+
+Secrets never reach a line: in every field, the value of a parameter whose name looks like a
+credential (``token=``, ``access_token=``, ``api_key=``, ``password=``, ``signature=``,
+``auth…=``, percent-encoded or not, any case) and anything that looks like a bearer
+credential (``Bearer …``, ``Basic …``, a JWT) are replaced by :data:`REDACTED`; the parameter
+names stay, so the line still says what was sent.
 """
 
 from __future__ import annotations
@@ -11,15 +17,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_plus
 
 from .files import fsync_directory, write_all
 
-__all__ = ["FIELDS", "AccessLog", "access_log_name"]
+__all__ = ["FIELDS", "REDACTED", "AccessLog", "access_log_name", "redact"]
 
 FIELDS = (
     "time",
@@ -42,9 +50,49 @@ FIELDS = (
 
 _MAX_TEXT = 2048
 
+REDACTED = "[REDACTED]"
+"""What a logged secret is replaced with."""
+
+_SECRET_NAME = re.compile(
+    r"token|secret|passw|pwd|credential|signature|session|cookie|jwt|bearer|apikey|accesskey|privatekey"
+    r"|^auth|(?:^|[^a-z])(?:key|sig|pass)(?:$|[^a-z])"
+)
+"""A parameter name (decoded, lower-cased) that looks like it names a credential."""
+_NAME = re.compile(r"(?<![^\s&;?/,=])([^\s&;?/=,]+)=")
+"""``name=`` in a query string or any text, the name starting after a separator (or the start:
+so a long run without ``=`` is scanned once)."""
+_VALUE_END = re.compile(r"[\s&;]")
+_BEARER = re.compile(
+    r"\b(bearer|basic|digest|negotiate|token)((?:\s|%20|\+)+)([A-Za-z0-9._~+/=%-]{8,})", re.IGNORECASE
+)
+"""An HTTP credential (``Authorization`` scheme and value), raw or percent-encoded."""
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+
 
 def access_log_name(day: date) -> str:
     return f"regulator-access-{day:%Y-%m-%d}.jsonl"
+
+
+def redact(text: str, public: frozenset[str] = frozenset()) -> str:
+    """``text`` with every credential-looking value replaced by :data:`REDACTED`.
+
+    ``public`` names parameters that look like credentials but are not (the API's
+    ``page_token``, a listing cursor): their values are kept.
+    """
+    kept: list[str] = []
+    position = 0
+    for found in _NAME.finditer(text):
+        if found.start() < position:
+            continue  # inside a value already redacted
+        name = unquote_plus(found[1])
+        if name in public or not _SECRET_NAME.search(name.lower()):
+            continue
+        end = _VALUE_END.search(text, found.end())
+        kept += [text[position : found.end()], REDACTED]
+        position = end.start() if end else len(text)
+    text = "".join(kept) + text[position:]
+    text = _BEARER.sub(lambda found: f"{found[1]}{found[2]}{REDACTED}", text)
+    return _JWT.sub(REDACTED, text)
 
 
 def _bounded(value: Any) -> Any:
@@ -55,10 +103,15 @@ def _bounded(value: Any) -> Any:
 
 
 class AccessLog:
-    """Appends access records under ``root``; safe for concurrent callers (threads or tasks)."""
+    """Appends access records under ``root``; safe for concurrent callers (threads or tasks).
 
-    def __init__(self, root: Path) -> None:
+    ``public_parameters``: query parameters whose values are logged even though their names
+    look like credentials (see :func:`redact`).
+    """
+
+    def __init__(self, root: Path, public_parameters: Iterable[str] = ()) -> None:
         self.root = Path(root)
+        self.public_parameters = frozenset(public_parameters)
         self._lock = threading.Lock()
         self._fd = -1
         self._day: date | None = None
@@ -85,13 +138,17 @@ class AccessLog:
         if not isinstance(moment, datetime):
             moment = datetime.now(UTC)
         moment = moment.astimezone(UTC)
-        line: dict[str, Any] = {name: _bounded(record.get(name)) for name in FIELDS}
+        line: dict[str, Any] = {name: self._clean(record.get(name)) for name in FIELDS}
         line["time"] = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         data = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         with self._lock:
             fd = self._open(moment.date())
             write_all(fd, data)
             os.fsync(fd)
+
+    def _clean(self, value: Any) -> Any:
+        """A field as logged: secrets redacted (before the cut, so none is cut in half), bounded."""
+        return _bounded(redact(value, self.public_parameters) if isinstance(value, str) else value)
 
     async def write(self, record: Mapping[str, Any]) -> None:
         """:meth:`append` in a thread: returns once the line is on disk."""

@@ -6,6 +6,10 @@ authentication middleware (mutual TLS and/or bearer token, per ``COFFRE_API_AUTH
 written to the access log, fsynced, *before* its response is sent: if the log cannot be
 written, nothing is served. Storage calls run in threads; a storage failure is a 503 with a
 message, never a traceback.
+
+Each connection is an :class:`_ApiConnection`: aiohttp's handler plus deadlines for slow
+clients (:class:`ConnectionTimeouts`) and, for a request aiohttp cannot parse, the API's own
+JSON error, logged like any other.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hashlib
 import hmac
 import logging
 import os
 import re
+import ssl
 import tempfile
 import time
 import uuid
@@ -28,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.payload import Payload
 from cryptography import x509
 
@@ -51,9 +58,11 @@ from coffre.domain.signing import Signer, TrustStore
 log = logging.getLogger("coffre.api")
 
 __all__ = [
+    "DEFAULT_TIMEOUTS",
     "AuthMode",
     "AuthResult",
     "Authenticator",
+    "ConnectionTimeouts",
     "SubjectAllowList",
     "TokenFile",
     "build_app",
@@ -291,6 +300,13 @@ class Authenticator:
 _INDEX = web.AppKey("index", ArchiveIndex)
 _SPOOL = web.AppKey("spool", Path)
 _QUERY_BOUND = 20
+_LOTS_QUERY = ("from", "to", "page_size", "page_token")
+_EXPORT_QUERY = ("oper", "format")
+_API_QUERY_PARAMETERS = frozenset(_LOTS_QUERY + _EXPORT_QUERY)
+"""The API's own query parameters: none holds a secret, so the access log keeps their values
+(``page_token`` is a listing cursor, not a credential)."""
+_ALLOWED_METHOD = "GET"
+"""The only method served; every other one gets 405 with ``Allow: GET``."""
 
 
 def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -347,7 +363,7 @@ async def _coffres(request: web.Request) -> web.Response:
 
 async def _lots(request: web.Request) -> web.Response:
     oper, coffre = _coffre(request)
-    query = _query(request, ("from", "to", "page_size", "page_token"))
+    query = _query(request, _LOTS_QUERY)
     first = parse_day(query["from"], "'from'") if "from" in query else None
     last = parse_day(query["to"], "'to'") if "to" in query else None
     page_size = parse_number(query.get("page_size", "100"), "page_size", 1000)
@@ -413,7 +429,7 @@ async def _certificates(request: web.Request) -> web.Response:
 
 async def _export(request: web.Request) -> web.Response:
     day = parse_day(request.match_info["day"], "the day")
-    query = _query(request, ("oper", "format"))
+    query = _query(request, _EXPORT_QUERY)
     oper = parse_oper(query["oper"]) if "oper" in query else None
     kind = query.get("format", "tar")
     if kind not in ("tar", "tar.gz"):
@@ -467,27 +483,83 @@ _HTTP_CODES = {
     405: "method_not_allowed",
     413: "payload_too_large",
     414: "uri_too_long",
+    431: "headers_too_large",
 }
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_RAW_BYTES = re.compile(r":\s*(?:b['\"]|bytearray\()")
+"""Where aiohttp's parser errors start quoting the raw request, which a message never repeats."""
+
+
+def _method_not_allowed(method: str | None) -> tuple[tuple[str, str], web.Response]:
+    """The one answer to every method but GET (aiohttp's router would answer CONNECT with 404):
+    405 with ``Allow``, and the connection closed after it (a refused PUT's body is not read,
+    and a CONNECT would leave the parser expecting a tunnel)."""
+    shown = method[:_QUERY_BOUND] if method else "this method"
+    error = ("method_not_allowed", f"{shown} is not allowed: {_ALLOWED_METHOD} only")
+    response = _error(405, *error, headers={"Allow": _ALLOWED_METHOD})
+    response.force_close()
+    return error, response
+
+
+def _record(request: web.BaseRequest, request_id: str, *, parsed: bool = True) -> dict[str, Any]:
+    """A request's access record, before its answer; for a request that could not be parsed
+    (``parsed=False``), method, path, query and user agent are unknown."""
+    # From the request target as received (a CONNECT's URL is parsed as an authority: no query).
+    path, _, query = request.raw_path.partition("?")
+    return {
+        "time": datetime.now(UTC),
+        "request_id": request_id,
+        "remote": request.remote,
+        "method": request.method if parsed else None,
+        "path": path if parsed else None,
+        "query": (query or None) if parsed else None,
+        "user_agent": request.headers.get("User-Agent") if parsed else None,
+    }
+
+
+async def _logged(
+    access_log: AccessLog,
+    record: dict[str, Any],
+    response: web.StreamResponse,
+    error: tuple[str, str] | None,
+    started: float,
+) -> web.StreamResponse:
+    """``response`` once its access record is on disk, or a 503 without data if it cannot be."""
+    record.update(
+        status=response.status,
+        bytes=_body_size(response),
+        duration_ms=round((time.monotonic() - started) * 1000, 3),
+        outcome=error[0] if error else "ok",
+        error=error[1] if error else None,
+    )
+    try:
+        await access_log.write(record)
+    except Exception:
+        log.exception(
+            "regulator API: the access log cannot be written; request %s refused", record["request_id"]
+        )
+        body = getattr(response, "body", None)
+        if isinstance(body, Payload):
+            with contextlib.suppress(Exception):
+                await body.close()
+        response = _error(
+            503, "access_log_unavailable", "the access log cannot be written: nothing is served"
+        )
+    response.headers["X-Request-Id"] = record["request_id"]
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
 
 
 def _middleware(
     auth: Authenticator, access_log: AccessLog
-) -> Callable[[web.Request, Callable[[web.Request], Awaitable[web.StreamResponse]]], Awaitable[Any]]:
+) -> Callable[[web.Request, _Handler], Awaitable[web.StreamResponse]]:
     @web.middleware
-    async def middleware(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
+    async def middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
         started = time.monotonic()
-        request_id = uuid.uuid4().hex
-        record: dict[str, Any] = {
-            "time": datetime.now(UTC),
-            "request_id": request_id,
-            "remote": request.remote,
-            "method": request.method,
-            "path": request.raw_path.split("?", 1)[0],
-            "query": request.rel_url.raw_query_string or None,
-            "user_agent": request.headers.get("User-Agent"),
-        }
+        if isinstance(request.protocol, _ApiConnection):
+            request.protocol.request_started()
+        record = _record(request, uuid.uuid4().hex)
         response: web.StreamResponse
         error: tuple[str, str] | None = None
         try:
@@ -502,6 +574,8 @@ def _middleware(
             elif result.status == 403:
                 error = ("forbidden", result.message)
                 response = _error(403, *error)
+            elif request.method != _ALLOWED_METHOD:
+                error, response = _method_not_allowed(request.method)
             else:
                 try:
                     response = await handler(request)
@@ -509,13 +583,8 @@ def _middleware(
                     error = (exc.code, exc.message)
                     response = _error(exc.status, *error)
                 except web.HTTPException as exc:
-                    code = _HTTP_CODES.get(exc.status, "error")
-                    message = (
-                        exc.reason if exc.status != 405 else f"{request.method} is not allowed: GET only"
-                    )
-                    error = (code, message)
-                    headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-                    response = _error(exc.status, code, message, headers)
+                    error = (_HTTP_CODES.get(exc.status, "error"), exc.reason)
+                    response = _error(exc.status, *error)
         except asyncio.CancelledError:
             record.update(
                 status=499,
@@ -527,32 +596,197 @@ def _middleware(
                 access_log.append(record)  # the task is cancelled: no await is possible any more
             raise
         except Exception:
-            log.exception("regulator API: request %s failed", request_id)
-            error = ("internal", f"internal error (request {request_id})")
+            log.exception("regulator API: request %s failed", record["request_id"])
+            error = ("internal", f"internal error (request {record['request_id']})")
             response = _error(500, *error)
-        record.update(
-            status=response.status,
-            bytes=_body_size(response),
-            duration_ms=round((time.monotonic() - started) * 1000, 3),
-            outcome=error[0] if error else "ok",
-            error=error[1] if error else None,
-        )
-        try:
-            await access_log.write(record)
-        except Exception:
-            log.exception("regulator API: the access log cannot be written; request %s refused", request_id)
-            body = getattr(response, "body", None)
-            if isinstance(body, Payload):
-                with contextlib.suppress(Exception):
-                    await body.close()
-            response = _error(
-                503, "access_log_unavailable", "the access log cannot be written: nothing is served"
-            )
-        response.headers["X-Request-Id"] = request_id
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        return response
+        return await _logged(access_log, record, response, error, started)
 
     return middleware
+
+
+# -- connections ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionTimeouts:
+    """How long a client may take, in seconds (docs/regulator-api.md, "Slow clients").
+
+    aiohttp's only timer is its keep-alive timeout: an hour by default, never restarted by
+    incoming bytes, and, before its recent releases, not started until a first request was
+    answered. asyncio's TLS handshake timeout is a minute. So a client that completes the
+    handshake, then sends nothing or one byte every few seconds, would hold its connection
+    (and a file descriptor) for an hour or forever; these bound every stage.
+    """
+
+    handshake: float = 10.0
+    """From the TCP connection to the end of the TLS handshake (asyncio's
+    ``ssl_handshake_timeout``); also bounds the TLS close (``ssl_shutdown_timeout``)."""
+    request_head: float = 10.0
+    """From the end of the handshake to the end of the first request's line and headers."""
+    idle: float = 30.0
+    """From the end of an answer to the end of the next request's line and headers (an idle
+    keep-alive connection is closed then); a request body, which no endpoint reads, is drained
+    for at most this long after the answer."""
+
+    def __post_init__(self) -> None:
+        for name in ("handshake", "request_head", "idle"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"ConnectionTimeouts.{name} must be positive")
+
+
+DEFAULT_TIMEOUTS = ConnectionTimeouts()
+
+
+class _ApiConnection(web.RequestHandler):
+    """aiohttp's handler of one connection, plus what aiohttp does not do for this API:
+
+    * a deadline for every request head: :attr:`ConnectionTimeouts.request_head` after the
+      handshake for the first, :attr:`ConnectionTimeouts.idle` after the previous answer for
+      the next ones; none while a request is being answered. Past it, the connection is closed
+      without an answer (the request was never complete, so nothing reaches the access log).
+    * a request aiohttp cannot parse (a method its parser does not know, a malformed line or
+      header) gets the API's JSON error, a 405 for a method, and is written to the access log
+      before it is sent, like any other request, instead of aiohttp's plain-text, unlogged 400.
+    """
+
+    def __init__(
+        self,
+        manager: web.Server,
+        *,
+        auth: Authenticator,
+        access_log: AccessLog,
+        timeouts: ConnectionTimeouts,
+    ) -> None:
+        super().__init__(
+            manager,
+            loop=asyncio.get_running_loop(),
+            # aiohttp's own keep-alive timer, a backstop: ours fire first.
+            keepalive_timeout=max(timeouts.request_head, timeouts.idle),
+            lingering_time=timeouts.idle,
+            access_log=None,  # aiohttp's logger; the API writes its own access log
+        )
+        self._auth = auth
+        self._records = access_log
+        self._timeouts = timeouts
+        self._deadline: asyncio.TimerHandle | None = None
+        self._unlogged: tuple[web.StreamResponse, dict[str, Any], tuple[str, str], float] | None = None
+
+    # -- deadlines --
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm(self._timeouts.request_head, "the TLS handshake")
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def request_started(self) -> None:
+        """A complete request head arrived: no deadline while it is being answered."""
+        self._disarm()
+
+    def _arm(self, seconds: float, since: str) -> None:
+        self._disarm()
+        self._deadline = asyncio.get_running_loop().call_later(seconds, self._expire, seconds, since)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self, seconds: float, since: str) -> None:
+        self._deadline = None
+        if self.transport is None:
+            return
+        log.info(
+            "regulator API: closing the connection from %s: no complete request %g s after %s",
+            self.transport.get_extra_info("peername"),
+            seconds,
+            since,
+        )
+        self.force_close()
+
+    async def finish_response(
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        """Send the answer (a parse error's once its access record is written), then wait for
+        the next request head."""
+        if self._unlogged is not None and self._unlogged[0] is resp:
+            _, record, error, started = self._unlogged
+            self._unlogged = None
+            resp = await _logged(self._records, record, resp, error, started)
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            self._arm(self._timeouts.idle, "the previous answer")
+
+    # -- requests aiohttp cannot parse --
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if request.writer.output_size > 0:  # an answer has begun: aiohttp's own handling
+            return super().handle_error(request, status, exc, message)
+        self.request_started()  # being answered: no deadline while its record is written
+        started = time.monotonic()
+        record = _record(request, uuid.uuid4().hex, parsed=False)
+        result = self._auth.authenticate(_peer_certificate(request), None)  # no header was read
+        record.update(subject=result.subject, token=None, auth=result.method)
+        response: web.Response
+        if isinstance(exc, BadHttpMethod):
+            error, response = _method_not_allowed(None)
+        else:
+            # The parser's first line, before it quotes the raw request (the next lines do too).
+            first_line = next(iter((message or str(exc or "")).strip().splitlines()), "")
+            reason = _RAW_BYTES.split(first_line, maxsplit=1)[0][:120]
+            error = (
+                _HTTP_CODES.get(status, "bad_request"),
+                f"the request cannot be parsed: {reason or 'malformed request'}",
+            )
+            response = _error(status, *error)
+            response.force_close()
+        log.debug("regulator API: unparsable request from %s: %s", request.remote, error[1])
+        self._unlogged = (response, record, error, started)  # written in finish_response
+        return response
+
+
+class _TlsSite(web.BaseSite):
+    """The API's listening socket: like ``web.TCPSite``, but its connections are
+    :class:`_ApiConnection` and its TLS handshakes (and closes) are bounded."""
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext,
+        connection: Callable[[], _ApiConnection],
+        timeouts: ConnectionTimeouts,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
+        self._host, self._port = host, port
+        self._connection = connection
+        self._timeouts = timeouts
+
+    @property
+    def name(self) -> str:
+        return f"https://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        self._server = await asyncio.get_running_loop().create_server(
+            self._connection,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            ssl_handshake_timeout=self._timeouts.handshake,
+            ssl_shutdown_timeout=self._timeouts.handshake,
+        )
 
 
 def build_app(
@@ -584,12 +818,18 @@ def build_app(
 
 
 async def start_regulator_api(
-    settings: Settings, storage: ArchiveStorage, trust: TrustStore, signer: Signer
+    settings: Settings,
+    storage: ArchiveStorage,
+    trust: TrustStore,
+    signer: Signer,
+    *,
+    timeouts: ConnectionTimeouts = DEFAULT_TIMEOUTS,
 ) -> web.AppRunner | None:
     """Serve the API over HTTPS on ``api_host:api_port``; None when ``api_port`` is 0.
 
-    Stop it with :func:`stop_regulator_api` (or ``await runner.cleanup()``). Raises ValueError
-    for unusable TLS material, subjects or tokens file.
+    ``timeouts`` bound slow clients (the defaults are the documented ones). Stop it with
+    :func:`stop_regulator_api` (or ``await runner.cleanup()``). Raises ValueError for unusable
+    TLS material, subjects or tokens file.
     """
     if settings.api_port == 0:
         return None
@@ -617,13 +857,9 @@ async def start_regulator_api(
         raise ValueError(
             f"regulator API: cannot create the access log folder {settings.access_log_root}: {exc}"
         ) from None
-    access_log = AccessLog(settings.access_log_root)
-    app = build_app(
-        index,
-        Authenticator(mode, subjects, tokens),
-        access_log,
-        spool_dir=Path(settings.data_dir) / "api-spool",
-    )
+    access_log = AccessLog(settings.access_log_root, public_parameters=_API_QUERY_PARAMETERS)
+    auth = Authenticator(mode, subjects, tokens)
+    app = build_app(index, auth, access_log, spool_dir=Path(settings.data_dir) / "api-spool")
     runner = web.AppRunner(
         app,
         access_log=None,
@@ -631,8 +867,12 @@ async def start_regulator_api(
         shutdown_timeout=min(5.0, settings.shutdown_timeout_seconds),
     )
     await runner.setup()
+    assert runner.server is not None  # set up
+    connection = functools.partial(
+        _ApiConnection, runner.server, auth=auth, access_log=access_log, timeouts=timeouts
+    )
     try:
-        site = web.TCPSite(runner, settings.api_host, settings.api_port, ssl_context=context)
+        site = _TlsSite(runner, settings.api_host, settings.api_port, context, connection, timeouts)
         await site.start()
     except BaseException:
         await runner.cleanup()
