@@ -55,9 +55,6 @@ class Stack:
         line naming the variable, exit 2 (as :func:`coffre.config.load_settings`). It also makes,
         once, the development signing key and TLS material the children would race for."""
         s = self.settings
-        _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
-        if s.archive_backend == "local":
-            _folder("COFFRE_ARCHIVE_DIR" if s.archive_dir else "COFFRE_DATA_DIR", s.archive_root)
         if s.vault_replicas != 1:
             configuration_error(
                 f"COFFRE_VAULT_REPLICAS: coffre up runs one vault, which would record only its share "
@@ -65,6 +62,9 @@ class Stack:
             )
         if s.ops_port and s.ops_port + len(SERVICES) - 1 > 65535:
             configuration_error(f"COFFRE_OPS_PORT: coffre up needs it and the next {len(SERVICES) - 1} ports")
+        _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
+        if s.archive_backend == "local":
+            _folder("COFFRE_ARCHIVE_DIR" if s.archive_dir else "COFFRE_DATA_DIR", s.archive_root)
         try:
             signer(s)
         except KeyFileError as exc:
