@@ -1,0 +1,121 @@
+"""Nothing jams it: each class of input that once stopped the pipeline is published by a platform
+(librdkafka, through confluent-kafka), then valid events; every valid event is acknowledged, every
+hostile one answered ``rejected``, the valid extremes ``recorded``, and no service stops or restarts."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from coffre.adapters.broker import free_port
+from coffre.config import Settings
+from coffre.domain.messages import CORRELATION_ID, Rejection
+from coffre.stack import SERVICES, Stack
+
+from events import POINSCRIT
+from hostile import extreme_valid_cases, hostile_cases
+from pipeline.ops_http import get, metric, wait_ready
+
+VALID = 20
+
+
+def publish(bootstrap: str, topic: str, messages: list[tuple[bytes, list[tuple[str, bytes]]]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 10_000_000, "linger.ms": 0})
+    for value, headers in messages:
+        producer.produce(topic, value=value, headers=headers)
+        producer.poll(0)
+    assert producer.flush(30) == 0, "the platform could not publish every message"
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, wanted: int, timeout: float) -> list:
+    """Every record of ``topic`` until ``wanted`` were read (or the timeout), by assignment."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "platform", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < wanted and time.monotonic() < deadline:
+            record = consumer.poll(0.5)
+            if record is not None and record.error() is None:
+                records.append(record)
+    finally:
+        consumer.close()
+    return records
+
+
+def test_no_input_stops_the_acquittals_of_the_others(kafka_bootstrap, topic_prefix, tmp_path):
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap,
+        topic_prefix=topic_prefix,
+        data_dir=tmp_path,
+        partitions=3,
+        ops_port=free_port(),
+        api_port=0,
+    )
+    assert settings.max_event_bytes == 1024 * 1024 and settings.max_message_bytes == 1_000_000
+    stack = Stack(settings, bootstrap=kafka_bootstrap)
+    stack.start()
+    try:
+        for name in SERVICES:
+            wait_ready(stack, name)
+        started = {name: child.pid for name, child in stack.children.items()}
+        hostile = hostile_cases(settings.max_event_bytes)
+        extremes = extreme_valid_cases()
+        messages = [
+            (case.value, case.headers or [(CORRELATION_ID, f"hostile-{i}".encode())])
+            for i, case in enumerate(hostile)
+        ]
+        messages += [
+            (case.value, [(CORRELATION_ID, f"extreme-{i}".encode())]) for i, case in enumerate(extremes)
+        ]
+        messages += [(POINSCRIT, [(CORRELATION_ID, f"valid-{i}".encode())]) for i in range(VALID)]
+        publish(kafka_bootstrap, settings.topics.events_in, messages)
+
+        expected = len(messages)
+        records = read_all(
+            kafka_bootstrap, settings.topics.acquittals, settings.partitions, expected, timeout=120
+        )
+        acquittals = {}
+        for record in records:
+            body = json.loads(record.value())
+            acquittals[body["correlation_id"]] = body
+        for i in range(VALID):
+            assert acquittals.get(f"valid-{i}", {}).get("status") == "recorded", (
+                f"valid-{i}: {acquittals.get(f'valid-{i}')}"
+            )
+        for i, case in enumerate(extremes):
+            assert acquittals[f"extreme-{i}"]["status"] == "recorded", (case.name, acquittals[f"extreme-{i}"])
+        for i, case in enumerate(hostile):
+            key = (
+                f"hostile-{i}"
+                if not case.headers
+                else next(c for c in acquittals if c.startswith("ccccccccccccccccccccc"))
+            )
+            answer = acquittals.get(key)
+            assert answer is not None, f"{case.name}: no answer"
+            assert answer["status"] == "rejected", (case.name, answer)
+            codes = [reason["code"] for reason in answer["reasons"]]
+            assert case.code is None or case.code in codes, (case.name, codes)
+            assert "INTERNAL_ERROR" not in codes, (case.name, answer)
+        assert len(records) == expected  # one answer each, nothing twice
+
+        rejections = read_all(
+            kafka_bootstrap, settings.topics.rejected, settings.partitions, len(hostile), 30
+        )
+        assert len(rejections) == len(hostile)
+        for record in rejections:
+            assert len(record.value()) <= settings.max_message_bytes
+            rejection = Rejection.decode(record.value())
+            assert rejection.original_sha256 and rejection.original_size
+
+        # nothing crashed, nothing restarted, every service still answers
+        assert {name: child.pid for name, child in stack.children.items()} == started
+        assert all(child.poll() is None for child in stack.children.values())
+        for name in SERVICES:
+            assert get(f"http://127.0.0.1:{stack.ops_port(name)}/healthz")[0] == 200
+        assert metric(stack, "ingest", "coffre_internal_errors_total") == 0
+    finally:
+        codes = stack.stop()
+    assert all(code == 0 for code in codes.values()), f"{codes} (logs in {tmp_path}/logs)"
