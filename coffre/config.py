@@ -148,6 +148,24 @@ class Settings(BaseSettings):
     api_max_range_days: int = Field(
         366, ge=1, le=3660, description="regulator API: the longest date range one lot listing may ask for"
     )
+    api_handshake_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="regulator API: a connection must finish its TLS handshake within this",
+    )
+    api_request_head_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="regulator API: after the handshake, the request line and headers must arrive within this",
+    )
+    api_idle_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="regulator API: after an answer, the next request's headers must arrive within this",
+    )
     access_log_dir: Path | None = Field(
         None, description="regulator API: where every access is logged, fsynced (default: <data dir>/access)"
     )

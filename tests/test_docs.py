@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -23,9 +24,21 @@ def test_the_xml_example_is_recorded_as_documented():
 
 
 def test_the_json_example_normalizes():
-    (example,) = blocks("json")
+    example, _ = blocks("json")
     event = normalize(example.encode())
     assert event.xml_tag == "POJEU" and event.Participants.Joueur[0].Pays == "FR"
+
+
+def test_the_documented_rejection_has_the_fields_ingest_writes():
+    from coffre.domain.errors import Rejected
+    from coffre.domain.messages import Rejection
+
+    _, documented = blocks("json")
+    try:
+        normalize(b"<POINSCRIT/>")
+    except Rejected as refusal:
+        written = json.loads(Rejection.of(refusal, b"<POINSCRIT/>", [], "in", 0, 0).encode())
+    assert set(json.loads(documented)) == set(written)
 
 
 def test_the_documented_event_list_is_the_catalogue():

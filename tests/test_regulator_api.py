@@ -990,10 +990,20 @@ SLACK = 1.0
 """How late after its limit a connection may close (timer and TLS close) in these tests."""
 
 
-def test_the_default_limits_are_the_documented_ones():
+def test_the_default_limits_are_the_documented_ones_and_the_settings():
     assert (DEFAULT_TIMEOUTS.handshake, DEFAULT_TIMEOUTS.request_head, DEFAULT_TIMEOUTS.idle) == (10, 10, 30)
+    settings = Settings()
+    assert (
+        settings.api_handshake_timeout_seconds,
+        settings.api_request_head_timeout_seconds,
+        settings.api_idle_timeout_seconds,
+    ) == (10, 10, 30)
     doc = (Path(__file__).parents[1] / "docs" / "regulator-api.md").read_text(encoding="utf-8")
-    for row in ("| TLS handshake | 10 s |", "| request head | 10 s |", "| idle | 30 s |"):
+    for row in (
+        "| TLS handshake | `COFFRE_API_HANDSHAKE_TIMEOUT_SECONDS` | 10 s |",
+        "| request head | `COFFRE_API_REQUEST_HEAD_TIMEOUT_SECONDS` | 10 s |",
+        "| idle | `COFFRE_API_IDLE_TIMEOUT_SECONDS` | 30 s |",
+    ):
         assert row in doc
 
 

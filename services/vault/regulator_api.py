@@ -823,16 +823,21 @@ async def start_regulator_api(
     trust: TrustStore,
     signer: Signer,
     *,
-    timeouts: ConnectionTimeouts = DEFAULT_TIMEOUTS,
+    timeouts: ConnectionTimeouts | None = None,
 ) -> web.AppRunner | None:
     """Serve the API over HTTPS on ``api_host:api_port``; None when ``api_port`` is 0.
 
-    ``timeouts`` bound slow clients (the defaults are the documented ones). Stop it with
+    ``timeouts`` bound slow clients (default: the ``COFFRE_API_*_TIMEOUT_SECONDS`` settings). Stop it with
     :func:`stop_regulator_api` (or ``await runner.cleanup()``). Raises ValueError for unusable
     TLS material, subjects or tokens file.
     """
     if settings.api_port == 0:
         return None
+    timeouts = timeouts or ConnectionTimeouts(
+        settings.api_handshake_timeout_seconds,
+        settings.api_request_head_timeout_seconds,
+        settings.api_idle_timeout_seconds,
+    )
     mode: AuthMode = settings.api_auth
     material = api_tls_material(settings)
     wants_cert = mode in ("mtls", "either", "both")
