@@ -19,8 +19,8 @@ from pathlib import Path
 
 from .adapters.archive import signer, trust_store
 from .adapters.broker import EmbeddedBroker
-from .adapters.kafka import ensure_topics
 from .adapters.keys import KeyFileError
+from .adapters.service import ensure_coffre_topics
 from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
 from .config import Settings, configuration_error
 
@@ -42,9 +42,7 @@ class Stack:
             self.broker = EmbeddedBroker(log_path=Path(self.settings.data_dir) / "logs" / "broker.log")
             self.bootstrap = self.broker.start()
         asyncio.run(
-            ensure_topics(
-                self.bootstrap, self.settings.topic_partitions, replication=self.settings.replication_factor
-            )
+            ensure_coffre_topics(self.settings.model_copy(update={"bootstrap_servers": self.bootstrap}))
         )
         for name in services:
             self.spawn(name)
