@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lxml import etree
 
+from .adapters.storage import TMP_PREFIX
 from .domain.catalogue import EVENT_TYPES
-from .domain.lot import LotFormatError, parse_document, parse_lot_name, read_checkpoint
+from .domain.lot import LotFormatError, check_document_size, parse_document, parse_lot_name, read_checkpoint
 from .domain.proofs import prove_consistency, prove_inclusion
 from .domain.schema import SchemaSet
 from .domain.signing import TrustStore
-from .domain.verify import CoffreReport, SchemaCheck, verify_coffre
+from .domain.verify import CoffreReport, SchemaCheck, Source, verify_coffre
 
 
 @dataclass
 class ArchiveReport:
     coffres: list[CoffreReport] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    """Failures outside any coffre (an unreadable file, an older checkpoint of no coffre found)."""
+    """Failures outside any coffre (a file named like no lot or checkpoint, an unreadable
+    ``--checkpoint``)."""
+    ignored: list[str] = field(default_factory=list)
+    """Files that are not part of the archive and were not read (not failures): temporary files
+    an interrupted write left, files with another extension."""
 
     @property
     def ok(self) -> bool:
@@ -30,6 +35,7 @@ class ArchiveReport:
         out = list(self.problems)
         for coffre in self.coffres:
             out += [str(failure) for failure in coffre.failures]
+        out += self.ignored
         for coffre in self.coffres:
             verdict = "OK" if not coffre.failures else f"{len(coffre.failures)} failure(s)"
             out.append(
@@ -61,36 +67,42 @@ def verify_archive(
     older_checkpoint: Path | None = None,
     xsd_dir: Path | None = None,
 ) -> ArchiveReport:
-    """Every coffre whose lots are under ``path`` (the archive's root, or any folder inside it)."""
+    """Every coffre whose lots are under ``path`` (the archive's root, or any folder inside it).
+
+    Files are read one at a time as the check reaches them. A ``.tmp-*`` file (what a crash
+    while sealing leaves, see :mod:`coffre.adapters.storage`) or a file that is not ``.xml`` is
+    not part of the archive: it is listed as ignored, not read, and is no failure. A
+    ``--checkpoint`` of a coffre the archive does not hold is checked against an empty coffre:
+    a ``truncation`` failure when its signature holds."""
     report = ArchiveReport()
     trust = TrustStore.from_pem_files(list(certificates))
-    lots: dict[tuple[str, int], list[tuple[str, bytes]]] = {}
-    checkpoints: dict[tuple[str, int], list[tuple[str, bytes]]] = {}
-    for file in sorted(p for p in path.rglob("*.xml") if p.is_file()):
+    lots: dict[tuple[str, int], list[tuple[str, Source]]] = {}
+    checkpoints: dict[tuple[str, int], list[tuple[str, Source]]] = {}
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = file.relative_to(path).as_posix()
+        if any(part.startswith(TMP_PREFIX) for part in file.relative_to(path).parts):
+            report.ignored.append(f"{relative}: ignored: a temporary file an interrupted write left")
+            continue
+        if file.suffix != ".xml":
+            report.ignored.append(f"{relative}: ignored: not a lot or checkpoint (.xml)")
+            continue
         parsed = parse_lot_name(file.name)
         if parsed is None:
             report.problems.append(f"{relative}: location: not a lot or checkpoint file name")
             continue
         into = checkpoints if file.parent.name == "checkpoints" else lots
-        into.setdefault((parsed[0], parsed[1]), []).append((relative, file.read_bytes()))
+        into.setdefault((parsed[0], parsed[1]), []).append((relative, _reader(file)))
     older: dict[tuple[str, int], tuple[str, bytes]] = {}
     if older_checkpoint is not None:
-        document = older_checkpoint.read_bytes()
         try:
-            checkpoint = read_checkpoint(parse_document(document))
+            document = _reader(older_checkpoint)()
+            checkpoint = read_checkpoint(parse_document(document))  # its signature is checked with its coffre
         except LotFormatError as exc:
             report.problems.append(f"{older_checkpoint}: format: {exc}")
         else:
-            key = (checkpoint.id_oper, checkpoint.id_coffre)
-            older[key] = (str(older_checkpoint), document)
-            if key not in lots:
-                report.problems.append(
-                    f"{older_checkpoint}: truncation: the checkpoint is of coffre {key[0]}/{key[1]}, "
-                    f"of which the archive holds no lot"
-                )
+            older[(checkpoint.id_oper, checkpoint.id_coffre)] = (str(older_checkpoint), document)
     schema = schema_check(xsd_dir) if xsd_dir is not None else None
-    for key in sorted(lots.keys() | checkpoints.keys()):
+    for key in sorted(lots.keys() | checkpoints.keys() | older.keys()):
         report.coffres.append(
             verify_coffre(
                 key[0],
@@ -103,6 +115,16 @@ def verify_archive(
             )
         )
     return report
+
+
+def _reader(file: Path) -> Callable[[], bytes]:
+    """Reads ``file`` when called, refusing (``format``) one larger than any lot may be."""
+
+    def read() -> bytes:
+        check_document_size(file.stat().st_size)
+        return file.read_bytes()
+
+    return read
 
 
 def archive_proof(

@@ -35,7 +35,7 @@ from coffre.domain.merkle import MerkleAccumulator
 from coffre.domain.merkle import root as merkle_root
 from coffre.domain.normalize import normalize
 from coffre.domain.proofs import ConsistencyProof, InclusionProof, check_consistency, check_inclusion
-from coffre.domain.signing import Signer, generate_key_and_certificate
+from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate, verify
 
 from events import POINSCRIT
 from xmlsec_tool import xmlsec1_verify
@@ -178,11 +178,143 @@ def test_the_events_in_a_lot_are_the_recorded_bytes(pristine):
 
 
 def test_a_flipped_byte_inside_an_event(archive, trusted):
+    """The lot whose signature fails is still read, so the report says what changed in it; the
+    lots after it verify, and the coffre tree's difference is reported once, not on every later
+    lot and checkpoint."""
     path = lots(archive)[1]
     path.write_bytes(path.read_bytes().replace(b"a-7-5<", b"a-7-X<"))
+    name = path.relative_to(archive).as_posix()
+    assert failures(archive, trusted[1]) == [
+        f"{name}: signature: the content does not match its signature (digest mismatch)",
+        f"{name}: IDEvt 5: chain: the chain hash does not recompute from the event's bytes",
+        f"{name}: merkle root: RacineMerkle does not recompute from the lot's events",
+        f"{name}: coffre tree: RacineArbreCoffre/TailleArbreCoffre do not recompute (size 6 read); "
+        "later trees are not compared",
+        f"{name}: lot digest: the file is not the one sealed: its SHA-256 is not the EmpreinteLot of "
+        "0099/7/checkpoints/0099-7-0000000002.xml",
+    ]
+
+
+def test_a_comment_splitting_a_header_number_is_read_as_the_signature_covers_it(archive, trusted):
+    """``<TailleArbreCoffre>1<!-- -->0</TailleArbreCoffre>``: the signature holds and the value is
+    10, as in the canonical form; the file is no longer the one its checkpoint names."""
+    path = lots(archive)[-1]
+    path.write_bytes(path.read_bytes().replace(b"<TailleArbreCoffre>10<", b"<TailleArbreCoffre>1<!-- -->0<"))
+    header = read_lot(
+        verify(path.read_bytes(), TrustStore.from_pem_files([trusted[1]]), T0 + timedelta(days=9))
+    ).header
+    assert header.tree_size == 10
+    name = path.relative_to(archive).as_posix()
+    assert failures(archive, trusted[1]) == [
+        f"{name}: lot digest: the file is not the one sealed: its SHA-256 is not the EmpreinteLot of "
+        "0099/7/checkpoints/0099-7-0000000004.xml"
+    ]
+
+
+def test_a_checkpoint_whose_signature_fails_is_no_evidence(archive, trusted):
+    """Reported, and otherwise ignored: what it says is not compared with the archive."""
+    path = checkpoint_files(archive)[1]
+    path.write_bytes(path.read_bytes().replace(b"<TailleArbre>6<", b"<TailleArbre>60<"))
+    assert failures(archive, trusted[1]) == [
+        "0099/7/checkpoints/0099-7-0000000002.xml: signature: the content does not match its signature "
+        "(digest mismatch)"
+    ]
+
+
+def test_a_checkpoint_filed_under_another_lot_number(archive, trusted):
+    second, third = checkpoint_files(archive)[1:3]
+    third.write_bytes(second.read_bytes())
+    lot = lots(archive)[2].relative_to(archive).as_posix()
+    assert failures(archive, trusted[1]) == [  # reported with lot 2, the lot it names, then lot 3's
+        "0099/7/checkpoints/0099-7-0000000003.xml: location: the file is named for lot 3, the checkpoint "
+        "says lot 2",
+        f"{lot}: checkpoint: no checkpoint in the archive for lot 3",
+    ]
+
+
+def test_an_event_whose_own_idevt_is_not_its_evenement_s(archive, trusted):
+    def change(root):
+        root.find("Evenements")[1][0].find("IDEvt").text = "9"
+
+    resign(lots(archive)[0], trusted[0], change)
+    assert any(
+        line.endswith(
+            "0099-7-0000000001.xml: IDEvt 2: event identity: the event's own IDOper/IDCoffre/IDEvt are "
+            "0099/7/9, its lot's and Evenement's 0099/7/2"
+        )
+        for line in failures(archive, trusted[1])
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("NumeroLot", "2<?x 0?>", "NumeroLot holds more than text"),
+        ("NumeroLot", " 2", "NumeroLot is not an integer >= 1: ' 2'"),
+        ("DernierIDEvt", "<b>6</b>", "DernierIDEvt holds more than text"),
+    ],
+)
+def test_a_header_value_is_its_whole_text_and_nothing_else(archive, trusted, field, value, message):
+    """Signed with the key, but readers could disagree on the value: a format failure."""
+
+    def change(root):
+        element = root.find(f"Entete/{field}")
+        element.text = None
+        element.append(etree.fromstring(f"<v>{value}</v>"))
+        for child in element[0]:  # unwrap <v>: its text and children go into the field
+            element.append(child)
+        element.text = element[0].text
+        element.remove(element[0])
+
+    resign(lots(archive)[1], trusted[0], change)
     found = failures(archive, trusted[1])
-    assert any("0000000002.xml: signature:" in line for line in found)
-    assert any("0000000002.xml: IDEvt 5: chain:" in line for line in found)
+    assert found[0] == f"{lots(archive)[1].relative_to(archive).as_posix()}: format: {message}"
+
+
+def test_the_size_and_depth_limits(archive, trusted, monkeypatch):
+    """Past a limit a lot is a format failure and is not read; the next lot is checked on its own
+    header, and the coffre's tree is no longer compared."""
+    import coffre.domain.lot as lot_module
+
+    second = lots(archive)[1]
+    name = second.relative_to(archive).as_posix()
+    second.write_bytes(second.read_bytes() + b"\n" * 100)
+    size = second.stat().st_size
+    monkeypatch.setattr(lot_module, "MAX_DOCUMENT_BYTES", size - 1)
+    assert failures(archive, trusted[1]) == [
+        f"{name}: format: {size} bytes, more than the {size - 1} a lot may hold"
+    ]
+    monkeypatch.undo()
+
+    def nest(root):
+        event = root.find("Evenements")[0][0]
+        inner = event.find("Tech")
+        for _ in range(32):  # LotCoffre/Evenements/Evenement/POINSCRIT/Tech: 5 levels already
+            inner = etree.SubElement(inner, "x")
+
+    resign(second, trusted[0], nest)
+    assert failures(archive, trusted[1]) == [f"{name}: format: elements nested more than 35 deep"]
+
+
+def test_the_number_of_events_in_a_lot_is_bounded(archive, trusted, monkeypatch):
+    import coffre.domain.lot as lot_module
+
+    monkeypatch.setattr(lot_module, "MAX_LOT_EVENTS", 2)
+    found = failures(archive, trusted[1])
+    assert found[0].endswith("0099-7-0000000001.xml: format: NombreEvt 3: a lot holds at most 2 events")
+
+
+def test_the_sealer_keeps_a_lot_within_the_size_a_reader_accepts(tmp_path, trusted, monkeypatch):
+    import coffre_vault.sealer as sealer_module
+
+    monkeypatch.setattr(sealer_module, "MAX_LOT_EVENT_BYTES", 2 * len(event(7, 1)) + 10)
+    root = build(tmp_path, trusted[0], events=5, max_events=10)
+    spans = [
+        (h.first_id_evt, h.last_id_evt)
+        for h in (read_lot(parse_document(p.read_bytes())).header for p in lots(root))
+    ]
+    assert spans == [(1, 2), (3, 4), (5, 5)]
+    assert verify_archive(root, [trusted[1]]).ok
 
 
 def test_a_removed_event(archive, trusted):

@@ -289,6 +289,63 @@ def test_rejects_same_key_other_certificate_in_key_info(ec: Pair) -> None:
     rejected(dump(root), ec, match="not the trusted certificate")
 
 
+def test_untrusted_and_expired_keys_are_told_apart(ec: Pair, other: Pair) -> None:
+    resigned = dump(other.signer.sign(_strip_signature(tree(ec.signer.sign_bytes(DOC)))))
+    rejected(resigned, ec, match=f"no trusted certificate has key id {key_id(other.cert)}")
+    late = ec.cert.not_valid_after_utc + timedelta(days=1)
+    rejected(
+        ec.signer.sign_bytes(DOC),
+        ec,
+        late,
+        match=f"no trusted certificate of key id {key_id(ec.cert)} is valid at",
+    )
+
+
+def _renewed(pair: Pair, not_before: datetime, days: int) -> x509.Certificate:
+    """Another certificate of the same key (a renewal)."""
+    key = serialization.load_pem_private_key(pair.key_pem, None)
+    name = pair.cert.subject
+    return (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_before + timedelta(days=days))
+        .sign(key, hashes.SHA256())
+    )
+
+
+def test_a_certificate_renewed_on_the_same_key() -> None:
+    """Both certificates trusted and valid at the signing time: the document is checked with the
+    one it embeds, not with the most recent one (which it does not embed)."""
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    first = Pair("ecdsa", not_before=start, days=365)
+    renewal = _renewed(first, start + timedelta(days=300), 365)
+    trust = TrustStore([first.cert, renewal])
+    at = start + timedelta(days=330)
+    verify(first.signer.sign_bytes(DOC), trust, at)  # embeds the first certificate
+    key = serialization.load_pem_private_key(first.key_pem, None)
+    verify(Signer(key, renewal).sign_bytes(DOC), trust, at)  # embeds the renewal
+    with pytest.raises(SignatureInvalid, match="not the trusted certificate"):  # renewal not yet valid
+        verify(Signer(key, renewal).sign_bytes(DOC), trust, start + timedelta(days=10))
+
+
+def test_key_name_and_embedded_certificate_that_disagree(ec: Pair, other: Pair) -> None:
+    """Both keys trusted: KeyName selects the certificates, the embedded one must be among them."""
+    trust = TrustStore([ec.cert, other.cert])
+    at = max(ec.now, other.now)
+    root = tree(ec.signer.sign_bytes(DOC))
+    root.find(".//ds:KeyName", NS).text = key_id(other.cert)
+    with pytest.raises(SignatureInvalid, match="not the trusted certificate for its key id"):
+        verify(dump(root), trust, at)
+    root = tree(ec.signer.sign_bytes(DOC))
+    root.find(".//ds:X509Certificate", NS).text = _b64(other.cert)
+    with pytest.raises(SignatureInvalid, match="not the trusted certificate for its key id"):
+        verify(dump(root), trust, at)
+
+
 def test_key_rotation() -> None:
     start = datetime(2030, 1, 1, tzinfo=UTC)
     old = Pair("ecdsa", not_before=start, days=365)

@@ -24,7 +24,7 @@ from lxml import etree
 
 from .chain import GENESIS, HASH_SIZE
 from .codec import hardened_parser
-from .limits import ID_COFFRE_PATTERN
+from .limits import ID_COFFRE_PATTERN, MAX_DEPTH
 from .merkle import leaf_hash
 from .merkle import root as merkle_root
 
@@ -33,6 +33,17 @@ LOT_TAG = "LotCoffre"
 CHECKPOINT_TAG = "PointDeControle"
 MAX_DOCUMENT_BYTES = 512 << 20
 """The largest lot or checkpoint a reader accepts (a lot of 10,000 POJEU is about 30 MB)."""
+MAX_LOT_EVENT_BYTES = MAX_DOCUMENT_BYTES // 2
+"""The most canonical event bytes the sealer puts in one lot: the rest of
+:data:`MAX_DOCUMENT_BYTES` is room for each event's ``Evenement`` wrapper (under 130 bytes), the
+header and the signature, so a lot the vault writes is never one a reader refuses."""
+MAX_LOT_EVENTS = 1_000_000
+"""The most events one lot may hold (``COFFRE_LOT_MAX_EVENTS`` goes up to this)."""
+MAX_DOCUMENT_DEPTH = 3 + MAX_DEPTH
+"""Nesting of elements in a lot or checkpoint: ``LotCoffre/Evenements/Evenement`` and an event
+of at most :data:`~coffre.domain.limits.MAX_DEPTH` levels (the signature needs 6)."""
+_SIGNATURE = "{http://www.w3.org/2000/09/xmldsig#}Signature"
+_TOO_DEEP = "boolean(" + "/*" * (MAX_DOCUMENT_DEPTH + 1) + ")"
 
 NO_DIGEST = bytes(HASH_SIZE)
 """The previous-lot digest of lot 1."""
@@ -88,6 +99,9 @@ class LotEvent:
     id_evt: int
     chain_hash: bytes
     canonical: bytes
+    stated: tuple[str | None, str | None, str | None] | None = None
+    """When read from a lot: the texts of the event element's own ``IDOper``, ``IDCoffre`` and
+    ``IDEvt`` children (None for one that is missing, repeated or holds more than text)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +226,9 @@ def read_lot(root: etree._Element) -> Lot:
     """The header and events of a (verified) lot element; :class:`LotFormatError` when malformed."""
     if root.tag != LOT_TAG or root.get("version") != FORMAT_VERSION:
         raise LotFormatError(f"not a version {FORMAT_VERSION} {LOT_TAG} (root is {root.tag!r})")
+    parts = [child.tag for child in root if isinstance(child.tag, str) and child.tag != _SIGNATURE]
+    if parts != ["Entete", "Evenements"]:
+        raise LotFormatError(f"{LOT_TAG} holds {parts}, expected ['Entete', 'Evenements'] and the signature")
     head = _only(root, "Entete")
     values = _header_values(head, _HEADER_FIELDS)
     header = LotHeader(
@@ -228,17 +245,51 @@ def read_lot(root: etree._Element) -> Lot:
         _hash(values["RacineArbreCoffre"], "RacineArbreCoffre"),
         parse_time(values["DateScellement"], "DateScellement"),
     )
-    if _int(values["NombreEvt"], "NombreEvt") != header.count:
+    count = _int(values["NombreEvt"], "NombreEvt")
+    if count > MAX_LOT_EVENTS:
+        raise LotFormatError(f"NombreEvt {count}: a lot holds at most {MAX_LOT_EVENTS} events")
+    if count != header.count:
         raise LotFormatError("NombreEvt does not match PremierIDEvt and DernierIDEvt")
-    events = []
-    for holder in _only(root, "Evenements"):
-        if holder.tag != "Evenement" or len(holder) != 1:
-            raise LotFormatError("Evenements holds Evenement elements of one event each")
-        id_evt = _int(holder.get("IDEvt", ""), "IDEvt")
-        chain = _hash(holder.get("HashChaine", ""), "HashChaine")
-        canonical = etree.tostring(holder[0], method="c14n", exclusive=True)
-        events.append(LotEvent(id_evt, chain, canonical))
-    return Lot(header, events)
+    body = _only(root, "Evenements")
+    if len(body) > MAX_LOT_EVENTS:
+        raise LotFormatError(f"Evenements holds more than {MAX_LOT_EVENTS} children")
+    return Lot(header, [_read_event(holder) for holder in body])
+
+
+def _read_event(holder: etree._Element) -> LotEvent:
+    """One ``Evenement``: its attributes, and the exclusive C14N (no comments, no inclusive
+    prefixes) of the one event element it holds, taken on its own."""
+    if holder.tag != "Evenement" or len(holder.attrib) != 2 or len(holder) != 1:
+        raise LotFormatError(
+            "Evenements holds Evenement elements with IDEvt and HashChaine, of one event each"
+        )
+    event = holder[0]
+    if not isinstance(event.tag, str) or (holder.text or "").strip() or (event.tail or "").strip():
+        raise LotFormatError("an Evenement holds its event element and nothing else")
+    return LotEvent(
+        _int(holder.get("IDEvt", ""), "IDEvt"),
+        _hash(holder.get("HashChaine", ""), "HashChaine"),
+        etree.tostring(event, method="c14n", exclusive=True, with_comments=False),
+        _stated_identity(event),
+    )
+
+
+_IDENTITY = ("IDOper", "IDCoffre", "IDEvt")
+
+
+def _stated_identity(event: etree._Element) -> tuple[str | None, str | None, str | None]:
+    """The texts of the event's own ``IDOper``, ``IDCoffre`` and ``IDEvt`` (direct children only:
+    a POJEU's players have an IDOper of their own); None for one that is missing, repeated or
+    holds more than text."""
+    found: dict[str, etree._Element | None] = {}
+    for child in event:
+        if child.tag in _IDENTITY:
+            found[child.tag] = None if child.tag in found else child
+    texts = [
+        element.text or "" if element is not None and not len(element) else None
+        for element in (found.get(name) for name in _IDENTITY)
+    ]
+    return texts[0], texts[1], texts[2]
 
 
 # -- checkpoints -----------------------------------------------------------------------------
@@ -314,20 +365,32 @@ def read_checkpoint(root: etree._Element) -> Checkpoint:
 # -- reading helpers -------------------------------------------------------------------------
 
 
+def check_document_size(size: int) -> None:
+    """:class:`LotFormatError` for a file larger than any lot or checkpoint may be (checked
+    before the file is read)."""
+    if size > MAX_DOCUMENT_BYTES:
+        raise LotFormatError(f"{size} bytes, more than the {MAX_DOCUMENT_BYTES} a lot may hold")
+
+
 def parse_document(document: bytes) -> etree._Element:
-    """Hardened parse of a lot or checkpoint: no DTD, no entity, no network."""
-    if len(document) > MAX_DOCUMENT_BYTES:
-        raise LotFormatError(f"{len(document)} bytes, more than a lot may hold")
+    """Hardened parse of a lot or checkpoint: no DTD, no entity, no network, comments dropped
+    (as the canonical form drops them), within :data:`MAX_DOCUMENT_BYTES` and
+    :data:`MAX_DOCUMENT_DEPTH`. The parser is the one the signature check uses, so both see the
+    same document and the same libxml2 limits."""
+    check_document_size(len(document))
     if b"<!DOCTYPE" in document or b"<!ENTITY" in document:
         raise LotFormatError("a DTD or entity declaration")
     try:
-        return etree.fromstring(document, _parser())
+        root = etree.fromstring(document, _parser())
     except etree.XMLSyntaxError as exc:
         raise LotFormatError(f"not well-formed XML: {exc}") from None
+    if root.xpath(_TOO_DEEP):
+        raise LotFormatError(f"elements nested more than {MAX_DOCUMENT_DEPTH} deep")
+    return root
 
 
 def _parser() -> etree.XMLParser:
-    return hardened_parser(keep_pis=True, huge_tree=True)
+    return hardened_parser(keep_pis=True)
 
 
 def _only(parent: etree._Element, tag: str) -> etree._Element:
@@ -338,16 +401,18 @@ def _only(parent: etree._Element, tag: str) -> etree._Element:
 
 
 def _header_values(parent: etree._Element, fields: tuple[tuple[str, str | None], ...]) -> dict[str, str]:
-    elements = [
-        child
-        for child in parent
-        if isinstance(child.tag, str) and child.tag != "{http://www.w3.org/2000/09/xmldsig#}Signature"
-    ]
+    """Each field's value: the whole text of its element, as the canonical form has it (a comment
+    inside it is already gone, its two sides joined). An attribute, a child element or a
+    processing instruction inside a field would let readers disagree on its value: refused."""
+    elements = [child for child in parent if isinstance(child.tag, str) and child.tag != _SIGNATURE]
     tags = [child.tag for child in elements]
     expected = [tag for tag, _ in fields]
     if tags != expected:
         raise LotFormatError(f"{parent.tag} holds {tags}, expected {expected}")
-    return {child.tag: (child.text or "").strip() for child in elements}
+    for child in elements:
+        if len(child) or child.attrib:
+            raise LotFormatError(f"{child.tag} holds more than text")
+    return {child.tag: child.text or "" for child in elements}
 
 
 def _int(text: str, name: str, minimum: int = 1) -> int:
@@ -384,6 +449,7 @@ __all__ = [
     "LotHeader",
     "build_checkpoint",
     "build_lot",
+    "check_document_size",
     "checkpoint_after",
     "checkpoint_key",
     "digest",

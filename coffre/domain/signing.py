@@ -7,8 +7,9 @@ canonicalized with exclusive C14N 1.0, and a KeyInfo holding ``KeyName`` (the ke
 the certificate's SubjectPublicKeyInfo, see :func:`key_id`) and the signing certificate in
 ``X509Data/X509Certificate``. The regulator checks it with ``xmlsec1 --verify``.
 
-:func:`verify` never trusts the document's own certificate: it picks the certificate from a
-:class:`TrustStore` by key id and date, demands the embedded one be byte-identical, insists on
+:func:`verify` never trusts the document's own certificate: it looks the ``KeyName`` up in a
+:class:`TrustStore`, keeps the certificates of that key id valid at the document's own time, and
+demands that the embedded certificate be one of them, byte for byte; it insists on
 the exact shape above (so no second Signature, no ``#id`` Reference, no wrapper element can
 smuggle unsigned content), and returns only what the signature covers.
 
@@ -302,19 +303,24 @@ class TrustStore:
         """The key ids of the trusted certificates."""
         return frozenset(self._by_key_id)
 
+    def certificates(self, key_id: str) -> list[x509.Certificate]:
+        """Every trusted certificate of ``key_id`` (several when one key's certificate was renewed)."""
+        return list(self._by_key_id.get(key_id, ()))
+
+    def valid(self, key_id: str, at: datetime) -> list[x509.Certificate]:
+        """The trusted certificates of ``key_id`` valid at ``at`` (timezone-aware):
+        ``notBefore <= at <= notAfter``, both ends included."""
+        if at.tzinfo is None:
+            raise ValueError("the verification time must be timezone-aware")
+        return [c for c in self.certificates(key_id) if c.not_valid_before_utc <= at <= c.not_valid_after_utc]
+
     def pick(self, key_id: str, at: datetime) -> x509.Certificate | None:
         """The trusted certificate for ``key_id`` valid at ``at`` (timezone-aware), or None.
 
         When several are (a certificate renewed on the same key), the most recently issued wins.
+        :func:`verify` does not use this: it takes the valid one the document embeds.
         """
-        if at.tzinfo is None:
-            raise ValueError("the verification time must be timezone-aware")
-        valid = [
-            c
-            for c in self._by_key_id.get(key_id, ())
-            if c.not_valid_before_utc <= at <= c.not_valid_after_utc
-        ]
-        return max(valid, key=lambda c: c.not_valid_before_utc, default=None)
+        return max(self.valid(key_id, at), key=lambda c: c.not_valid_before_utc, default=None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,20 +411,29 @@ def verify(document: bytes, trust: TrustStore, at: datetime) -> etree._Element:
         raise SignatureInvalid("unexpected content in KeyInfo")
 
     # The key: chosen by key id among the trusted certificates, never taken from the document.
+    # The embedded certificate must be one of them, byte for byte: KeyName only selects, and a
+    # KeyName that disagrees with the embedded certificate is refused.
     kid = (key_name.text or "").strip()
     if not _KEY_ID.fullmatch(kid):
         raise SignatureInvalid("KeyName is not a key id")
-    certificate = trust.pick(kid, at)
-    if certificate is None:
-        raise SignatureInvalid("untrusted or expired key")
+    if not trust.certificates(kid):
+        raise SignatureInvalid(f"untrusted or expired key: no trusted certificate has key id {kid}")
+    valid = trust.valid(kid, at)
+    if not valid:
+        raise SignatureInvalid(
+            f"untrusted or expired key: no trusted certificate of key id {kid} is valid at {at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+        )
     try:
         embedded_der = base64.b64decode(
             _WHITESPACE.sub(b"", (embedded.text or "").encode("ascii")), validate=True
         )
     except (binascii.Error, UnicodeEncodeError):
         raise SignatureInvalid("X509Certificate is not base64") from None
-    if embedded_der != certificate.public_bytes(serialization.Encoding.DER):
-        raise SignatureInvalid("the certificate in KeyInfo is not the trusted certificate for its key id")
+    certificate = next((c for c in valid if c.public_bytes(serialization.Encoding.DER) == embedded_der), None)
+    if certificate is None:
+        raise SignatureInvalid(
+            "the certificate in KeyInfo is not the trusted certificate for its key id (KeyName) valid then"
+        )
     if (method == RSA_SHA256) != isinstance(certificate.public_key(), rsa.RSAPublicKey):
         raise SignatureInvalid("the signature method does not match the key type")
 

@@ -1,8 +1,15 @@
 """Offline verification of a coffre's archive: what ``coffre verify`` runs, on bytes only.
 
 Every check of docs/archive-format.md ("Verifying an archive"), each failure named by its
-lot, its IDEvt when it concerns one event, and the check that failed. A lot whose signature
-does not hold is still read, so that the report also says what in it was changed.
+file, its IDEvt when it concerns one event, and the check that failed. A lot whose signature
+does not hold is still read, so that the report also says what in it was changed; a checkpoint
+whose signature does not hold is reported and otherwise ignored (its content is no evidence).
+
+A failure is reported on the file that changed, not on the files that merely point at it: a
+lot's file digest is checked against the checkpoints that name it (``EmpreinteLot``), and the
+next lot's links are blamed only when they agree neither with that lot as read nor with what
+its checkpoints signed. Once the coffre's tree as read differs from a signed one, later trees
+are not compared (each would repeat that one difference).
 """
 
 from __future__ import annotations
@@ -17,8 +24,8 @@ from .chain import GENESIS, chain_hash
 from .lot import (
     NO_DIGEST,
     Checkpoint,
-    Lot,
     LotFormatError,
+    LotHeader,
     digest,
     event_leaf,
     parse_document,
@@ -33,6 +40,10 @@ from .signing import SignatureInvalid, TrustStore, verify
 
 SchemaCheck = Callable[[bytes], list[str]]
 """Schema errors of one event's canonical bytes (empty when it validates)."""
+
+Source = bytes | Callable[[], bytes]
+"""A file's bytes, or a function that reads them (raising :class:`LotFormatError` for a file too
+large to read), so that an archive is read one lot at a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,89 +76,196 @@ class CoffreReport:
     """(lot number, first IDEvt, last IDEvt) of each lot read, in order."""
     complete: bool = True
     """False once a lot could not be read: the coffre's tree is then unknown past it."""
+    tree_agrees: bool = True
+    """False once the coffre tree as read differed from a signed one (a lot's or a checkpoint's)."""
 
     def fail(self, where: str, check: str, message: str, id_evt: int | None = None) -> None:
         self.failures.append(Failure(where, check, message, id_evt))
 
 
-def _open_signed(
-    name: str,
-    document: bytes,
-    trust: TrustStore,
-    report: CoffreReport,
-    read_at: Callable[[etree._Element], datetime],
-) -> etree._Element | None:
-    """The document's root: verified when its signature holds, else as read (after reporting why).
+# -- reading signed documents ---------------------------------------------------------------------
 
-    The signing certificate must be valid at the document's own time (a lot's seal time); when
-    that cannot be read, at the time of the check. A format error is the caller's to report."""
+
+@dataclass(slots=True)
+class _Opened:
+    """One lot or checkpoint file as read: its root as the signature covers it (or as parsed when
+    the signature does not hold; None when it cannot be parsed), and what went wrong reading it."""
+
+    path: str
+    digest: bytes
+    root: etree._Element | None
+    signed: bool
+    failures: list[Failure]
+
+
+def _open_signed(
+    path: str, source: Source, trust: TrustStore, read_at: Callable[[etree._Element], datetime]
+) -> _Opened:
+    """Read and parse a document, then check its signature. The signing certificate must be valid
+    at the document's own time (a lot's seal time); when that cannot be read, at the time of the
+    check (the document then fails ``format`` anyway)."""
     try:
+        document = source() if callable(source) else source
         unverified = parse_document(document)
     except LotFormatError as exc:
-        report.fail(name, "format", str(exc))
-        return None
+        return _Opened(path, b"", None, False, [Failure(path, "format", str(exc))])
     try:
         at = read_at(unverified)
     except LotFormatError:
         at = datetime.now(UTC)
     try:
-        return verify(document, trust, at)
+        return _Opened(path, digest(document), verify(document, trust, at), True, [])
     except SignatureInvalid as exc:
-        report.fail(name, "signature", str(exc))
-        return unverified
+        return _Opened(path, digest(document), unverified, False, [Failure(path, "signature", str(exc))])
 
 
 def _lot_time(root: etree._Element) -> datetime:
     """The seal time alone: the lot is read whole only once its signature holds."""
-    return parse_time((root.findtext("Entete/DateScellement") or "").strip(), "DateScellement")
+    return parse_time(root.findtext("Entete/DateScellement") or "", "DateScellement")
 
 
 def _checkpoint_time(root: etree._Element) -> datetime:
-    return parse_time((root.findtext("Date") or "").strip(), "Date")
+    return parse_time(root.findtext("Date") or "", "Date")
+
+
+@dataclass(slots=True)
+class _ReadCheckpoint:
+    opened: _Opened
+    checkpoint: Checkpoint | None
+    file_number: int | None
+    """The lot number in the file's name (None for a checkpoint given with ``--checkpoint``)."""
+    checked: bool = False
+
+    @property
+    def lot_number(self) -> int | None:
+        return self.checkpoint.lot_number if self.checkpoint is not None else self.file_number
+
+    @property
+    def evidence(self) -> Checkpoint | None:
+        """The checkpoint when its signature holds: only then does what it says count."""
+        return self.checkpoint if self.opened.signed else None
+
+
+def _read_checkpoint(
+    report: CoffreReport, path: str, source: Source, trust: TrustStore, *, in_archive: bool
+) -> _ReadCheckpoint:
+    report.checkpoints += 1
+    opened = _open_signed(path, source, trust, _checkpoint_time)
+    parsed = parse_lot_name(path) if in_archive else None
+    checkpoint = None
+    if opened.root is not None:
+        try:
+            checkpoint = read_checkpoint(opened.root)
+        except LotFormatError as exc:
+            opened.failures.append(Failure(path, "format", str(exc)))
+        opened.root = None  # what it says is kept, not its tree: a coffre may have many checkpoints
+    read = _ReadCheckpoint(opened, checkpoint, parsed[2] if parsed else None)
+    if checkpoint is not None and (checkpoint.id_oper, checkpoint.id_coffre) != (
+        report.id_oper,
+        report.id_coffre,
+    ):
+        opened.failures.append(
+            Failure(
+                path,
+                "location",
+                f"a checkpoint of coffre {checkpoint.id_oper}/{checkpoint.id_coffre} "
+                f"among those of {report.id_oper}/{report.id_coffre}",
+            )
+        )
+        read.checkpoint = None
+    elif checkpoint is not None and in_archive:
+        _check_checkpoint_location(opened, checkpoint)
+    return read
+
+
+def _check_checkpoint_location(opened: _Opened, checkpoint: Checkpoint) -> None:
+    path = opened.path
+    parts = path.replace("\\", "/").split("/")
+    parsed = parse_lot_name(path)
+    if parsed is not None and parsed[2] != checkpoint.lot_number:
+        opened.failures.append(
+            Failure(
+                path,
+                "location",
+                f"the file is named for lot {parsed[2]}, the checkpoint says lot {checkpoint.lot_number}",
+            )
+        )
+    if len(parts) >= 4 and parts[-4:-1] != [checkpoint.id_oper, str(checkpoint.id_coffre), "checkpoints"]:
+        opened.failures.append(
+            Failure(
+                path,
+                "location",
+                f"filed under {'/'.join(parts[-4:-1])}, not {checkpoint.id_oper}/{checkpoint.id_coffre}/checkpoints",
+            )
+        )
+
+
+# -- the walk over a coffre's lots ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Previous:
+    """What the next lot must link to: the previous lot as read, and what its checkpoints signed."""
+
+    digest: bytes = NO_DIGEST
+    chain: bytes = GENESIS
+    sealed_digests: frozenset[bytes] = frozenset()
+    sealed_chains: frozenset[bytes] = frozenset()
 
 
 def verify_coffre(
     id_oper: str,
     id_coffre: int,
-    lots: Iterable[tuple[str, bytes]],
-    checkpoints: Iterable[tuple[str, bytes]],
+    lots: Iterable[tuple[str, Source]],
+    checkpoints: Iterable[tuple[str, Source]],
     trust: TrustStore,
     *,
-    older_checkpoint: tuple[str, bytes] | None = None,
+    older_checkpoint: tuple[str, Source] | None = None,
     schema: SchemaCheck | None = None,
 ) -> CoffreReport:
-    """Verify one coffre from its lot files and checkpoint files, given as (path, bytes).
+    """Verify one coffre from its lot files and checkpoint files, given as (path, bytes or reader).
 
     Paths are relative to the archive's root (``0099/1/2026/11/22/0099-1-0000000001.xml``) or
     at least end with ``YYYY/MM/DD/<file>``; they locate failures and are checked against the
     headers (a lot moved to another coffre, another number or another day is caught).
+    ``older_checkpoint`` is one the regulator kept from before (``--checkpoint``).
     """
     report = CoffreReport(id_oper, id_coffre)
-    numbered: list[tuple[int, str, bytes]] = []
-    for path, document in lots:
+    numbered: list[tuple[int, str, Source]] = []
+    for path, source in lots:
         parsed = parse_lot_name(path)
         if parsed is None:
             report.fail(path, "location", "not a lot file name (<IDOper>-<IDCoffre>-<10 digits>.xml)")
             continue
-        numbered.append((parsed[2], path, document))
-    numbered.sort()
+        numbered.append((parsed[2], path, source))
+    numbered.sort(key=lambda entry: (entry[0], entry[1]))
+
+    read = [
+        _read_checkpoint(report, path, source, trust, in_archive=True)
+        for path, source in sorted(checkpoints, key=lambda entry: entry[0])
+    ]
+    if older_checkpoint is not None:
+        read.append(_read_checkpoint(report, *older_checkpoint, trust, in_archive=False))
+    by_lot: dict[int | None, list[_ReadCheckpoint]] = {}
+    for checkpoint in read:
+        by_lot.setdefault(checkpoint.lot_number, []).append(checkpoint)
 
     tree = MerkleAccumulator()
-    previous_digest = NO_DIGEST
-    previous_chain = GENESIS
+    previous = _Previous()
     expected_number = 1
     expected_id = 1
-    last_lot: tuple[str, Lot, bytes] | None = None
     rebase = False
-    for number, path, document in numbered:
+    last_number = 0
+    for number, path, source in numbered:
         report.lots += 1
-        root = _open_signed(path, document, trust, report, _lot_time)
+        opened = _open_signed(path, source, trust, _lot_time)
+        report.failures += opened.failures
         try:
-            if root is None:
+            if opened.root is None:
                 raise LotFormatError("unreadable")
-            lot = read_lot(root)
+            lot = read_lot(opened.root)
         except LotFormatError as exc:
-            if root is not None:
+            if opened.root is not None:
                 report.fail(path, "format", str(exc))
             # What follows cannot be linked to this lot: the next lot is checked on its own header,
             # and the coffre's tree (hence the checkpoints) can no longer be recomputed.
@@ -155,53 +273,38 @@ def verify_coffre(
             report.complete = False
             continue
         h = lot.header
+        last_number = max(last_number, number)
         if rebase:
-            previous_digest, previous_chain, expected_id = (
-                h.previous_lot_digest,
-                h.previous_chain_hash,
-                h.first_id_evt,
-            )
+            previous = _Previous(h.previous_lot_digest, h.previous_chain_hash)
+            expected_id = h.first_id_evt
             rebase = False
-        _check_location(
-            report, path, h.id_oper, h.id_coffre, h.number, number, h.sealed_at, id_oper, id_coffre
-        )
+        _check_location(report, path, h, number, id_oper, id_coffre)
         if number != expected_number:
             missing = "" if number < expected_number else f"; lot(s) {expected_number}..{number - 1} missing"
             report.fail(
                 path, "lot sequence", f"lot {number} where lot {expected_number} was expected{missing}"
             )
         expected_number = number + 1
-        if h.previous_lot_digest != previous_digest:
-            report.fail(path, "lot link", "EmpreinteLotPrecedent is not the SHA-256 of the previous lot file")
-        if h.previous_chain_hash != previous_chain:
-            report.fail(
-                path, "chain link", "HashChainePrecedent is not the chain hash the previous lot ends with"
-            )
+        _check_links(report, path, h, previous)
         if h.first_id_evt != expected_id:
             report.fail(
                 path, "IDEvt continuity", f"the lot starts at IDEvt {h.first_id_evt}, expected {expected_id}"
             )
-        ids = [e.id_evt for e in lot.events]
-        declared = range(h.first_id_evt, h.last_id_evt + 1)
-        if ids != list(declared):
-            missing = sorted(set(declared) - set(ids))
-            if missing:
-                report.fail(
-                    path, "IDEvt continuity", f"missing from the lot ({len(missing)} missing)", missing[0]
-                )
-            else:
-                at = next(
-                    (found for want, found in zip(declared, ids, strict=False) if want != found), ids[-1]
-                )
-                report.fail(
-                    path,
-                    "IDEvt continuity",
-                    f"events {_span(ids)} where {_span(list(declared))} were declared",
-                    at,
-                )
+        _check_ids(report, path, h, [e.id_evt for e in lot.events])
         chain = h.previous_chain_hash
         leaves = []
         for event in lot.events:
+            if event.stated != (h.id_oper, str(h.id_coffre), str(event.id_evt)):
+                oper, coffre, id_evt = (
+                    value if value is not None else "?" for value in event.stated or (None,) * 3
+                )
+                report.fail(
+                    path,
+                    "event identity",
+                    f"the event's own IDOper/IDCoffre/IDEvt are {oper}/{coffre}/{id_evt}, "
+                    f"its lot's and Evenement's {h.id_oper}/{h.id_coffre}/{event.id_evt}",
+                    event.id_evt,
+                )
             chain = chain_hash(chain, event.canonical)
             if chain != event.chain_hash:
                 report.fail(
@@ -223,120 +326,159 @@ def verify_coffre(
         if merkle_root(leaves) != h.merkle_root:
             report.fail(path, "merkle root", "RacineMerkle does not recompute from the lot's events")
         report.roots[tree.size] = tree.root()
-        if report.complete and (h.tree_size != tree.size or h.tree_root != report.roots[tree.size]):
+        if (
+            report.complete
+            and report.tree_agrees
+            and (h.tree_size != tree.size or h.tree_root != report.roots[tree.size])
+        ):
             report.fail(
                 path,
                 "coffre tree",
-                f"RacineArbreCoffre/TailleArbreCoffre do not recompute (size {tree.size} read)",
+                f"RacineArbreCoffre/TailleArbreCoffre do not recompute (size {tree.size} read); "
+                "later trees are not compared",
             )
-        previous_digest, previous_chain = digest(document), h.last_chain_hash
-        expected_id = max(expected_id, h.last_id_evt) + 1
-        last_lot = (path, lot, document)
+            report.tree_agrees = False
 
-    _check_checkpoints(report, checkpoints, trust, last_lot)
-    if older_checkpoint is not None:
-        _checked_checkpoint(report, *older_checkpoint, trust)
+        # This lot's checkpoints: one must be in the archive, each must name this very file, and
+        # agree with the archive.
+        own = by_lot.get(number, [])
+        if not any(c.file_number is not None for c in own):
+            report.fail(path, "checkpoint", f"no checkpoint in the archive for lot {number}")
+        sealed = [c.evidence for c in own if c.evidence is not None]
+        disagree = [
+            c.opened.path for c in own if c.evidence is not None and c.evidence.lot_digest != opened.digest
+        ]
+        if disagree:
+            report.fail(
+                path,
+                "lot digest",
+                f"the file is not the one sealed: its SHA-256 is not the EmpreinteLot of {', '.join(disagree)}",
+            )
+        for checkpoint in own:
+            if not checkpoint.checked:  # a second file for the same lot number is only compared
+                _check_against_archive(report, checkpoint, h)
+        previous = _Previous(
+            opened.digest,
+            h.last_chain_hash,
+            frozenset(c.lot_digest for c in sealed),
+            frozenset(c.chain_hash for c in sealed),
+        )
+        expected_id = max(expected_id, h.last_id_evt) + 1
+
+    for checkpoint in read:
+        if not checkpoint.checked:
+            _check_against_archive(report, checkpoint, None, last_number)
     return report
 
 
 def _check_location(
-    report: CoffreReport,
-    path: str,
-    oper: str,
-    coffre: int,
-    number: int,
-    file_number: int,
-    sealed_at: datetime,
-    id_oper: str,
-    id_coffre: int,
+    report: CoffreReport, path: str, h: LotHeader, file_number: int, id_oper: str, id_coffre: int
 ) -> None:
     parts = path.replace("\\", "/").split("/")
-    if (oper, coffre) != (id_oper, id_coffre):
+    sealed_at = h.sealed_at
+    if (h.id_oper, h.id_coffre) != (id_oper, id_coffre):
         report.fail(
-            path, "location", f"a lot of coffre {oper}/{coffre} among the lots of {id_oper}/{id_coffre}"
+            path,
+            "location",
+            f"a lot of coffre {h.id_oper}/{h.id_coffre} among the lots of {id_oper}/{id_coffre}",
         )
-    if number != file_number:
-        report.fail(path, "location", f"the file is named lot {file_number}, its header says lot {number}")
+    if h.number != file_number:
+        report.fail(path, "location", f"the file is named lot {file_number}, its header says lot {h.number}")
     if len(parts) >= 4 and parts[-4:-1] != [f"{sealed_at:%Y}", f"{sealed_at:%m}", f"{sealed_at:%d}"]:
         report.fail(
             path, "location", f"sealed on {sealed_at:%Y-%m-%d} but filed under {'/'.join(parts[-4:-1])}"
         )
-    if len(parts) >= 6 and parts[-6:-4] != [oper, str(coffre)]:
+    if len(parts) >= 6 and parts[-6:-4] != [h.id_oper, str(h.id_coffre)]:
         report.fail(
-            path, "location", f"filed under {'/'.join(parts[-6:-4])}, its header says {oper}/{coffre}"
+            path,
+            "location",
+            f"filed under {'/'.join(parts[-6:-4])}, its header says {h.id_oper}/{h.id_coffre}",
         )
 
 
-def _check_checkpoints(
-    report: CoffreReport,
-    checkpoints: Iterable[tuple[str, bytes]],
-    trust: TrustStore,
-    last_lot: tuple[str, Lot, bytes] | None,
+def _check_links(report: CoffreReport, path: str, h: LotHeader, previous: _Previous) -> None:
+    """The links to the previous lot. One that agrees with what the previous lot's checkpoints
+    signed is sound even when the previous lot's file does not: that lot changed, and is reported."""
+    if h.previous_lot_digest != previous.digest and h.previous_lot_digest not in previous.sealed_digests:
+        report.fail(path, "lot link", "EmpreinteLotPrecedent is not the SHA-256 of the previous lot file")
+    if h.previous_chain_hash != previous.chain and h.previous_chain_hash not in previous.sealed_chains:
+        report.fail(
+            path, "chain link", "HashChainePrecedent is not the chain hash the previous lot ends with"
+        )
+
+
+def _check_ids(report: CoffreReport, path: str, h: LotHeader, ids: list[int]) -> None:
+    """The events are exactly PremierIDEvt..DernierIDEvt, each once, in order."""
+    declared = range(h.first_id_evt, h.last_id_evt + 1)
+    if ids == list(declared):
+        return
+    missing = sorted(set(declared) - set(ids))
+    if missing:
+        report.fail(path, "IDEvt continuity", f"missing from the lot ({len(missing)} missing)", missing[0])
+        return
+    at = next((found for want, found in zip(declared, ids, strict=False) if want != found), ids[-1])
+    report.fail(
+        path, "IDEvt continuity", f"events {_span(ids)} where {_span(list(declared))} were declared", at
+    )
+
+
+def _check_against_archive(
+    report: CoffreReport, read: _ReadCheckpoint, lot: LotHeader | None, last_number: int = 0
 ) -> None:
-    newest: Checkpoint | None = None
-    for path, document in sorted(checkpoints):
-        checkpoint = _checked_checkpoint(report, path, document, trust)
-        if checkpoint is None:
-            continue
-        if newest is None or checkpoint.tree_size > newest.tree_size:
-            newest = checkpoint
-    if last_lot is None:
-        return
-    path, lot, document = last_lot
-    if newest is None or newest.lot_number < lot.header.number:
-        report.fail(path, "checkpoint", f"no checkpoint covers lot {lot.header.number}, the newest")
-    elif newest.lot_number == lot.header.number and newest.lot_digest != digest(document):
-        report.fail(path, "checkpoint", "the newest checkpoint names another file for this lot")
-
-
-def _check_against_archive(report: CoffreReport, path: str, checkpoint: Checkpoint) -> None:
-    """A checkpoint must describe a prefix of the archive as read: same size, root and chain hash."""
-    if (checkpoint.id_oper, checkpoint.id_coffre) != (report.id_oper, report.id_coffre):
-        report.fail(path, "checkpoint", f"a checkpoint of coffre {checkpoint.id_oper}/{checkpoint.id_coffre}")
-        return
+    """A checkpoint must describe a prefix of the archive as read: the lot it names (``lot``, when
+    the archive holds it), the same size, root and chain hash. Checked only when its signature
+    holds; its own reading failures are reported here, so that they come with its lot."""
+    read.checked = True
+    report.failures += read.opened.failures
+    checkpoint, path = read.evidence, read.opened.path
+    if checkpoint is None or not report.complete:
+        return  # no evidence, or already reported: a lot that cannot be read
     size = checkpoint.tree_size
-    if not report.complete:
-        return  # already reported: a lot that cannot be read
+    if checkpoint.last_id_evt != size:
+        report.fail(
+            path, "checkpoint", f"TailleArbre {size} and DernierIDEvt {checkpoint.last_id_evt} differ"
+        )
+        return
     if size > len(report.leaves):
+        of = "" if report.lots else f" of coffre {report.id_oper}/{report.id_coffre}"
+        held = "of which the archive holds no lot" if not report.lots else f"the archive {len(report.leaves)}"
+        report.fail(
+            path, "truncation", f"the checkpoint holds {size} events{of}, {held}: events were removed"
+        )
+        return
+    if lot is None and checkpoint.lot_number > last_number:
         report.fail(
             path,
             "truncation",
-            f"the checkpoint holds {size} events, the archive {len(report.leaves)}: events were removed",
+            f"the checkpoint names lot {checkpoint.lot_number}, the archive ends at lot {last_number}: "
+            "lots were removed",
         )
         return
-    if size == 0:
+    if lot is not None and size != lot.last_id_evt:
+        report.fail(
+            path,
+            "checkpoint",
+            f"the checkpoint of lot {lot.number} holds {size} events, lot {lot.number} ends at IDEvt {lot.last_id_evt}",
+        )
         return
-    root = report.roots.get(size) or merkle_root(report.leaves[:size])  # checkpoints fall on lot ends
+    if not report.tree_agrees:
+        return  # the tree as read already differs from a signed one: that is reported
+    root = report.roots.get(size) or merkle_root(report.leaves[:size])
     if root != checkpoint.tree_root:
         report.fail(
-            path, "rewriting", f"the archive's first {size} events are not those the checkpoint signed"
+            path,
+            "rewriting",
+            f"the archive's first {size} events are not those the checkpoint signed; later trees are not compared",
         )
-    elif report.chain[size - 1] != checkpoint.chain_hash or checkpoint.last_id_evt != size:
+        report.tree_agrees = False
+    elif report.chain[size - 1] != checkpoint.chain_hash:
         report.fail(
             path, "rewriting", f"the chain hash of IDEvt {size} is not the one the checkpoint signed", size
         )
-
-
-def _checked_checkpoint(
-    report: CoffreReport, path: str, document: bytes, trust: TrustStore
-) -> Checkpoint | None:
-    """A checkpoint (in the archive, or one kept from before), its signature and its agreement
-    with the archive checked; None when it cannot be read."""
-    report.checkpoints += 1
-    root = _open_signed(path, document, trust, report, _checkpoint_time)
-    if root is None:
-        return None
-    try:
-        checkpoint = read_checkpoint(root)
-    except LotFormatError as exc:
-        report.fail(path, "format", str(exc))
-        return None
-    _check_against_archive(report, path, checkpoint)
-    return checkpoint
 
 
 def _span(ids: list[int]) -> str:
     return f"{ids[0]}..{ids[-1]} ({len(ids)})" if ids else "none"
 
 
-__all__ = ["CoffreReport", "Failure", "SchemaCheck", "verify_coffre"]
+__all__ = ["CoffreReport", "Failure", "SchemaCheck", "Source", "verify_coffre"]

@@ -29,6 +29,7 @@ from coffre.adapters.journal import Journal, JournalSet
 from coffre.adapters.storage import ArchiveStorage
 from coffre.domain.chain import GENESIS
 from coffre.domain.lot import (
+    MAX_LOT_EVENT_BYTES,
     NO_DIGEST,
     LotEvent,
     LotHeader,
@@ -193,9 +194,15 @@ class Sealer:
         return written
 
     def _seal(self, state: CoffreSeal, journal: Journal, count: int) -> int:
+        """Seal the next ``count`` durable records, or fewer when their bytes pass
+        :data:`~coffre.domain.lot.MAX_LOT_EVENT_BYTES` (what is left is sealed next)."""
         started = time.perf_counter()
-        events = []
+        events: list[LotEvent] = []
+        size = 0
         for record in journal.records(state.sealed_id_evt + 1):
+            size += len(record.event)
+            if events and size > MAX_LOT_EVENT_BYTES:
+                break  # the rest waits for the next lot: a reader refuses a lot past MAX_DOCUMENT_BYTES
             events.append(LotEvent(record.id_evt, record.chain_hash, record.event))
             if len(events) == count:
                 break

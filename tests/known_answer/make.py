@@ -1,0 +1,258 @@
+"""Writes the known-answer archive of docs/archive-format.md and its expected values. TEST ONLY.
+
+    .venv/bin/python tests/known_answer/make.py [--out DIR]
+
+One coffre (0099/7), three events in two lots (IDEvt 1-2, then 3), a checkpoint after each,
+sealed by coffre's own sealer at fixed times and signed with the committed TEST ONLY key
+(``test-only-signing-key.pem``, made on the first run if absent, with a self-signed certificate
+valid 2000-2099). ``expected.json`` is computed with coffre's own code; tests/test_known_answer.py
+recomputes every value from the documentation alone and never runs this script: the committed
+bytes are the known answer.
+
+Run again with the committed key, it writes the same bytes: the ECDSA signatures are made
+deterministic (RFC 6979) here, so anyone can check that the fixture is what this script makes.
+coffre's vault signs with random nonces; a verifier cannot tell the two apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from coffre_vault.sealer import Sealer
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from lxml import etree
+
+from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import LocalStorage
+from coffre.domain.chain import GENESIS
+from coffre.domain.codec import canonical_bytes
+from coffre.domain.lot import digest, event_leaf, format_time, parse_document, read_checkpoint, read_lot
+from coffre.domain.merkle import EMPTY_ROOT, MerkleAccumulator
+from coffre.domain.merkle import root as merkle_root
+from coffre.domain.normalize import normalize
+from coffre.domain.signing import DS_NS, Signer, generate_key_and_certificate, key_id
+
+HERE = Path(__file__).resolve().parent
+KEY = "test-only-signing-key.pem"
+CERT = "test-only-signing-cert.pem"
+COMMON_NAME = "coffre known answer - TEST ONLY, NOT FOR PRODUCTION"
+NOT_BEFORE = datetime(2000, 1, 1, tzinfo=UTC)
+DAYS = 36_500  # to 2099-12-07
+WARNING = b"TEST ONLY - NOT FOR PRODUCTION: the known-answer %s of coffre's docs/archive-format.md\n"
+"""Text before a PEM block is allowed (RFC 7468) and ignored by OpenSSL, xmlsec1 and cryptography."""
+
+ID_OPER, ID_COFFRE = "0099", 7
+TIMES = [  # the sealer asks its clock for a lot's seal time, then for its checkpoint's date
+    datetime(2026, 11, 22, 17, 0, 0, tzinfo=UTC),
+    datetime(2026, 11, 22, 17, 0, 0, 250_000, tzinfo=UTC),
+    datetime(2026, 11, 23, 8, 30, 0, tzinfo=UTC),
+    datetime(2026, 11, 23, 8, 30, 0, 250_000, tzinfo=UTC),
+]
+
+EVENT = """<POINSCRIT><IDOper>0099</IDOper><IDCoffre>7</IDCoffre><DateEvt>{date}</DateEvt>
+<IDEvt>0</IDEvt><IDJoueur>{player}</IDJoueur><HashJoueur>a94a8fe5ccb19ba61c4c0873d391e987982fbbd3</HashJoueur>
+<IPJoueur>2001:0DB8:0000:0000:0000:0000:0000:000{n}</IPJoueur><IDSession>s-{n}</IDSession>
+<Inscription>ins-{n}</Inscription><Tech>T-1</Tech><Description>{description}</Description>
+<Format>T/AS</Format><SoldeAvant>100.00</SoldeAvant><SoldeMouvement>{stake}</SoldeMouvement>
+<SoldeAprès>{after}</SoldeAprès></POINSCRIT>"""
+EVENTS = [
+    EVENT.format(
+        n=1, date="2026-11-22T16:58:01+01:00", player="p-1", description="Tournoi du dimanche",
+        stake="10.00", after="90.00",
+    ),
+    EVENT.format(
+        n=2, date="2026-11-22T16:58:02+01:00", player="p-2", description="Tournoi d'été — « Deauville »",
+        stake="5.50", after="94.50",
+    ),
+    EVENT.format(
+        n=3, date="2026-11-23T09:29:59+01:00", player="p-3", description="Sit &amp; Go",
+        stake="2.00", after="98.00",
+    ),
+]  # fmt: skip
+
+
+class DeterministicKey(ec.EllipticCurvePrivateKey):
+    """A P-256 key whose ECDSA signatures are deterministic (RFC 6979), so that this script
+    writes the same bytes on every run. Everything else is the wrapped key's."""
+
+    def __init__(self, key: ec.EllipticCurvePrivateKey) -> None:
+        self._key = key
+
+    def sign(self, data: bytes, signature_algorithm: ec.EllipticCurveSignatureAlgorithm) -> bytes:
+        assert isinstance(signature_algorithm, ec.ECDSA)
+        return self._key.sign(data, ec.ECDSA(signature_algorithm.algorithm, deterministic_signing=True))
+
+    def exchange(self, algorithm: ec.ECDH, peer_public_key: ec.EllipticCurvePublicKey) -> bytes:
+        return self._key.exchange(algorithm, peer_public_key)
+
+    def public_key(self) -> ec.EllipticCurvePublicKey:
+        return self._key.public_key()
+
+    @property
+    def curve(self) -> ec.EllipticCurve:
+        return self._key.curve
+
+    @property
+    def key_size(self) -> int:
+        return self._key.key_size
+
+    def private_numbers(self) -> ec.EllipticCurvePrivateNumbers:
+        return self._key.private_numbers()
+
+    def private_bytes(self, *args: Any, **kwargs: Any) -> bytes:
+        return self._key.private_bytes(*args, **kwargs)
+
+    def __copy__(self) -> DeterministicKey:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DeterministicKey:
+        return self
+
+
+def signer(folder: Path) -> Signer:
+    """The TEST ONLY signer, its key and certificate made in ``folder`` on the first run."""
+    if not (folder / KEY).exists():
+        key_pem, cert_pem = generate_key_and_certificate(COMMON_NAME, "ecdsa", DAYS, NOT_BEFORE)
+        (folder / KEY).write_bytes(WARNING % b"key" + key_pem)
+        (folder / CERT).write_bytes(WARNING % b"certificate" + cert_pem)
+    plain = Signer.from_files(folder / KEY, folder / CERT)
+    key = serialization.load_pem_private_key((folder / KEY).read_bytes(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return Signer(DeterministicKey(key), plain.certificate)
+
+
+def seal(archive: Path, sign: Signer) -> None:
+    """The three events through coffre's journal and sealer, in lots of at most two."""
+    archive.mkdir(parents=True)
+    clock: Iterator[datetime] = iter(TIMES)
+    with tempfile.TemporaryDirectory() as scratch, JournalSet(Path(scratch)) as journals:
+        sealer = Sealer(
+            LocalStorage(archive), sign, journals, max_events=2, max_age=3600, clock=lambda: next(clock)
+        )
+        journal = journals.journal(ID_OPER, ID_COFFRE)
+        for id_evt, raw in enumerate(EVENTS, start=1):
+            journal.append(id_evt, canonical_bytes(normalize(raw.encode(), id_evt=id_evt)))
+        journal.sync()
+        sealer.recorded(ID_OPER, ID_COFFRE)
+        sealer.seal_due()
+        sealer.seal_all()
+    for path in archive.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # the sealer makes them read-only
+
+
+def signed_digest(document: bytes) -> str:
+    """The SHA-256 (hex) of what the signature's Reference covers: the exclusive C14N, without
+    comments, of the document without its ds:Signature (the DigestValue, in hex)."""
+    root = parse_document(document)
+    signature = root.find(f"{{{DS_NS}}}Signature")
+    assert signature is not None
+    root.remove(signature)
+    return digest(etree.tostring(root, method="c14n", exclusive=True, with_comments=False)).hex()
+
+
+def expected(out: Path, sign: Signer) -> dict[str, Any]:
+    """Every value a verifier computes, from coffre's own reading of the archive."""
+    archive = out / "archive"
+    files = sorted(p for p in archive.rglob("*.xml"))
+    lot_files = [p for p in files if p.parent.name != "checkpoints"]
+    checkpoint_files = [p for p in files if p.parent.name == "checkpoints"]
+    events, lots, leaves = [], [], []
+    tree = MerkleAccumulator()
+    chain = GENESIS
+    for path in sorted(lot_files, key=lambda p: p.name):
+        document = path.read_bytes()
+        lot = read_lot(parse_document(document))
+        h = lot.header
+        lot_leaves = []
+        for event in lot.events:
+            leaf = event_leaf(event.canonical)
+            lot_leaves.append(leaf)
+            tree.append(leaf)
+            chain = event.chain_hash
+            events.append(
+                {
+                    "id_evt": event.id_evt,
+                    "lot": h.number,
+                    "canonical_bytes": len(event.canonical),
+                    "canonical_sha256": digest(event.canonical).hex(),
+                    "leaf_hash": leaf.hex(),
+                    "chain_hash": event.chain_hash.hex(),
+                }
+            )
+        leaves += lot_leaves
+        lots.append(
+            {
+                "file": path.relative_to(out).as_posix(),
+                "number": h.number,
+                "first_id_evt": h.first_id_evt,
+                "last_id_evt": h.last_id_evt,
+                "previous_chain_hash": h.previous_chain_hash.hex(),
+                "last_chain_hash": h.last_chain_hash.hex(),
+                "previous_lot_digest": h.previous_lot_digest.hex(),
+                "merkle_root": merkle_root(lot_leaves).hex(),
+                "tree_size": tree.size,
+                "tree_root": tree.root().hex(),
+                "sealed_at": format_time(h.sealed_at),
+                "signed_content_sha256": signed_digest(document),
+                "file_sha256": digest(document).hex(),
+            }
+        )
+    checkpoints = []
+    for path in checkpoint_files:
+        document = path.read_bytes()
+        checkpoint = read_checkpoint(parse_document(document))
+        checkpoints.append(
+            {
+                "file": path.relative_to(out).as_posix(),
+                "lot_number": checkpoint.lot_number,
+                "tree_size": checkpoint.tree_size,
+                "last_id_evt": checkpoint.last_id_evt,
+                "chain_hash": checkpoint.chain_hash.hex(),
+                "tree_root": checkpoint.tree_root.hex(),
+                "lot_digest": checkpoint.lot_digest.hex(),
+                "date": format_time(checkpoint.at),
+                "signed_content_sha256": signed_digest(document),
+                "file_sha256": digest(document).hex(),
+            }
+        )
+    assert chain == bytes.fromhex(lots[-1]["last_chain_hash"])
+    return {
+        "about": "The known answer of docs/archive-format.md: TEST ONLY, signed with a test key.",
+        "certificate": CERT,
+        "key_id": key_id(sign.certificate),
+        "id_oper": ID_OPER,
+        "id_coffre": ID_COFFRE,
+        "genesis": GENESIS.hex(),
+        "empty_tree_root": EMPTY_ROOT.hex(),
+        "events": events,
+        "lots": lots,
+        "checkpoints": checkpoints,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--out", type=Path, default=HERE, help="where to write (default: beside this script)")
+    out = parser.parse_args().out
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "archive").exists():
+        shutil.rmtree(out / "archive")
+    if out != HERE and (HERE / KEY).exists():
+        for name in (KEY, CERT):
+            shutil.copy(HERE / name, out / name)
+    sign = signer(out)
+    seal(out / "archive", sign)
+    (out / "expected.json").write_text(json.dumps(expected(out, sign), indent=2, ensure_ascii=False) + "\n")
+    print(f"wrote {out / 'archive'} and {out / 'expected.json'}")
+
+
+if __name__ == "__main__":
+    main()
