@@ -1,5 +1,11 @@
 """Shared fixtures. The regulator's reference set is read from ``$COFFRE_ARJEL_REFERENCE``
-or ``../shared/arjel-reference``; tests that need it skip cleanly when it is absent."""
+or ``../shared/arjel-reference``; tests that need it skip cleanly when it is absent.
+
+Tests of coffre's behaviour start from coffre's own events (``events.py``, ``tests/fixtures``)
+and run without it; where they also validate their output against the regulator's XSDs, they
+take ``optional_schema_set`` and do so only when the schemas are at hand. Only the cross-checks
+of the regulator's own files (its samples, its schemas' declarations) need ``reference_dir``,
+``schema_set`` or ``sample_params`` and skip without them."""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from hypothesis import settings
 from coffre.domain.codec import canonical_bytes, split_documents
 from coffre.domain.normalize import normalize
 from coffre.domain.schema import SchemaSet, default_reference_dir
+
+from events import fixture_inputs
 
 # CI runs the property tests derandomized (the same examples every run: a red CI is a
 # real regression, never luck); locally they explore anew each run. HYPOTHESIS_PROFILE=deep
@@ -42,6 +50,22 @@ def schema_set(reference_dir: Path) -> SchemaSet:
     return SchemaSet(reference_dir / "xsd")
 
 
+def reference_present() -> bool:
+    return (REFERENCE / "xsd" / "PO.xsd").is_file()
+
+
+@pytest.fixture(scope="session")
+def optional_schema_set() -> SchemaSet | None:
+    """The regulator's schemas when they are at hand, else None (the XSD cross-check is then left out)."""
+    return SchemaSet(REFERENCE / "xsd") if reference_present() else None
+
+
+def assert_schema_valid(schemas: SchemaSet | None, family: str, data: bytes) -> None:
+    """Cross-check: ``data`` validates against the regulator's XSD of ``family``, when present."""
+    if schemas is not None:
+        assert schemas.errors(family, data) == [], data.decode()
+
+
 def sample_files(family: str) -> list[Path]:
     """The regulator's sample files of one family (empty when the reference set is absent)."""
     folder = REFERENCE / "samples" / family
@@ -53,6 +77,20 @@ def sample_params(family: str) -> list:
     if not files:
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"no {family} samples at {REFERENCE}"))]
     return [pytest.param(f, id=f.name) for f in files]
+
+
+def own_and_sample_params(*families: str, xml_only: bool = False) -> list:
+    """coffre's fixture inputs of ``families``, then the regulator's samples when present (no skip
+    when they are not: the fixtures alone carry the test)."""
+    own = [
+        pytest.param(p, id=f"own-{p.parent.name}-{p.name}")
+        for family in families
+        for p in fixture_inputs(family, xml_only=xml_only)
+    ]
+    samples = [
+        pytest.param(p, id=f"sample-{family}-{p.name}") for family in families for p in sample_files(family)
+    ]
+    return own + samples
 
 
 def assert_sample_normalizes(path: Path, schema_set: SchemaSet) -> list:
