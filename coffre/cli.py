@@ -323,6 +323,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not args.cert:
         print("coffre verify: name the certificate(s) you trust with --cert PEM", file=sys.stderr)
         return 2
+    for named in [*args.cert, *([args.checkpoint] if args.checkpoint else [])]:
+        if not Path(named).is_file():
+            print(f"coffre verify: no file {named}", file=sys.stderr)
+            return 2
     report = verify_archive(
         Path(args.path),
         [Path(c) for c in args.cert],

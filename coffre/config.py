@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, NoReturn
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .domain.lot import MAX_LOT_EVENTS
 from .domain.messages import DEFAULT_MAX_MESSAGE_BYTES
 
 
@@ -65,7 +66,9 @@ class Settings(BaseSettings):
     late_after_seconds: float = Field(
         2.0, gt=0, description="a record later than this after ingest is counted late"
     )
-    max_event_bytes: int = Field(1024 * 1024, ge=1024, description="the largest input message accepted")
+    max_event_bytes: int = Field(
+        1024 * 1024, ge=1024, le=100 * 1024 * 1024, description="the largest input message accepted"
+    )
     max_message_bytes: int = Field(
         DEFAULT_MAX_MESSAGE_BYTES,
         ge=64 * 1024,
@@ -103,7 +106,7 @@ class Settings(BaseSettings):
         description="this vault's ordinal (default: the number ending the host name, e.g. vault-2)",
     )
     lot_max_events: int = Field(
-        1000, ge=1, le=1_000_000, description="a lot is sealed once this many events wait"
+        1000, ge=1, le=MAX_LOT_EVENTS, description="a lot is sealed once this many events wait"
     )
     lot_max_age_seconds: float = Field(
         60.0, gt=0, description="a lot is sealed once its oldest event has waited this long"

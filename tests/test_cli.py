@@ -84,7 +84,7 @@ def nothing_may_start(monkeypatch):
         raise AssertionError("coffre up started a broker or a service before refusing")
 
     monkeypatch.setattr("coffre.stack.EmbeddedBroker.start", started)
-    monkeypatch.setattr("coffre.stack.ensure_topics", started)
+    monkeypatch.setattr("coffre.stack.ensure_coffre_topics", started)
     monkeypatch.setattr("coffre.stack.Stack.spawn", started)
     for name in [n for n in os.environ if n.startswith("COFFRE_")]:
         monkeypatch.delenv(name)
@@ -181,3 +181,15 @@ def test_annex_examples_needs_the_annex_named(tmp_path, monkeypatch, capsys):
         in (capsys.readouterr().err)
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_verify_names_a_missing_certificate_or_checkpoint_file(tmp_path, capsys):
+    from coffre.cli import main
+
+    assert main(["verify", str(tmp_path), "--cert", str(tmp_path / "absent.pem")]) == 2
+    assert "no file" in capsys.readouterr().err
+    cert = tmp_path / "cert.pem"
+    cert.write_text("")
+    assert (
+        main(["verify", str(tmp_path), "--cert", str(cert), "--checkpoint", str(tmp_path / "kept.xml")]) == 2
+    )
