@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from coffre.domain.catalogue.poker import BET_TYPES, POANNUL, POBILAN, POINSCRIT, POJEU, VARIANTS
 from coffre.domain.codec import canonical_bytes, pretty_xml, to_json
 from coffre.domain.errors import Rejected
+from coffre.domain.limits import MAX_ID
 from coffre.domain.normalize import normalize
 
 from events import POINSCRIT as POINSCRIT_XML
@@ -42,7 +43,7 @@ def header(draw) -> dict:
         "IDOper": draw(op_id),
         "IDCoffre": draw(st.integers(0, 2**40)),
         "DateEvt": draw(date12),
-        "IDEvt": draw(st.integers(0, 2**63)),
+        "IDEvt": draw(st.integers(0, MAX_ID)),  # coffre's bound (coffre/domain/limits.py)
         "Supervision": draw(st.booleans()),
         "retransmission": draw(st.booleans()),
         "test": draw(st.booleans()),
