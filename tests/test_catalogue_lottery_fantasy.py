@@ -1,6 +1,8 @@
-"""LOTI, LOJI, FA, MO and PDV: the regulator's samples normalize and validate, input order
-does not matter, canonical bytes read back to the same event, and refusals name their
-element. The small events below are coffre's own, written for these tests."""
+"""LOTI, LOJI, FA, MO and PDV: input order does not matter, canonical bytes read back to the
+same event, and refusals name their element, on coffre's own events (the small ones below and
+the fixture files under tests/fixtures/events), their outputs validated against the XSDs when
+the regulator's schemas are at hand. The regulator's samples are cross-checked too (they skip
+without ../shared)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ from coffre.domain.codec import canonical_bytes, split_documents, to_json
 from coffre.domain.errors import Rejected
 from coffre.domain.normalize import normalize
 
-from conftest import assert_sample_normalizes, sample_params
+from conftest import assert_sample_normalizes, assert_schema_valid, own_and_sample_params, sample_params
+from events import fixture
 
 FAMILIES = ("LOTI", "LOJI", "FA", "MO", "PDV")
-ALL_SAMPLES = [param for family in FAMILIES for param in sample_params(family)]
+OWN_AND_SAMPLES = own_and_sample_params(*FAMILIES)
+OWN_AND_SAMPLES_XML = own_and_sample_params(*FAMILIES, xml_only=True)
 
 HASH = "46b1499f5c9b190eab9d11571fb9566efad5ef13"  # SHA-1 of "lottery", lower case on purpose
 
@@ -172,7 +176,7 @@ def test_elements_are_declared_in_schema_order():
     ]  # fmt: skip
 
 
-# --------------------------------------------------------------------------- the regulator's samples
+# --------------------------------------------------------------------------- the regulator's samples (cross-checks)
 
 
 @pytest.mark.parametrize("path", sample_params("LOTI"))
@@ -200,14 +204,24 @@ def test_pdv_sample_normalizes_and_validates(path, schema_set):
     assert_sample_normalizes(path, schema_set)
 
 
-def test_files_holding_several_events_are_split(reference_dir):
+def test_regulators_files_holding_several_events_are_split(reference_dir):
     for name in ("LOTI/LOTIGAIN2.xml", "LOTI/LOTIMISE3.xml"):
         events = [normalize(raw) for raw in documents(reference_dir / "samples" / name)]
         assert len(events) == 2 and events[0].Tech != events[1].Tech
 
 
-@pytest.mark.parametrize("path", ALL_SAMPLES)
-def test_sample_input_order_does_not_matter(path):
+# --------------------------------------------------------------------------- the fixture files
+
+
+@pytest.mark.parametrize("name", ["LOTIGAIN-two", "LOTIMISE-two"])
+def test_files_holding_several_events_are_split(name):
+    events = [normalize(raw) for raw in split_documents(fixture(name))]  # a JSON list, XML one after another
+    assert len(events) == 2 and events[0].Tech != events[1].Tech
+    assert [e.IDEvt for e in events] == [events[0].IDEvt, events[0].IDEvt + 1]
+
+
+@pytest.mark.parametrize("path", OWN_AND_SAMPLES_XML)
+def test_input_order_does_not_matter(path):
     for raw in documents(path):
         root = etree.fromstring(raw)
         reference = canonical_bytes(normalize(raw))
@@ -216,8 +230,8 @@ def test_sample_input_order_does_not_matter(path):
             assert canonical_bytes(normalize(mixed)) == reference
 
 
-@pytest.mark.parametrize("path", ALL_SAMPLES)
-def test_sample_round_trip(path):
+@pytest.mark.parametrize("path", OWN_AND_SAMPLES)
+def test_round_trip(path):
     for raw in documents(path):
         event = normalize(raw)
         assert normalize(canonical_bytes(event)) == event
@@ -228,10 +242,10 @@ def test_sample_round_trip(path):
 
 
 @pytest.mark.parametrize("name", OWN_EVENTS)
-def test_own_event_validates_and_reads_back(name, schema_set):
+def test_own_event_validates_and_reads_back(name, optional_schema_set):
     event = normalize(OWN_EVENTS[name])
     data = canonical_bytes(event)
-    assert schema_set.errors(event.family, data) == [], data.decode()
+    assert_schema_valid(optional_schema_set, event.family, data)
     assert normalize(data) == event
     assert normalize(to_json(event)) == event
 

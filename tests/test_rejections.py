@@ -10,7 +10,7 @@ from coffre.domain.codec import Limits
 from coffre.domain.errors import ReasonCode, Rejected
 from coffre.domain.normalize import normalize
 
-from events import POINSCRIT, pojeu
+from events import POINSCRIT, canonical, pojeu
 
 
 def rejected(raw: bytes, **kwargs) -> Rejected:
@@ -219,15 +219,11 @@ def test_description_and_motif_are_exclusive_in_poachat():
     assert only(rejected(raw)) == ("CHOICE_CONFLICT", "/POACHAT/Motif")
 
 
-def test_retransmission_has_no_place_in_a_common_xsd_event():
-    from coffre.domain.codec import canonical_bytes
-
-    from conftest import sample_files
-
-    files = [f for f in sample_files("CJ") if f.name == "CPTEALIM.xml"]
-    if not files:
-        pytest.skip("no CJ samples")
-    raw = canonical_bytes(normalize(files[0].read_bytes())).replace(
-        b"<CPTEALIM>", b'<CPTEALIM retransmission="true">'
+@pytest.mark.parametrize("name", ["CPTEALIM", "PASPMISE", "LOTIGAIN", "TYPEMONNAIE", "OUVPOINTDEVENTE"])
+def test_retransmission_has_no_place_in_a_common_xsd_event(name):
+    raw = canonical(name)  # coffre's own fixture, in schema form
+    root = raw[1 : raw.index(b">")]
+    assert only(rejected(raw.replace(b"<" + root + b">", b"<" + root + b' retransmission="true">', 1))) == (
+        "UNEXPECTED_ATTRIBUTE",
+        f"/{root.decode()}/@retransmission",
     )
-    assert only(rejected(raw)) == ("UNEXPECTED_ATTRIBUTE", "/CPTEALIM/@retransmission")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,7 @@ from coffre.domain.limits import MAX_ID
 from coffre.domain.normalize import normalize
 
 from events import POINSCRIT as POINSCRIT_XML
-from events import pojeu
+from events import fixture_inputs, pojeu
 
 # XML 1.0 characters, including CR (C14N writes it as &#xD; so it survives) and non-BMP
 xml_text = st.text(
@@ -182,23 +183,24 @@ def test_mutated_events_never_crash(base, data):
         assert normalize(canonical_bytes(event)) == event
 
 
-def _all_samples() -> list[bytes]:
+def _events_of(files: list) -> list[bytes]:
     from coffre.domain.codec import split_documents
 
+    return [raw for f in files for raw in split_documents(f.read_bytes())]
+
+
+def _sample_files() -> list:
     from conftest import sample_files
 
     families = ("CJ", "PASP", "PAHI", "PO", "LOTI", "LOJI", "FA", "MO", "PDV")
-    return [
-        raw for family in families for f in sample_files(family) for raw in split_documents(f.read_bytes())
-    ]
+    return [f for family in families for f in sample_files(family)]
 
 
-SAMPLES = _all_samples() or [POINSCRIT_XML]
+FIXTURE_EVENTS = _events_of(fixture_inputs())
+SAMPLE_EVENTS = _events_of(_sample_files())
 
 
-@given(st.sampled_from(SAMPLES), st.data())
-def test_mutated_samples_of_every_family_never_crash(base, data):
-    """Same as above over the regulator's samples of all families (when present)."""
+def _mutated_never_crashes(base: bytes, data: st.DataObject) -> None:
     raw = bytearray(base)
     for _ in range(data.draw(st.integers(1, 4))):
         position = data.draw(st.integers(0, len(raw) - 1))
@@ -212,6 +214,21 @@ def test_mutated_samples_of_every_family_never_crash(base, data):
         assert "INTERNAL_ERROR" not in exc.codes
     else:
         assert normalize(canonical_bytes(event)) == event
+
+
+@given(st.sampled_from(FIXTURE_EVENTS), st.data())
+def test_mutated_fixtures_of_every_family_never_crash(base, data):
+    """Same as above over coffre's fixture events of all families (tests/fixtures, XML and JSON)."""
+    _mutated_never_crashes(base, data)
+
+
+@pytest.mark.skipif(
+    not SAMPLE_EVENTS, reason="the regulator's samples are absent (set COFFRE_ARJEL_REFERENCE)"
+)
+@given(st.sampled_from(SAMPLE_EVENTS or [b""]), st.data())
+def test_mutated_samples_of_every_family_never_crash(base, data):
+    """Same as above over the regulator's samples of all families (a cross-check: needs ../shared)."""
+    _mutated_never_crashes(base, data)
 
 
 json_values = st.recursive(
