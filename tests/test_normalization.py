@@ -1,20 +1,25 @@
-"""Normalization rules of PRODUCT.md "Events", one test each."""
+"""Normalization rules of PRODUCT.md "Events", one test each, and the same rules checked over
+coffre's fixture files (tests/fixtures): their inputs use every form the contract accepts, their
+expected outputs hold only the schema's forms."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
+import re
 from decimal import Decimal
 
 import pytest
 from lxml import etree
 
+from coffre.domain.catalogue import EVENT_TYPES
 from coffre.domain.catalogue.poker import VARIANTS, decode_card, normalize_regle
 from coffre.domain.codec import canonical_bytes, to_json
 from coffre.domain.errors import Rejected
 from coffre.domain.normalize import normalize
 
-from events import POINSCRIT, pojeu
+from events import POINSCRIT, expected_path, fixture_inputs, pojeu
 
 
 def test_dates_with_a_zone_are_converted_to_utc_aammjjhhmmss():
@@ -199,3 +204,104 @@ def test_annex_typo_slege_and_retransmission_element():
     event = normalize(raw)
     assert event.Participants.Joueur[1].Siege == 2 and event.retransmission
     assert canonical_bytes(event).startswith(b'<POJEU retransmission="true">')
+
+
+# --------------------------------------------------------------------------- the rules over coffre's fixture files
+
+DATES_12 = {"DateEvt", "DateMise", "DateHeure", "Date", "DateDemande", "DateEffective", "DateModif"}
+DATES_12 |= {"DateFin", "DateDebut", "Timestamp", "DateCompo"}
+DATES_8 = {"DateN", "DateOuverture", "DateClotureEffective"}
+CERCLE_FAMILIES = {"PO", "FA"}
+ANNEX_ONLY_NAMES = {"SoldeAprès", "BonusAprès", "Stackin", "Stackout", "Slege", "Retransmission", "POCHAT"}
+
+INPUT_FORMS = {
+    "xs:dateTime with a zone": rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?[+-]\d\d:\d\d",
+    "xs:dateTime in UTC": rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z",
+    "xs:dateTime without a zone": rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[<\"]",
+    "fractions of a second": rb"T\d\d:\d\d:\d\d\.\d+",
+    "xs:date": rb">\d{4}-\d\d-\d\d<",
+    "SoldeAprès": "<SoldeAprès>".encode(),
+    "BonusAprès": "<BonusAprès>".encode(),
+    "Stackin/Stackout": rb"<Stackin>",
+    "supervision attribute": rb'supervision="true"',
+    "supervision false": rb'supervision="false"',
+    "test attribute": rb'test="true"',
+    "Retransmission element": rb"<Retransmission/>",
+    "POCHAT": rb"<POCHAT>",
+    "Slege": rb"<Slege>",
+    "lower-case hash": rb"[>\"][0-9a-f]{40}[<\"]",
+    "IPv6 in upper case": rb"[>\"][0-9A-F:]*[A-F][0-9A-F:]*:[0-9A-F:]+[<\"]",
+    "IPv6 with every group": rb"[>\"][0-9A-Fa-f]{1,4}(:[0-9A-Fa-f]{1,4}){7}[<\"]",
+    "IPv6 compressed": rb"[>\"][0-9A-Fa-f:]*::[0-9A-Fa-f:]*[<\"]",
+    "IPv4-mapped IPv6": rb"::ffff:\d+\.\d+\.\d+\.\d+",
+    "IPv6 zone": rb"%[A-Za-z0-9]+<",
+    "Regle 05HPL": rb"<Regle>05HPL<",
+    "Regle 7S JL": rb'"7S JL"',
+    "Format with spaces": rb"<Format>[^<]* / ",
+    "free-text POANNUL Motif": rb"<Motif>Annulation",
+    "IDEvt with leading zeros": rb"(<IDEvt>|\"IDEvt\": \")0\d",
+    "negative zero": rb">-0(\.0+)?<",
+    "JSON exponent": rb": \d(\.\d+)?E\+\d",
+    "IBAN in paper form": rb"<PspIban> [a-z]{2}\d\d ",
+    "namespaced": rb"xmlns",
+    "comment and processing instruction": rb"<\?operator-tool",
+    "ISO-8859-1": rb'encoding="ISO-8859-1"',
+    "elements out of order": rb"<CPTERETRAIT>\s*(<!--[^>]*-->\s*)?<SoldeAvant>",
+}
+
+
+def _inputs() -> list[bytes]:
+    return [path.read_bytes() for path in fixture_inputs()]
+
+
+def _outputs() -> list[tuple[str, etree._Element]]:
+    return [
+        (path.parent.name, etree.fromstring(line))
+        for path in fixture_inputs()
+        for line in expected_path(path).read_bytes().splitlines()
+    ]
+
+
+@pytest.mark.parametrize("form", INPUT_FORMS)
+def test_the_fixture_inputs_exercise_the_annex_and_operator_forms(form):
+    assert any(re.search(INPUT_FORMS[form], raw) for raw in _inputs()), form
+
+
+def test_the_fixture_outputs_hold_only_the_schema_forms():
+    """Checked on the expected files themselves, with no help from coffre."""
+    for family, root in _outputs():
+        where = f"{family}/{root.tag} {root.findtext('IDEvt')}"
+        assert root.tag in EVENT_TYPES, where
+        assert "supervision" not in root.attrib and set(root.attrib) <= {"retransmission", "test"}, where
+        assert all(value == "true" for value in root.attrib.values()), where
+        for el in root.iter():
+            assert el.tag not in ANNEX_ONLY_NAMES, where
+            text = el.text or ""
+            if el.tag in DATES_12:
+                assert re.fullmatch(r"\d{12}", text), (where, el.tag, text)
+            elif el.tag in DATES_8:
+                assert re.fullmatch(r"\d{8}", text), (where, el.tag, text)
+            elif el.tag == "HashJoueur":
+                assert re.fullmatch(r"[0-9A-F]{40}", text), (where, text)
+            elif el.tag == "IDOper":
+                assert re.fullmatch(r"\d{4}", text), (where, text)
+            elif el.tag in ("IDEvt", "IDCoffre"):
+                assert re.fullmatch(r"0|[1-9]\d*", text), (where, el.tag, text)
+            elif el.tag == "Regle":
+                assert text in VARIANTS, (where, text)
+            elif el.tag in ("Supervision", "Test", "Tel", "Jackpot", "Live", "Banque", "Tlo", "Champ"):
+                assert text == "" and len(el) == 0, (where, el.tag)
+            elif el.tag == "IPJoueur" and ":" in text:
+                address, _, zone = text.partition("%")
+                assert address == address.lower() and zone == zone.lower(), (where, text)
+                if family in CERCLE_FAMILIES:  # types:IP: RFC 5952
+                    assert address == ipaddress.IPv6Address(address).compressed, (where, text)
+                else:  # Common.xsd IP: all eight groups, no "::", no zone
+                    assert "::" not in text and "%" not in text and text.count(":") == 7, (where, text)
+        if family == "PO" and root.tag == "POJEU":
+            for player in root.iter("Joueur"):
+                assert re.fullmatch(r"[A-Z]{2}", player.findtext("Pays") or ""), where
+                assert [c.tag for c in player][:3] in (
+                    ["IDOper", "Pays", "IDJoueur"],
+                    ["Oper", "Pays", "IDJoueur"],
+                )
