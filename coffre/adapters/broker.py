@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["EmbeddedBroker", "TansuNotFoundError", "free_port", "tansu_path"]
+__all__ = ["EmbeddedBroker", "TansuNotFoundError", "free_port", "free_port_block", "tansu_path"]
 
 HOST = "127.0.0.1"
 _STOP_GRACE_S = 3.0
@@ -62,6 +63,18 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_block(count: int, low: int = 20_000, high: int = 32_000) -> int:
+    """The first of ``count`` consecutive TCP ports of 127.0.0.1 free right now, below Linux's
+    ephemeral range (32768-60999), where the OS gives out the client side of every connection: a
+    port picked there may be a live connection's a moment later (``coffre up`` uses base, +1, +2)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(low, high - count)
+        if all(_port_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports between {low} and {high}")
 
 
 def _port_free(port: int) -> bool:

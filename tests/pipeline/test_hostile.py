@@ -9,7 +9,7 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from coffre.adapters.broker import free_port
+from coffre.adapters.broker import free_port_block
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID, Rejection
 from coffre.stack import SERVICES, Stack
@@ -51,7 +51,7 @@ def test_no_input_stops_the_acquittals_of_the_others(kafka_bootstrap, topic_pref
         topic_prefix=topic_prefix,
         data_dir=tmp_path,
         partitions=3,
-        ops_port=free_port(),
+        ops_port=free_port_block(len(SERVICES)),
         api_port=0,
     )
     assert settings.max_event_bytes == 1024 * 1024 and settings.max_message_bytes == 1_000_000

@@ -7,7 +7,7 @@ import asyncio
 import json
 import time
 
-from coffre.adapters.broker import free_port
+from coffre.adapters.broker import free_port_block
 from coffre.client import CoffreClient
 from coffre.config import Settings
 from coffre.stack import SERVICES, Stack
@@ -22,7 +22,7 @@ def test_health_readiness_metrics_and_logs(kafka_bootstrap, topic_prefix, tmp_pa
         topic_prefix=topic_prefix,
         data_dir=tmp_path,
         partitions=2,
-        ops_port=free_port(),
+        ops_port=free_port_block(len(SERVICES)),
         api_port=0,
         lot_max_events=2,
     )

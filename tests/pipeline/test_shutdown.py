@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from coffre.adapters.broker import free_port
+from coffre.adapters.broker import free_port_block
 from coffre.adapters.journal import JournalSet
 from coffre.config import Settings
 from coffre.domain.messages import Acquittal
@@ -66,7 +66,7 @@ def test_sigterm_under_load_drains_commits_and_exits_within_10s(
         topic_prefix=topic_prefix,
         data_dir=tmp_path,
         partitions=3,
-        ops_port=free_port(),
+        ops_port=free_port_block(len(SERVICES)),
         api_port=0,
         lot_max_events=100,
     )
