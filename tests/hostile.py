@@ -138,7 +138,7 @@ def hostile_cases(max_event_bytes: int = MIB) -> list[Case]:
             "element-name-of-10-KB",
             POINSCRIT.replace(b"</POINSCRIT>", b"<" + b"N" * 10_000 + b"/></POINSCRIT>"),
             "rejected",
-            "LIMIT_EXCEEDED",
+            "UNEXPECTED_ELEMENT",
         ),
         Case(
             "xml-nested-10000-deep",

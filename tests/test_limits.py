@@ -14,6 +14,7 @@ from coffre.domain.limits import MAX_PROBLEM_TEXT, MAX_PROBLEMS
 from coffre.domain.messages import HEADROOM, Rejection
 from coffre.domain.normalize import normalize
 
+from events import POINSCRIT
 from hostile import Case, extreme_valid_cases, hostile_cases, poinscrit_json
 
 # the header case is refused by ingest, not by normalize: its event is valid
@@ -78,3 +79,25 @@ def test_a_long_path_or_message_is_cut_and_marked():
     problem = Problem(ReasonCode.UNEXPECTED_ELEMENT, "/" + "N" * 10_000, "m" * 10_000)
     assert len(problem.path) == MAX_PROBLEM_TEXT and problem.path.endswith("…")
     assert len(problem.message) == MAX_PROBLEM_TEXT
+
+
+def test_structure_past_coffre_s_limits_is_refused_where_it_is():
+    deep = POINSCRIT.replace(b"</POINSCRIT>", b"<a>" * 40 + b"</a>" * 40 + b"</POINSCRIT>")
+    crowded = POINSCRIT.replace(b"<Tech>", b"<Tech " + b" ".join(b'x%d="1"' % i for i in range(17)) + b">")
+    many = POINSCRIT.replace(b"</POINSCRIT>", b"<X/>" * 20_001 + b"</POINSCRIT>")
+    for raw, message, path in (
+        (deep, "levels of nesting", "/"),
+        (crowded, "attributes on one element", "/POINSCRIT/Tech"),
+        (many, "elements", "/"),
+    ):
+        with pytest.raises(Rejected) as refused:
+            normalize(raw)
+        (problem,) = refused.value.problems
+        assert (problem.code, problem.path) == (ReasonCode.LIMIT_EXCEEDED, path)
+        assert message in problem.message
+    at_the_limit = POINSCRIT.replace(
+        b"<Tech>", b"<Tech " + b" ".join(b'x%d="1"' % i for i in range(16)) + b">"
+    )
+    with pytest.raises(Rejected) as refused:
+        normalize(at_the_limit)
+    assert "LIMIT_EXCEEDED" not in refused.value.codes  # 16 are coffre's bound: the schema refuses them

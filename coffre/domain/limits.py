@@ -44,8 +44,6 @@ MAX_ATTRIBUTES = 16
 """Attributes on one element (the schema set's elements carry at most four)."""
 MAX_DEPTH = 32
 """Nesting of elements or JSON objects and lists in one event (the schema set's deepest is 6)."""
-MAX_NAME_CHARS = 128
-"""An element, attribute or JSON key name (the schema set's longest is under 40)."""
 
 # -- what travels with an input --------------------------------------------------------------------
 

@@ -1,0 +1,210 @@
+"""What coffre's input limits cost and what they save, side by side with an older revision, in one run.
+
+    .venv/bin/python bench/normalize.py [--baseline REV] [--rounds R] [--timeout S]
+
+1. **Valid events**: normalize + canonical bytes per event, for a POINSCRIT and the annex's
+   six-player POJEU (the demo's copy), best of R rounds, in alternating child processes (this
+   tree, then REV, then this tree…) so that both see the same machine.
+2. **Hostile inputs** (tests/hostile.py, one per class that once jammed the pipeline): the wall
+   time and peak memory of ``coffre normalize`` on each, in a child process killed after S
+   seconds, for this tree and for REV.
+
+Without ``--baseline`` only this tree is measured. REV is checked out in a temporary worktree
+and imported from there (``PYTHONPATH``); the measuring code is this file's, run by the same
+interpreter. Exit status 0 when everything was measured (however slow REV was).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+SERVICES = ("ingest", "vault", "acquittal")
+ITERATIONS = {"POINSCRIT": 2000, "POJEU": 200}
+
+
+def valid_events() -> dict[str, bytes]:
+    sys.path.insert(0, str(PROJECT / "tests"))
+    from events import POINSCRIT  # the tests' own events, coffre's
+
+    pojeu = (PROJECT / "coffre" / "demo" / "events" / "annex" / "1.4.3.f-POJEU.xml").read_bytes()
+    return {"POINSCRIT": POINSCRIT, "POJEU": pojeu}
+
+
+def measure_valid() -> dict[str, float]:
+    """µs per event of normalize + canonical_bytes, for each valid event (one round)."""
+    from coffre.domain.codec import canonical_bytes
+    from coffre.domain.normalize import normalize
+
+    out = {}
+    for name, raw in valid_events().items():
+        canonical_bytes(normalize(raw))  # warm: imports, caches
+        n = ITERATIONS[name]
+        started = time.perf_counter()
+        for _ in range(n):
+            canonical_bytes(normalize(raw))
+        out[name] = (time.perf_counter() - started) / n * 1e6
+    return out
+
+
+def hostile_files(folder: Path) -> dict[str, Path]:
+    sys.path.insert(0, str(PROJECT / "tests"))
+    from hostile import hostile_cases
+
+    files = {}
+    for case in hostile_cases():
+        if case.headers:
+            continue  # a header is no input of coffre normalize
+        path = folder / f"{case.name}.in"
+        path.write_bytes(case.value)
+        files[case.name] = path
+    return files
+
+
+# The command in a child that reports its own peak resident memory (VmHWM).
+CHILD = """
+import sys
+from coffre.cli import main
+code = main(sys.argv[1:])
+sys.stdout.flush()
+peak = open("/proc/self/status").read().split("VmHWM:")[1].split()[0]
+sys.stderr.write(f"peak-kB {peak}\\n")
+sys.exit(code)
+"""
+
+
+def measure_hostile(path: Path, env: dict[str, str], timeout: float) -> tuple[float, float | None, str]:
+    """(seconds, peak MB or None, outcome) of ``coffre normalize PATH`` in a child process."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, "normalize", str(path)],
+            capture_output=True,
+            timeout=timeout,
+            env=env,
+            cwd=path.parent,  # not the project: "python -c" puts the working folder first on sys.path
+        )
+    except subprocess.TimeoutExpired:
+        return timeout, None, f"killed after {timeout:.0f} s"
+    seconds = time.monotonic() - started
+    peak = [line for line in done.stderr.decode(errors="replace").splitlines() if line.startswith("peak-kB")]
+    megabytes = int(peak[-1].split()[1]) / 1024 if peak else None
+    if b"Traceback" in done.stderr:
+        last = done.stderr.decode(errors="replace").strip().splitlines()[-1]
+        return seconds, megabytes, f"crashed: {last[:60]}"
+    codes = sorted(
+        {
+            line.split()[2]
+            for line in done.stdout.decode(errors="replace").splitlines()
+            if " REJECTED " in line
+        }
+    )
+    outcome = "rejected " + ",".join(codes[:2]) if codes else "accepted"
+    return seconds, megabytes, outcome + f" ({len(done.stdout):,} B out)"
+
+
+def worktree(rev: str, folder: Path) -> dict[str, str]:
+    """REV checked out in ``folder``; the environment that imports coffre from it."""
+    subprocess.run(
+        ["git", "-C", str(PROJECT), "worktree", "add", "--detach", str(folder), rev],
+        check=True,
+        capture_output=True,
+    )
+    packages = folder / ".bench-packages"
+    packages.mkdir()
+    for name in SERVICES:
+        (packages / f"coffre_{name}").symlink_to(folder / "services" / name)
+    return {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{packages}"}
+
+
+def child_valid(env: dict[str, str]) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--valid-once"], capture_output=True, env=env, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def table(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", help="a git revision to measure side by side (e.g. a tag or a commit)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the valid-event timing (best kept)")
+    parser.add_argument("--timeout", type=float, default=20.0, help="seconds before a hostile run is killed")
+    parser.add_argument("--valid-once", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.valid_once:
+        print(json.dumps(measure_valid()))
+        return 0
+
+    here = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(PROJECT), *(os.environ.get("PYTHONPATH") or "").split(os.pathsep)]
+        ),
+    }
+    with tempfile.TemporaryDirectory(prefix="coffre-bench-") as scratch:
+        envs = {"this tree": here}
+        if args.baseline:
+            envs[args.baseline] = worktree(args.baseline, Path(scratch) / "baseline")
+        try:
+            best: dict[str, dict[str, float]] = {label: {} for label in envs}
+            for _ in range(args.rounds):
+                for label, env in envs.items():
+                    for name, micros in child_valid(env).items():
+                        best[label][name] = min(micros, best[label].get(name, float("inf")))
+            labels = list(envs)
+            print(f"1. valid events: µs per normalize + canonical bytes, best of {args.rounds} rounds")
+            rows = [["event", *labels, *(["ratio (this tree / baseline)"] if args.baseline else [])]]
+            for name in ITERATIONS:
+                cells = [f"{best[label][name]:,.0f} µs" for label in labels]
+                ratio = [f"{best[labels[0]][name] / best[labels[1]][name]:.2f}"] if args.baseline else []
+                rows.append([name, *cells, *ratio])
+            table(rows)
+
+            print(
+                f"\n2. hostile inputs: coffre normalize, wall time and peak memory (killed after {args.timeout:.0f} s)"
+            )
+            files = hostile_files(Path(scratch))
+            rows = [["input", *labels]]
+            for name, path in files.items():
+                cells = []
+                for env in envs.values():
+                    seconds, megabytes, outcome = measure_hostile(path, env, args.timeout)
+                    memory = f"{megabytes:,.0f} MB" if megabytes is not None else "? MB"
+                    cells.append(f"{seconds:6.2f} s {memory:>9}  {outcome}")
+                rows.append([name, *cells])
+            table(rows)
+        finally:
+            if args.baseline:
+                subprocess.run(
+                    [
+                        "git",
+                        "-C",
+                        str(PROJECT),
+                        "worktree",
+                        "remove",
+                        "--force",
+                        str(Path(scratch) / "baseline"),
+                    ],
+                    capture_output=True,
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
