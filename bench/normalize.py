@@ -69,46 +69,21 @@ def hostile_files(folder: Path) -> dict[str, Path]:
     return files
 
 
-# The command in a child that reports its own peak resident memory (VmHWM).
-CHILD = """
-import sys
-from coffre.cli import main
-code = main(sys.argv[1:])
-sys.stdout.flush()
-peak = open("/proc/self/status").read().split("VmHWM:")[1].split()[0]
-sys.stderr.write(f"peak-kB {peak}\\n")
-sys.exit(code)
-"""
-
-
 def measure_hostile(path: Path, env: dict[str, str], timeout: float) -> tuple[float, float | None, str]:
     """(seconds, peak MB or None, outcome) of ``coffre normalize PATH`` in a child process."""
-    started = time.monotonic()
+    from hostile import measure_coffre
+
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", CHILD, "normalize", str(path)],
-            capture_output=True,
-            timeout=timeout,
-            env=env,
-            cwd=path.parent,  # not the project: "python -c" puts the working folder first on sys.path
-        )
+        run = measure_coffre(["normalize", str(path)], cwd=path.parent, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return timeout, None, f"killed after {timeout:.0f} s"
-    seconds = time.monotonic() - started
-    peak = [line for line in done.stderr.decode(errors="replace").splitlines() if line.startswith("peak-kB")]
-    megabytes = int(peak[-1].split()[1]) / 1024 if peak else None
-    if b"Traceback" in done.stderr:
-        last = done.stderr.decode(errors="replace").strip().splitlines()[-1]
-        return seconds, megabytes, f"crashed: {last[:60]}"
-    codes = sorted(
-        {
-            line.split()[2]
-            for line in done.stdout.decode(errors="replace").splitlines()
-            if " REJECTED " in line
-        }
-    )
+    if b"Traceback" in run.stderr:
+        last = run.stderr.decode(errors="replace").strip().splitlines()[-1]
+        return run.seconds, run.megabytes, f"crashed: {last[:60]}"
+    lines = run.stdout.decode(errors="replace").splitlines()
+    codes = sorted({line.split()[2] for line in lines if " REJECTED " in line})
     outcome = "rejected " + ",".join(codes[:2]) if codes else "accepted"
-    return seconds, megabytes, outcome + f" ({len(done.stdout):,} B out)"
+    return run.seconds, run.megabytes, outcome + f" ({len(run.stdout):,} B out)"
 
 
 def worktree(rev: str, folder: Path) -> dict[str, str]:

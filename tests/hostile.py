@@ -8,7 +8,11 @@ and pipeline tests, so every layer is tried with the same inputs.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from coffre.domain.limits import (
     MAX_DECIMAL_FRACTION_DIGITS,
@@ -174,3 +178,39 @@ def extreme_valid_cases() -> list[Case]:
             "recorded",
         ),
     ]
+
+
+# ``coffre ARGS`` in a child that reports its own peak resident memory: VmHWM, that of the process
+# image since exec (getrusage would count the process it was forked from, pytest or the bench).
+_MEASURED = """
+import sys
+from coffre.cli import main
+code = main(sys.argv[1:])
+sys.stdout.flush()
+peak = open("/proc/self/status").read().split("VmHWM:")[1].split()[0]
+sys.stderr.write(f"peak-kB {peak}\\n")
+sys.exit(code)
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    code: int
+    seconds: float
+    megabytes: float | None  # None when the command died before it could say
+    stdout: bytes
+    stderr: bytes
+
+
+def measure_coffre(
+    args: list[str], *, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> Measured:
+    """Run ``coffre ARGS`` in ``cwd`` (not the project: ``python -c`` puts the working folder first
+    on ``sys.path``); subprocess.TimeoutExpired past ``timeout``."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURED, *args], capture_output=True, timeout=timeout, env=env, cwd=cwd
+    )
+    peak = [line for line in done.stderr.decode(errors="replace").splitlines() if line.startswith("peak-kB")]
+    megabytes = int(peak[-1].split()[1]) / 1024 if peak else None
+    return Measured(done.returncode, time.monotonic() - started, megabytes, done.stdout, done.stderr)
