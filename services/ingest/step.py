@@ -140,7 +140,11 @@ class IngestStep:
         counts = StepCounts()
         ids = [m.input_id for m in batch]
         seen = self.store.handled(ids)
-        fresh = [(m, i) for m, i in zip(batch, ids, strict=True) if i not in seen]
+        fresh = []
+        for message, input_id in zip(batch, ids, strict=True):
+            if input_id not in seen:  # handled before, or earlier in this very batch
+                seen.add(input_id)
+                fresh.append((message, input_id))
         counts.redelivered = len(batch) - len(fresh)
         try:
             self._commit(fresh, counts)
@@ -149,7 +153,6 @@ class IngestStep:
         except Exception:
             # a value the store cannot hold: find the input it belongs to, one transaction each
             log.exception("ingest batch refused by the store; committing its inputs one by one")
-            counts = StepCounts(redelivered=counts.redelivered)
             for item in fresh:
                 try:
                     self._commit([item], counts)

@@ -232,3 +232,11 @@ def test_a_failure_of_the_store_itself_stops_ingest_and_commits_nothing(tmp_path
     with pytest.raises(sqlite3.OperationalError):
         ingest_batch([message(0, POINSCRIT), message(1, b"junk")], store, TOPICS, LIMITS)
     assert store.unpublished() == [] and store.last_id_evt("0099", 7) == 0
+
+
+def test_the_same_record_twice_in_one_batch_is_handled_once(tmp_path):
+    store = IngestStore(tmp_path / "s.sqlite")
+    twice = InputMessage(0, 5, POINSCRIT, [(CORRELATION_ID, b"req-1")], timestamp=1_000)
+    counts = ingest_batch([twice, message(6, POINSCRIT), twice], store, TOPICS, LIMITS)
+    assert (counts.accepted, counts.redelivered) == (2, 1)
+    assert [header(r.headers, ID_EVT) for r in store.unpublished()] == ["1", "2"]
