@@ -9,7 +9,8 @@ from collections import defaultdict
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from coffre.adapters.broker import EmbeddedBroker, free_port, tansu_path
 from coffre.adapters.kafka import (
@@ -22,6 +23,8 @@ from coffre.adapters.kafka import (
     partitions_for,
     stop_consumer,
 )
+from coffre.adapters.service import ensure_coffre_topics
+from coffre.config import Settings
 
 
 def _can_listen(port: int) -> bool:
@@ -120,6 +123,42 @@ def test_ensure_topics_exact_partitions_idempotent_and_nothing_else(
             await ensure_topics(kafka_bootstrap, {f"{topic_prefix}in": 4})
         with pytest.raises(ValueError):
             await ensure_topics(kafka_bootstrap, {f"{topic_prefix}zero": 0})
+
+    asyncio.run(scenario())
+
+
+def test_topics_must_take_the_largest_record_coffre_publishes(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """A topic whose max.message.bytes is below COFFRE_MAX_MESSAGE_BYTES would refuse a record ingest
+    already committed to its outbox: it is a configuration error at start-up, not a jam later."""
+    small, created = f"{topic_prefix}small", f"{topic_prefix}created"
+
+    async def limit_of(admin: AIOKafkaAdminClient, topic: str) -> str | None:
+        (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        entries = response.resources[0][4]
+        return next((value for name, value, *_ in entries if name == "max.message.bytes"), None)
+
+    async def scenario() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(small, 1, 1, topic_configs={"max.message.bytes": "100000"})])
+            with pytest.raises(TopicMismatchError, match=r"max\.message\.bytes"):
+                await ensure_topics(kafka_bootstrap, {small: 1}, max_message_bytes=1_000_000)
+            await ensure_topics(kafka_bootstrap, {small: 1}, max_message_bytes=100_000)  # fits
+            await ensure_topics(kafka_bootstrap, {created: 2}, max_message_bytes=5_000_000)
+            assert await limit_of(admin, created) == "5000000"  # created to take them
+            # a service meeting such a topic stops with a configuration error (exit 2)
+            settings = Settings(bootstrap_servers=kafka_bootstrap, topic_prefix=f"{topic_prefix}svc.")
+            await admin.create_topics(
+                [NewTopic(settings.topics.normalized, 6, 1, topic_configs={"max.message.bytes": "100000"})]
+            )
+            with pytest.raises(SystemExit) as stopped:
+                await ensure_coffre_topics(settings)
+            assert stopped.value.code == 2
+        finally:
+            await admin.close()
 
     asyncio.run(scenario())
 
