@@ -6,12 +6,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from coffre.domain.catalogue import EVENT_TYPES
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 CONTRACT = (DOCS / "input-contract.md").read_text(encoding="utf-8")
+FIXTURES = DOCS.parent / "tests" / "fixtures" / "events"
 
 
 def blocks(language: str) -> list[str]:
@@ -78,3 +81,19 @@ def test_the_readme_configuration_table_is_the_settings():
             default = ";".join(default)
         expected[f"COFFRE_{name.upper()}"] = "" if default is None else str(default)
     assert documented == expected
+
+
+def test_the_documented_json_of_a_sports_line_normalizes():
+    from coffre.domain.errors import Rejected
+
+    documented = json.loads(re.search(r'"Pronostics": (\[.*?\])\}\]`', CONTRACT).group(1))
+    event = json.loads((FIXTURES / "PASP" / "PASPMISE-live.json").read_text(encoding="utf-8"))
+    line = event["PASPMISE"]["PaSp"][0]["LigSp"][0]
+    line["Pronostics"] = documented
+    normalized = normalize(json.dumps(event).encode())
+    assert normalized.PaSp[0].LigSp[0].groups[0][0].pairs == [("SCORE-EXACT", "2-1")]
+    del line["Pronostics"]
+    line["PronoSp"] = {"TypeRes": "SCORE-EXACT", "Choix": "2-1"}  # the element names alone: refused
+    with pytest.raises(Rejected) as refused:
+        normalize(json.dumps(event).encode())
+    assert "UNEXPECTED_ELEMENT" in refused.value.codes
