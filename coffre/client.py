@@ -24,6 +24,7 @@ from .config import Topics
 from .domain.errors import Rejected
 from .domain.messages import CORRELATION_ID, SOURCE_ID, Acquittal, Receipt, header
 from .domain.normalize import normalize
+from .domain.routing import coffre_key
 
 log = logging.getLogger("coffre.client")
 
@@ -91,23 +92,36 @@ class CoffreClient:
 
     def expects_acquittal(self, event: bytes) -> bool:
         """True unless the event normalizes to a synthesis or supervised event."""
+        return self._inspect(event)[0]
+
+    def _inspect(self, event: bytes) -> tuple[bool, bytes | None]:
+        """Whether an acquittal is due, and the record key: ``str(IDCoffre)``, which puts the
+        event on the partition of events.in whose ingest numbers its coffre (otherwise ingest
+        forwards it there, one more hop). An event ingest will refuse needs no key."""
         try:
             normalized = normalize(event, id_evt=0)
         except Rejected:
-            return True  # ingest will refuse it: a rejected acquittal comes
-        return normalized.xml_tag not in self.synthesis_events and not normalized.supervised
+            return True, None  # ingest will refuse it: a rejected acquittal comes
+        acquittal = normalized.xml_tag not in self.synthesis_events and not normalized.supervised
+        return acquittal, coffre_key(normalized.id_coffre)
 
     async def publish(
-        self, event: bytes, *, correlation_id: str | None = None, source_id: str | None = None
+        self,
+        event: bytes,
+        *,
+        correlation_id: str | None = None,
+        source_id: str | None = None,
+        key: bytes | None = None,
     ) -> str:
+        """Publish ``event`` keyed by its IDCoffre (``key``, when the caller knows it already)."""
         assert self._producer, "start() the client first"
         correlation_id = correlation_id or str(uuid.uuid4())
         headers = [(CORRELATION_ID, correlation_id.encode())]
         if source_id:
             headers.append((SOURCE_ID, source_id.encode()))
-        await self._producer.send_and_wait(
-            self.topics.events_in, event, key=correlation_id.encode(), headers=headers
-        )
+        if key is None:
+            key = self._inspect(event)[1] or correlation_id.encode()
+        await self._producer.send_and_wait(self.topics.events_in, event, key=key, headers=headers)
         return correlation_id
 
     async def submit(
@@ -120,8 +134,11 @@ class CoffreClient:
     ) -> Outcome:
         """Publish ``event`` and wait for its acquittal (or its receipt, when none is due)."""
         correlation_id = correlation_id or str(uuid.uuid4())
-        future = self.expect(correlation_id, acquittal=self.expects_acquittal(event))
-        await self.publish(event, correlation_id=correlation_id, source_id=source_id)
+        acquittal, key = self._inspect(event)
+        future = self.expect(correlation_id, acquittal=acquittal)
+        await self.publish(
+            event, correlation_id=correlation_id, source_id=source_id, key=key or correlation_id.encode()
+        )
         return await asyncio.wait_for(future, timeout)
 
     def expect(self, correlation_id: str, *, acquittal: bool = True) -> asyncio.Future[Outcome]:

@@ -38,9 +38,18 @@ class Topics:
     rejected: str
     receipts: str
     acquittals: str
+    ingest_state: str
+    """ingest's snapshots: each partition's IDEvt counters and the input offset they stand at"""
 
     def all(self) -> tuple[str, ...]:
-        return (self.events_in, self.normalized, self.rejected, self.receipts, self.acquittals)
+        return (
+            self.events_in,
+            self.normalized,
+            self.rejected,
+            self.receipts,
+            self.acquittals,
+            self.ingest_state,
+        )
 
 
 class Settings(BaseSettings):
@@ -57,7 +66,7 @@ class Settings(BaseSettings):
     )
     replication_factor: int = Field(1, ge=1, description="replication of the topics coffre creates")
     data_dir: Path = Field(
-        Path("var"), description="where ingest keeps its IDEvt store and the vault its journals"
+        Path("var"), description="where the vault keeps its journals (ingest keeps no local state)"
     )
     synthesis_events: Annotated[set[str], NoDecode, BeforeValidator(_csv)] = Field(
         default_factory=lambda: {"POJEU"},
@@ -78,6 +87,13 @@ class Settings(BaseSettings):
     )
     batch_max: int = Field(1000, ge=1, description="the most messages one service handles in one batch")
     batch_wait_ms: int = Field(2, ge=0, description="how long a service waits to fill a batch")
+    ingest_snapshot_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=300,
+        description="how often ingest snapshots each partition's IDEvt counters to <prefix>ingest.state "
+        "(a replica taking a partition over re-reads the inputs since the last one)",
+    )
     log_level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
         BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v),
@@ -177,7 +193,12 @@ class Settings(BaseSettings):
     def topics(self) -> Topics:
         p = self.topic_prefix
         return Topics(
-            f"{p}events.in", f"{p}events.normalized", f"{p}events.rejected", f"{p}receipts", f"{p}acquittals"
+            f"{p}events.in",
+            f"{p}events.normalized",
+            f"{p}events.rejected",
+            f"{p}receipts",
+            f"{p}acquittals",
+            f"{p}ingest.state",
         )
 
     @model_validator(mode="after")

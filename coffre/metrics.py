@@ -14,8 +14,19 @@ EVENTS_NORMALIZED = Counter(
     "coffre_events_normalized_total", "Events normalized and given an IDEvt by ingest", ["event_type"]
 )
 INPUTS_REDELIVERED = Counter(
-    "coffre_inputs_redelivered_total", "Inputs ingest had already handled (Kafka redelivered them)"
+    "coffre_inputs_redelivered_total",
+    "Inputs ingest folded again after taking a partition over, whose outputs were already on Kafka",
 )
+INPUTS_FORWARDED = Counter(
+    "coffre_inputs_forwarded_total",
+    "Inputs ingest forwarded to the partition of events.in that owns their coffre (not keyed by IDCoffre)",
+)
+FORWARDED_DUPLICATES = Counter(
+    "coffre_forwarded_duplicates_total",
+    "Forwarded copies a partition had already folded (a forwarder re-sent them after a take-over)",
+)
+SNAPSHOTS = Counter("coffre_ingest_snapshots_total", "Partition snapshots ingest wrote to its state topic")
+PARTITIONS_OWNED = Gauge("coffre_ingest_partitions", "Partitions of events.in this ingest replica folds")
 EVENTS_REJECTED = Counter(
     "coffre_events_rejected_total", "Inputs refused by ingest, by reason code", ["reason"]
 )
@@ -34,7 +45,7 @@ EVENTS_SKIPPED = Counter(
 )
 FSYNC_SECONDS = Histogram(
     "coffre_fsync_seconds",
-    "Time of one durable write (vault journal group commit, ingest store commit)",
+    "Time of one durable write (vault journal group commit, ingest snapshot)",
     ["store"],
     buckets=_SYNC_BUCKETS,
 )

@@ -35,6 +35,8 @@ class Stack:
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     api_tls: DevelopmentTls | None = None
     """The regulator API's development certificates and token, when none is configured."""
+    ingest_replicas: int = 1
+    """Ingest processes sharing the partitions of events.in: ``ingest``, ``ingest-2``, …"""
 
     def start(self, services: tuple[str, ...] = SERVICES) -> str:
         self.check()
@@ -46,6 +48,9 @@ class Stack:
         )
         for name in services:
             self.spawn(name)
+            if name == "ingest":
+                for replica in range(2, self.ingest_replicas + 1):
+                    self.spawn(f"ingest-{replica}")
         return self.bootstrap
 
     def check(self) -> None:
@@ -58,8 +63,9 @@ class Stack:
                 f"COFFRE_VAULT_REPLICAS: coffre up runs one vault, which would record only its share "
                 f"of the partitions: leave it at 1 (it is {s.vault_replicas})"
             )
-        if s.ops_port and s.ops_port + len(SERVICES) - 1 > 65535:
-            configuration_error(f"COFFRE_OPS_PORT: coffre up needs it and the next {len(SERVICES) - 1} ports")
+        ports = len(SERVICES) + self.ingest_replicas - 1
+        if s.ops_port and s.ops_port + ports - 1 > 65535:
+            configuration_error(f"COFFRE_OPS_PORT: coffre up needs it and the next {ports - 1} ports")
         _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
         if s.archive_backend == "local":
             _folder("COFFRE_ARCHIVE_DIR" if s.archive_dir else "COFFRE_DATA_DIR", s.archive_root)
@@ -93,9 +99,15 @@ class Stack:
             self.api_tls = material.development  # for the demo's curl line
 
     def ops_port(self, name: str) -> int:
-        """Each service's /healthz, /readyz and /metrics port: COFFRE_OPS_PORT, + 1, + 2 (0: off)."""
+        """Each service's /healthz, /readyz and /metrics port: COFFRE_OPS_PORT, + 1, + 2…, in the
+        order of SERVICES, then the extra ingest replicas (0: off)."""
         base = self.settings.ops_port
-        return base + SERVICES.index(name) if base else 0
+        if not base:
+            return 0
+        service, _, replica = name.partition("-")
+        if replica:
+            return base + len(SERVICES) + int(replica) - 2
+        return base + SERVICES.index(service)
 
     def env(self, name: str | None = None) -> dict[str, str]:
         """The children's environment: this process's, with every setting as its COFFRE_ variable."""
@@ -117,7 +129,7 @@ class Stack:
     def spawn(self, name: str) -> subprocess.Popen[bytes]:
         log = open(Path(self.settings.data_dir) / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         child = subprocess.Popen(
-            [sys.executable, "-m", "coffre.cli", name],
+            [sys.executable, "-m", "coffre.cli", name.partition("-")[0]],
             env=self.env(name),
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -1,180 +1,331 @@
-"""The ingest service: a faust stream over ``coffre.events.in``."""
+"""The ingest service: a plain aiokafka batch loop over ``events.in`` (the consumer pattern of
+the vault and the acquittal), folding each partition it owns with :class:`IngestStep`.
+
+Any number of replicas join one consumer group. A replica that is given a partition reads the
+partition's latest snapshot from ``<prefix>ingest.state``, seeks to the offset it stands at and
+folds from there; the outputs of inputs before the group's committed offset were published by
+the previous owner and are not published again. Per batch: fold, publish every output and wait
+for the broker's acknowledgements, then commit the input offsets; every
+``COFFRE_INGEST_SNAPSHOT_SECONDS`` (and when a partition is revoked, and at SIGTERM) each moved
+partition's state is snapshotted. Nothing is kept on local disk.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from pathlib import Path
+import time
+from collections import defaultdict
 
-import faust
-from faust.transport.drivers import aiokafka as faust_aiokafka
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from coffre import metrics
-from coffre.adapters.kafka import CONSUMER_TUNING
-from coffre.adapters.service import ensure_coffre_topics
+from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, OffsetCommitter, stop_consumer
+from coffre.adapters.service import ensure_coffre_topics, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.codec import Limits
-from coffre.ops import BrokerCheck, Ops, writable_dir
+from coffre.ops import BrokerCheck, LagMeter, Ops
 
-from .step import IngestStep, InputMessage
-from .store import IngestStore
+from .step import IngestStep, InputMessage, Output, PartitionState, SnapshotError
 
 log = logging.getLogger("coffre.ingest")
 FATAL_EXIT = 70
-PRUNE_AFTER_SECONDS = 24 * 3600
+SNAPSHOTS_READ_BACK = 8
+"""How many of a partition's newest snapshots are read at a take-over: the one standing furthest
+is used (a zombie may have written an older one last; any snapshot is a correct fold)."""
 
 
-def _headers(raw: object) -> list[tuple[str, bytes]]:
-    if not raw:
-        return []
-    items = raw.items() if isinstance(raw, dict) else raw
-    return [(str(k), v if isinstance(v, bytes) else str(v).encode()) for k, v in items]  # type: ignore[union-attr]
+class StateLost(RuntimeError):
+    """A partition has no snapshot although its first inputs are gone: its counters cannot be rebuilt."""
 
 
-class _LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """faust's consumer thread, with coffre's fetch wait instead of faust's fixed 1,500 ms.
+class StateTopic:
+    """The partitions' snapshots on ``<prefix>ingest.state``: partition p's on partition p."""
 
-    faust-streaming 0.15 hard-codes ``fetch_max_wait_ms=1500`` for its worker consumer and has
-    no setting for it. A broker that does not answer a waiting fetch as soon as data arrives
-    (Tansu does not) then holds every input up to 1.5 s: measured, ingest's p50 was 437 ms
-    at 500 events/s."""
+    def __init__(self, settings: Settings, producer: AIOKafkaProducer):
+        self.topic = settings.topics.ingest_state
+        self.producer = producer
+        self.reader = AIOKafkaConsumer(
+            bootstrap_servers=settings.bootstrap_servers,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=5,
+            max_partition_fetch_bytes=settings.max_message_bytes + 1024 * 1024,
+        )
 
-    def _create_worker_consumer(
-        self, transport: faust_aiokafka.Transport
-    ) -> faust_aiokafka.aiokafka.AIOKafkaConsumer:
-        consumer = super()._create_worker_consumer(transport)
-        consumer._fetch_max_wait_ms = CONSUMER_TUNING["fetch_max_wait_ms"]  # read by start(), for its fetcher
-        return consumer
+    async def start(self) -> None:
+        await self.reader.start()
 
+    async def stop(self) -> None:
+        await self.reader.stop()
 
-class _LowLatencyConsumer(faust_aiokafka.Consumer):
-    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return _LowLatencyConsumerThread(self, loop=self.loop, beacon=self.beacon)
+    async def latest(self, partition: int, partitions: int) -> PartitionState | None:
+        tp = TopicPartition(self.topic, partition)
+        self.reader.assign([tp])
+        end = (await self.reader.end_offsets([tp]))[tp]
+        if end == 0:
+            return None
+        self.reader.seek(tp, max(0, end - SNAPSHOTS_READ_BACK))
+        best: PartitionState | None = None
+        while True:  # to the true end: end_offsets() may under-report on Tansu
+            batch = await self.reader.getmany(tp, timeout_ms=200)
+            if not batch:
+                break
+            for record in batch.get(tp, ()):
+                state = PartitionState.decode(record.value or b"", partition, partitions)
+                if best is None or state.position >= best.position:
+                    best = state
+        return best
 
-
-class _LowLatencyTransport(faust_aiokafka.Transport):
-    Consumer = _LowLatencyConsumer
-
-
-class IngestApp(faust.App):
-    def _new_transport(self) -> faust_aiokafka.Transport:
-        return _LowLatencyTransport(self.conf.broker_consumer, self)
-
-
-def build_app(settings: Settings) -> faust.App:
-    topics = settings.topics
-    data = Path(settings.data_dir) / "ingest"
-    app = IngestApp(
-        f"{settings.topic_prefix}ingest",
-        broker=";".join(f"kafka://{server.strip()}" for server in settings.bootstrap_servers.split(",")),
-        value_serializer="raw",
-        key_serializer="raw",
-        datadir=str(data / "faust"),
-        web_enabled=False,
-        topic_allow_declare=False,  # topics are created with explicit partitions at start-up
-        topic_disable_leader=True,
-        broker_session_timeout=6.0,
-        broker_heartbeat_interval=1.0,
-        broker_commit_interval=0.2,
-        broker_max_poll_records=settings.batch_max,
-        consumer_auto_offset_reset="earliest",
-        producer_acks=-1,
-        producer_linger_ms=0,
-        producer_max_request_size=settings.max_message_bytes,
-        stream_wait_empty=False,
-    )
-    source = app.topic(topics.events_in, value_serializer="raw", key_serializer="raw", allow_empty=True)
-    store = IngestStore(data / "store.sqlite")
-    step = IngestStep(store, topics, Limits(max_bytes=settings.max_event_bytes), settings.max_message_bytes)
-    ops = Ops("ingest", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
-    ops.add_check("store", writable_dir(data))
-    positions: dict[int, int] = {}  # partition of events.in -> next offset to handle
-
-    @app.task
-    async def start_ops() -> None:
-        await ops.start()
-
-    @app.timer(interval=1.0)
-    async def measure_lag() -> None:
-        for partition, position in list(positions.items()):
-            highwater = app.consumer.highwater(faust.types.TP(topics.events_in, partition))
-            if highwater is not None:
-                metrics.CONSUMER_LAG.labels(topics.events_in, str(partition)).set(
-                    max(0, highwater - position)
-                )
-
-    async def publish_outbox() -> None:
-        rows = store.unpublished()
-        if not rows:
-            return
+    async def write(self, states: list[PartitionState]) -> None:
         deliveries = [
-            await app.producer.send(row.topic, row.key, row.value, None, None, row.headers) for row in rows
+            await self.producer.send(
+                self.topic, state.encode(), key=str(state.partition).encode(), partition=state.partition
+            )
+            for state in states
         ]
         await asyncio.gather(*deliveries)
-        store.mark_published(rows[-1].seq)
+        metrics.SNAPSHOTS.inc(len(states))
 
-    @app.agent(source)
-    async def ingest(stream: faust.StreamT) -> None:
+
+class Ingest(ConsumerRebalanceListener):
+    """The partitions this replica folds, their states, and what it publishes for them."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        consumer: AIOKafkaConsumer,
+        producer: AIOKafkaProducer,
+        state_topic: StateTopic,
+    ):
+        self.settings = settings
+        self.topics = settings.topics
+        self.consumer = consumer
+        self.producer = producer
+        self.state_topic = state_topic
+        self.committer = OffsetCommitter(consumer)
+        self.step = IngestStep(
+            self.topics, Limits(max_bytes=settings.max_event_bytes), settings.max_message_bytes
+        )
+        self.partitions = 0
+        self.owned: dict[int, PartitionState] = {}
+        self.published_below: dict[int, int] = {}
+        self.snapshotted: dict[int, int] = {}
+        self.lock = asyncio.Lock()
+        self.last_snapshot = time.monotonic()
+        self.failure: BaseException | None = None
+        """What a rebalance callback met: aiokafka logs and swallows it, the loop raises it."""
+
+    # rebalancing -----------------------------------------------------------------------------
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         try:
-            await publish_outbox()  # what a crash left committed but unpublished goes first, in order
-        except Exception:
-            log.critical("cannot publish the outbox at start-up", exc_info=True)
-            os._exit(FATAL_EXIT)
-        batches = 0
+            await self._revoked(revoked)
+        except Exception as exc:
+            self.failure = exc
+            raise
+
+    async def _revoked(self, revoked: list[TopicPartition]) -> None:
+        async with self.lock:
+            mine = [tp.partition for tp in revoked if tp.partition in self.owned]
+            await self._snapshot(mine)
+            await self.committer.flush()
+            for partition in mine:
+                del self.owned[partition]
+                self.published_below.pop(partition, None)
+            metrics.PARTITIONS_OWNED.set(len(self.owned))
+            if mine:
+                log.info("partitions %s of %s handed over", mine, self.topics.events_in)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         try:
-            async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
+            await self._assigned(assigned)
+        except Exception as exc:
+            self.failure = exc
+            raise
+
+    async def _assigned(self, assigned: list[TopicPartition]) -> None:
+        async with self.lock:
+            for tp in sorted(assigned, key=lambda tp: tp.partition):
+                if tp.partition in self.owned:
+                    continue
+                state = await self._load(tp)
+                committed = await self.consumer.committed(tp) or 0
+                self.owned[tp.partition] = state
+                self.published_below[tp.partition] = max(committed, state.position)
+                self.snapshotted[tp.partition] = state.position
+                self.consumer.seek(tp, state.position)
+                log.info(
+                    "partition %s[%d]: folding from offset %d (%d coffres), publishing from %d",
+                    tp.topic,
+                    tp.partition,
+                    state.position,
+                    len(state.counters),
+                    self.published_below[tp.partition],
+                )
+            metrics.PARTITIONS_OWNED.set(len(self.owned))
+
+    async def _load(self, tp: TopicPartition) -> PartitionState:
+        state = await self.state_topic.latest(tp.partition, self.partitions)
+        if state is not None:
+            return state
+        start = (await self.consumer.beginning_offsets([tp]))[tp]
+        if start > 0:
+            raise StateLost(
+                f"{tp.topic}[{tp.partition}] starts at offset {start} and {self.topics.ingest_state} holds "
+                "no snapshot of it: its IDEvt counters cannot be rebuilt (see docs/operations.md)"
+            )
+        return PartitionState(tp.partition, self.partitions)
+
+    # the batch loop --------------------------------------------------------------------------
+
+    async def handle(self, batches: dict[TopicPartition, list]) -> None:
+        """Fold a fetch, publish every output (acknowledged), then commit the input offsets."""
+        async with self.lock:
+            outputs: list[Output] = []
+            results = []
+            offsets: dict[TopicPartition, int] = {}
+            for tp, records in batches.items():
+                state = self.owned.get(tp.partition)
+                if state is None:  # revoked while the fetch was in hand
+                    continue
                 batch = [
                     InputMessage(
-                        e.message.partition,
-                        e.message.offset,
-                        e.message.value or b"",
-                        _headers(e.message.headers),
-                        timestamp=round((e.message.timestamp or 0) * 1000),  # faust gives seconds
-                        key=e.message.key,
+                        r.partition,
+                        r.offset,
+                        r.value or b"",
+                        list(r.headers or ()),
+                        timestamp=r.timestamp,
+                        key=r.key,
                     )
-                    for e in events
+                    for r in records
                 ]
-                try:
-                    # synchronous on purpose: faust acks a batch's events when the agent leaves it,
-                    # cancelled (SIGTERM) or not, so no await may stand between taking the batch and
-                    # its durable write; a worker thread only added GIL hand-offs to the latency
-                    counts = step.run(batch)
-                    await publish_outbox()
-                except Exception:
-                    # faust acks a batch even when its body fails: die before it can, so the
-                    # batch is read again after the restart (the outbox keeps what was durable)
-                    log.critical(
-                        "ingest batch failed; stopping before its offsets are committed", exc_info=True
-                    )
-                    os._exit(FATAL_EXIT)
-                for m in batch:
-                    positions[m.partition] = max(positions.get(m.partition, 0), m.offset + 1)
-                log.debug("batch: %s", counts)
-                batches += 1
-                if batches % 1000 == 0:
-                    store.prune(PRUNE_AFTER_SECONDS)
-        finally:
-            # SIGTERM cancels the agent: make the published mark durable, or the restart would
-            # publish the last batch again (harmless for the chain, but duplicate receipts)
-            store.flush()
+                result = self.step.run(state, batch, self.published_below.get(tp.partition, 0))
+                outputs += result.outputs
+                results.append(result)
+                offsets[tp] = state.position
+            await self.publish(outputs)
+            for result in results:
+                result.counts.publish_metrics()
+            self.committer.commit(offsets)
 
-    return app
+    async def publish(self, outputs: list[Output]) -> None:
+        """Every output, in order per partition, acknowledged by the broker before this returns.
+
+        Forwarded copies go in whole record batches, one after the other per partition, so that
+        a partition never holds a later copy without the earlier ones (the fold skips a copy
+        whose offset is not above the highest it folded: a hole would lose an event)."""
+        deliveries = []
+        forwards: dict[int, list[Output]] = defaultdict(list)
+        for output in outputs:
+            if output.forward:
+                forwards[output.partition or 0].append(output)
+            else:
+                deliveries.append(
+                    await self.producer.send(
+                        output.topic,
+                        output.value,
+                        key=output.key,
+                        headers=output.headers,
+                        partition=output.partition,
+                    )
+                )
+        await asyncio.gather(*deliveries, *(self._forward(p, copies) for p, copies in forwards.items()))
+
+    async def _forward(self, partition: int, copies: list[Output]) -> None:
+        batch = self.producer.create_batch()
+        for copy in copies:
+            if batch.append(key=copy.key, value=copy.value, timestamp=None, headers=copy.headers) is None:
+                await (await self.producer.send_batch(batch, self.topics.events_in, partition=partition))
+                batch = self.producer.create_batch()
+                if batch.append(key=copy.key, value=copy.value, timestamp=None, headers=copy.headers) is None:
+                    raise RuntimeError("a forwarded copy larger than a record batch")  # bounded before
+        if batch.record_count():
+            await (await self.producer.send_batch(batch, self.topics.events_in, partition=partition))
+
+    async def snapshot_due(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self.last_snapshot < self.settings.ingest_snapshot_seconds:
+            return
+        async with self.lock:
+            await self._snapshot(list(self.owned))
+        self.last_snapshot = time.monotonic()
+
+    async def _snapshot(self, partitions: list[int]) -> None:
+        """Snapshot the partitions that moved. Under the lock: every output of the inputs before a
+        state's position is acknowledged, which is what a snapshot promises."""
+        moved = [self.owned[p] for p in partitions if self.owned[p].position != self.snapshotted.get(p, -1)]
+        if not moved:
+            return
+        await self.state_topic.write(moved)
+        for state in moved:
+            self.snapshotted[state.partition] = state.position
+        self.committer.commit({TopicPartition(self.topics.events_in, s.partition): s.position for s in moved})
+
+
+async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    topics = settings.topics
+    stop = stop or asyncio.Event()
+    await ensure_coffre_topics(settings)
+    ops = Ops("ingest", settings)
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    await ops.start()
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers,
+        **{**PRODUCER_TUNING, "max_request_size": settings.max_message_bytes + 1024 * 1024},
+    )
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=f"{settings.topic_prefix}ingest",
+        **{
+            **CONSUMER_TUNING,
+            "max_poll_records": settings.batch_max,
+            "max_partition_fetch_bytes": settings.max_message_bytes + 1024 * 1024,
+        },
+    )
+    state_topic = StateTopic(settings, producer)
+    await producer.start()
+    try:
+        await state_topic.start()
+        await consumer.start()
+        ingest = Ingest(settings, consumer, producer, state_topic)
+        await consumer.topics()
+        ingest.partitions = len(consumer.partitions_for_topic(topics.events_in) or ())
+        consumer.subscribe([topics.events_in], listener=ingest)
+        lag = LagMeter(consumer)
+        log.info("ingest ready: folding %s (%d partitions)", topics.events_in, ingest.partitions)
+        try:
+            while not stop.is_set():
+                batches = await consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
+                if ingest.failure is not None:
+                    raise ingest.failure
+                if batches:
+                    await ingest.handle(batches)
+                await ingest.snapshot_due()
+                await lag.update()
+            await ingest.snapshot_due(force=True)  # a restart then folds nothing twice
+            await ingest.committer.flush()
+        finally:
+            await stop_consumer(consumer)
+            await state_topic.stop()
+    except (StateLost, SnapshotError) as exc:
+        ops.halt(str(exc))
+        raise
+    finally:
+        await producer.stop()
+        await ops.stop()
 
 
 def run(settings: Settings) -> None:
-    """``coffre ingest``: create the topics, then run the faust worker until SIGTERM."""
-    asyncio.run(ensure_coffre_topics(settings))
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    app = build_app(settings)
-    worker = faust.Worker(
-        app,
-        loop=loop,
-        loglevel=settings.log_level.lower(),
-        quiet=True,
-        redirect_stdouts=False,
-        override_logging=False,  # coffre.logs set up the JSON logs already
-    )
-    worker.execute_from_commandline()
+    """``coffre ingest``: until SIGTERM or SIGINT. Any failure to publish (the broker) stops the
+    process without committing: a restart, or another replica, folds again from the snapshot."""
+    try:
+        run_until_signalled(serve, settings)
+    except (StateLost, SnapshotError):
+        log.critical("ingest cannot rebuild a partition's IDEvt counters", exc_info=True)
+        raise SystemExit(FATAL_EXIT) from None
+    except Exception:
+        log.critical("ingest stopped: nothing after the last acknowledged batch was committed", exc_info=True)
+        raise SystemExit(FATAL_EXIT) from None
+
+
+__all__ = ["run", "serve"]

@@ -1,13 +1,29 @@
-"""The ingest step proper: normalize a batch and assign IDEvt, with no Kafka in sight
-(unit-testable with an in-memory store)."""
+"""The ingest step proper: IDEvt as a pure fold over one partition of ``events.in``.
+
+Whoever folds a partition, whenever, from the same snapshot, computes the same outputs for the
+same inputs: the same IDEvt for the same event, the same rejection for the same bad input. That
+is what lets any number of ingest replicas share the partitions, a replica take over another's
+partitions after a crash, and a zombie (a replica that comes back after its partitions moved)
+publish only identical duplicates, which the vault records once. No Kafka in sight here: the
+loop around it (``app.py``) reads, publishes, snapshots.
+
+The fold, per input of partition p at offset o (see docs/architecture.md):
+
+* a copy ingest forwarded (header ``coffre-forwarded-from: s:so``) that this partition already
+  folded (``so`` at most the highest offset of ``s`` folded) is a duplicate: skipped, counted;
+* an input that is refused becomes its rejection (no IDEvt, no routing needed);
+* an event whose coffre belongs to another partition is forwarded there, once, unchanged, with
+  the header above; the owner of that partition numbers it;
+* any other event takes its coffre's next IDEvt.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from hashlib import sha256
 
 from coffre import metrics
 from coffre.config import Topics
@@ -22,6 +38,7 @@ from coffre.domain.messages import (
     ID_EVT,
     ID_OPER,
     INGESTED_AT,
+    RECORD_FRAMING,
     SOURCE_ID,
     SUPERVISED,
     Headers,
@@ -29,14 +46,17 @@ from coffre.domain.messages import (
     record_size,
 )
 from coffre.domain.normalize import internal_error, normalize
+from coffre.domain.routing import FORWARDED_FROM, coffre_key, forwarded_from, partition_of
 from coffre.logs import log_context
-
-from .store import STORE_FAILURES, IngestStore, Transaction
 
 log = logging.getLogger("coffre.ingest")
 
 UNASSIGNED = 0
 """The IDEvt an event holds between normalization and assignment (never published)."""
+
+SNAPSHOT_VERSION = 1
+SNAPSHOT_FIXED_BYTES = 256
+"""A snapshot's own fields and its record's key, counted generously."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,36 +69,94 @@ class InputMessage:
     """The record's Kafka timestamp (ms), as the broker delivers it."""
     key: bytes | None = None
 
-    @property
-    def input_id(self) -> bytes:
-        """What identifies this input among redeliveries: its position *and* its content.
 
-        Kafka redelivers a record with the same partition, offset, timestamp, key, headers and
-        value. The position alone is not enough: a broker that lost its log (an in-memory
-        broker restarted, a topic recreated) hands out the same offsets again for new records,
-        which must not be mistaken for redeliveries and dropped."""
-        digest = sha256(b"%d:%d:%d:" % (self.partition, self.offset, self.timestamp))
-        digest.update(b"k%d:" % -1 if self.key is None else b"k%d:" % len(self.key))
-        digest.update(self.key or b"")
-        for name, value in self.headers:
-            encoded = name.encode()
-            digest.update(b"h%d:%d:" % (len(encoded), -1 if value is None else len(value)))
-            digest.update(encoded)
-            digest.update(value or b"")
-        digest.update(self.value)
-        return digest.digest()
+class SnapshotError(ValueError):
+    """A snapshot that cannot be read, or that belongs to another partitioning."""
+
+
+@dataclass
+class PartitionState:
+    """The fold of partition ``partition`` of ``events.in`` (of ``partitions``) up to ``position``:
+    each coffre's last IDEvt, and for each partition that forwarded copies here the highest
+    offset of it folded. Snapshotted to ``<prefix>ingest.state`` as JSON."""
+
+    partition: int
+    partitions: int
+    position: int = 0
+    """The next offset to fold: every input before it is folded and its outputs are on Kafka."""
+    counters: dict[tuple[str, int], int] = field(default_factory=dict)
+    forwarded: dict[int, int] = field(default_factory=dict)
+    size: int = 0
+    """The snapshot's size as :meth:`counter_bytes` bounds it, kept so a new coffre is checked in O(1)."""
+
+    @staticmethod
+    def counter_bytes(id_oper: str, id_coffre: int) -> int:
+        """The most bytes one counter takes in a snapshot (its IDEvt written with 18 digits)."""
+        return len(json.dumps(id_oper)) + len(str(id_coffre)) + 18 + 4
+
+    def budget(self, max_message_bytes: int) -> int:
+        """What the counters may take of a snapshot, which is one record bounded as every other:
+        the record's bound less its framing, the fixed fields and one entry per partition that
+        may forward copies here."""
+        return max_message_bytes - RECORD_FRAMING - SNAPSHOT_FIXED_BYTES - 32 * self.partitions
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "v": SNAPSHOT_VERSION,
+                "partition": self.partition,
+                "partitions": self.partitions,
+                "position": self.position,
+                "counters": [[o, c, n] for (o, c), n in sorted(self.counters.items())],
+                "forwarded": [[p, o] for p, o in sorted(self.forwarded.items())],
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, partition: int, partitions: int) -> PartitionState:
+        try:
+            doc = json.loads(data)
+            if doc["v"] != SNAPSHOT_VERSION:
+                raise SnapshotError(f"snapshot version {doc['v']}, this ingest reads {SNAPSHOT_VERSION}")
+            state = cls(
+                int(doc["partition"]),
+                int(doc["partitions"]),
+                int(doc["position"]),
+                {(str(o), int(c)): int(n) for o, c, n in doc["counters"]},
+                {int(p): int(o) for p, o in doc["forwarded"]},
+            )
+        except SnapshotError:
+            raise
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SnapshotError(f"unreadable snapshot of partition {partition}: {exc}") from exc
+        if state.partition != partition:
+            raise SnapshotError(f"a snapshot of partition {state.partition} on partition {partition}")
+        if state.partitions != partitions:
+            raise SnapshotError(
+                f"partition {partition} was folded with {state.partitions} partitions of events.in, "
+                f"which has {partitions} now: a coffre's events would be split between two partitions. "
+                "The partition count of events.in must never change"
+            )
+        state.size = sum(cls.counter_bytes(o, c) for o, c in state.counters)
+        return state
 
 
 @dataclass
 class StepCounts:
     accepted: int = 0
     rejected: int = 0
+    forwarded: int = 0
+    duplicate_copies: int = 0
     redelivered: int = 0
+    """Inputs folded again after a take-over whose outputs were already on Kafka (not published again)."""
     event_types: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
 
     def count(self, output: Output) -> None:
-        if output.coffre is not None:
+        if output.forward:
+            self.forwarded += 1
+        elif output.coffre is not None:
             self.accepted += 1
             self.event_types[output.event_type or ""] += 1
         else:
@@ -88,13 +166,20 @@ class StepCounts:
     def merge(self, other: StepCounts) -> None:
         self.accepted += other.accepted
         self.rejected += other.rejected
+        self.forwarded += other.forwarded
+        self.duplicate_copies += other.duplicate_copies
+        self.redelivered += other.redelivered
         self.event_types.update(other.event_types)
         self.reasons.update(other.reasons)
 
     def publish_metrics(self) -> None:
-        """Count the batch on /metrics, once its transaction is durable."""
-        metrics.EVENTS_IN.inc(self.accepted + self.rejected + self.redelivered)
+        """Count the batch on /metrics, once its outputs are on Kafka."""
+        metrics.EVENTS_IN.inc(
+            self.accepted + self.rejected + self.forwarded + self.duplicate_copies + self.redelivered
+        )
         metrics.INPUTS_REDELIVERED.inc(self.redelivered)
+        metrics.INPUTS_FORWARDED.inc(self.forwarded)
+        metrics.FORWARDED_DUPLICATES.inc(self.duplicate_copies)
         for event_type, n in self.event_types.items():
             metrics.EVENTS_NORMALIZED.labels(event_type).inc(n)
         for reason, n in self.reasons.items():
@@ -104,103 +189,109 @@ class StepCounts:
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    """What one input becomes, ready for the outbox: an event (with the coffre whose IDEvt it
-    takes) or a rejection."""
+    """What one input becomes: an event (with the coffre whose IDEvt it took), a rejection, or a
+    copy forwarded to the partition of ``events.in`` that owns its coffre."""
 
     topic: str
     key: bytes | None
     value: bytes
     headers: Headers
+    offset: int = 0
+    """The offset of the input it comes from (in the partition folded)."""
     event_type: str | None = None
     coffre: tuple[str, int] | None = None
     reasons: tuple[str, ...] = ()
+    partition: int | None = None
+    """The partition to publish to; None: the producer's (by key)."""
+    forward: bool = False
+
+
+@dataclass
+class StepResult:
+    outputs: list[Output]
+    """What to publish, in order."""
+    counts: StepCounts
 
 
 class IngestStep:
-    """Normalize inputs and commit their outputs to the store's outbox, one durable transaction a
-    batch. Whatever one input holds, it ends as one bounded output: the event, or a rejection
-    with reason codes. A defect met on one input (any exception normalize, encoding or the store
-    raises for its values) refuses that input with INTERNAL_ERROR and never stops the others;
-    only a failure of the store itself (disk) propagates."""
+    """Fold a batch of one partition into its state. Whatever one input holds, it ends as one
+    bounded output: the event, its rejection with reason codes, or its forwarded copy. A defect
+    met on one input (any exception normalizing or encoding it) refuses that input with
+    INTERNAL_ERROR and never stops the others."""
 
     def __init__(
         self,
-        store: IngestStore,
         topics: Topics,
         limits: Limits,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ):
-        self.store = store
         self.topics = topics
         self.limits = limits
         self.max_message_bytes = max_message_bytes
 
-    def run(self, batch: list[InputMessage]) -> StepCounts:
-        """Handle ``batch``; inputs already handled (redeliveries) are skipped."""
+    def run(self, state: PartitionState, batch: list[InputMessage], published_below: int = 0) -> StepResult:
+        """Fold ``batch`` (inputs of ``state.partition``, in offset order) into ``state``.
+
+        Inputs before ``state.position`` are skipped (already folded). The outputs of inputs
+        before ``published_below`` are known to be on Kafka (the previous owner committed that
+        offset after publishing them): they are folded, not published again."""
         counts = StepCounts()
-        ids = [m.input_id for m in batch]
-        seen = self.store.handled(ids)
-        fresh = []
-        for message, input_id in zip(batch, ids, strict=True):
-            if input_id not in seen:  # handled before, or earlier in this very batch
-                seen.add(input_id)
-                fresh.append((message, input_id))
-        counts.redelivered = len(batch) - len(fresh)
-        try:
-            self._commit(fresh, counts)
-        except STORE_FAILURES:
-            raise
-        except Exception:
-            # a value the store cannot hold: find the input it belongs to, one transaction each
-            log.exception("ingest batch refused by the store; committing its inputs one by one")
-            for item in fresh:
-                try:
-                    self._commit([item], counts)
-                except STORE_FAILURES:
-                    raise
-                except Exception as exc:
-                    self._commit([item], counts, failure=exc)
-        counts.publish_metrics()
-        return counts
+        outputs: list[Output] = []
+        for message in batch:
+            if message.offset < state.position:
+                continue
+            output = self._fold(state, message, counts)
+            state.position = message.offset + 1
+            if output is None:
+                continue
+            if message.offset < published_below:
+                counts.redelivered += 1
+                continue
+            counts.count(output)
+            outputs.append(output)
+        return StepResult(outputs, counts)
 
-    def _commit(
-        self, items: list[tuple[InputMessage, bytes]], counts: StepCounts, failure: Exception | None = None
-    ) -> None:
-        tally = StepCounts()
-        with self.store.transaction() as tx:
-            for message, input_id in items:
-                output = (
-                    self._internal_error(message, failure)
-                    if failure is not None
-                    else self._output(message, tx)
-                )
-                if output.coffre is not None:
-                    tx.next_id_evt(*output.coffre)
-                tx.add(
-                    input_id,
-                    message.partition,
-                    message.offset,
-                    output.topic,
-                    output.key,
-                    output.value,
-                    output.headers,
-                )
-                tally.count(output)
-        counts.merge(tally)  # only what is durable counts
-
-    def _output(self, message: InputMessage, tx: Transaction) -> Output:
+    def _fold(self, state: PartitionState, message: InputMessage, counts: StepCounts) -> Output | None:
+        source = forwarded_from(_header_bytes(message.headers, FORWARDED_FROM))
+        if source is not None and source[0] != state.partition and source[0] < state.partitions:
+            if source[1] <= state.forwarded.get(source[0], -1):
+                counts.duplicate_copies += 1
+                return None
+            state.forwarded[source[0]] = source[1]
+        else:
+            source = None
         try:
-            return self._event(message, tx)
+            return self._event(state, message, copy=source is not None)
         except Rejected as refusal:
             return self._rejection(message, refusal)
         except Exception as exc:
             return self._internal_error(message, exc)
 
-    def _event(self, message: InputMessage, tx: Transaction) -> Output:
-        """The normalized event under the IDEvt it will take (not taken yet), or Rejected."""
+    def _event(self, state: PartitionState, message: InputMessage, copy: bool) -> Output:
+        """The event under the IDEvt it takes, its forwarded copy, or Rejected."""
         passthrough = _passthrough(message.headers)
         event = normalize(message.value or b"", id_evt=UNASSIGNED, limits=self.limits)
-        id_evt = tx.peek_id_evt(event.id_oper, event.id_coffre)
+        key = coffre_key(event.id_coffre)
+        target = partition_of(key, state.partitions)
+        if target != state.partition and not copy:
+            return self._forward(state, message, target, key)
+        coffre = (event.id_oper, event.id_coffre)
+        last = state.counters.get(coffre)
+        if last is None:
+            grows = PartitionState.counter_bytes(*coffre)
+            if state.size + grows > state.budget(self.max_message_bytes):
+                raise Rejected(
+                    [
+                        Problem(
+                            ReasonCode.LIMIT_EXCEEDED,
+                            "IDCoffre",
+                            f"partition {state.partition} of events.in already holds {len(state.counters)} "
+                            f"coffres, as many as its snapshot can carry within COFFRE_MAX_MESSAGE_BYTES",
+                        )
+                    ],
+                    event.xml_tag,
+                )
+        id_evt = (last or 0) + 1
         value = canonical_bytes(event.with_id_evt(id_evt))
         headers = [
             *passthrough,
@@ -211,7 +302,6 @@ class IngestStep:
             (SUPERVISED, b"1" if event.supervised else b"0"),
             (INGESTED_AT, repr(time.time()).encode()),
         ]
-        key = str(event.id_coffre).encode()
         size = record_size(key, value, headers)
         if size > self.max_message_bytes:
             raise Rejected(
@@ -225,13 +315,46 @@ class IngestStep:
                 ],
                 event.xml_tag,
             )
+        # taken only now that its record is built and bounded: a refusal costs no number
+        if last is None:
+            state.size += PartitionState.counter_bytes(*coffre)
+        state.counters[coffre] = id_evt
         return Output(
             self.topics.normalized,
             key,
             value,
             headers,
+            offset=message.offset,
             event_type=event.xml_tag,
-            coffre=(event.id_oper, event.id_coffre),
+            coffre=coffre,
+        )
+
+    def _forward(self, state: PartitionState, message: InputMessage, target: int, key: bytes) -> Output:
+        headers = [
+            *((name, value) for name, value in message.headers if name != FORWARDED_FROM),
+            (FORWARDED_FROM, b"%d:%d" % (state.partition, message.offset)),
+        ]
+        size = record_size(key, message.value, headers)
+        if size > self.max_message_bytes:
+            raise Rejected(
+                [
+                    Problem(
+                        ReasonCode.LIMIT_EXCEEDED,
+                        "/",
+                        f"forwarding this input to the partition of its coffre would make a record of "
+                        f"{size} bytes; coffre publishes at most {self.max_message_bytes} "
+                        "(COFFRE_MAX_MESSAGE_BYTES): key the record by IDCoffre",
+                    )
+                ]
+            )
+        return Output(
+            self.topics.events_in,
+            key,
+            message.value,
+            headers,
+            offset=message.offset,
+            partition=target,
+            forward=True,
         )
 
     def _rejection(self, message: InputMessage, refusal: Rejected) -> Output:
@@ -258,7 +381,14 @@ class IngestStep:
             for name, value in ((CORRELATION_ID, rejection.correlation_id), (SOURCE_ID, rejection.source_id))
             if value is not None
         ]
-        return Output(self.topics.rejected, key, rejection.encode(), headers, reasons=tuple(refusal.codes))
+        return Output(
+            self.topics.rejected,
+            key,
+            rejection.encode(),
+            headers,
+            offset=message.offset,
+            reasons=tuple(refusal.codes),
+        )
 
     def _internal_error(self, message: InputMessage, exc: BaseException) -> Output:
         log.error(
@@ -292,13 +422,8 @@ def _passthrough(headers: Headers) -> Headers:
     return kept
 
 
-def ingest_batch(
-    batch: list[InputMessage],
-    store: IngestStore,
-    topics: Topics,
-    limits: Limits,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> StepCounts:
-    """Normalize ``batch`` and commit its outputs (events with their IDEvt, or rejections) to the
-    store's outbox in one durable transaction (see :class:`IngestStep`)."""
-    return IngestStep(store, topics, limits, max_message_bytes).run(batch)
+def _header_bytes(headers: Headers, name: str) -> bytes | None:
+    for key, value in headers:
+        if key == name:
+            return value
+    return None

@@ -6,27 +6,27 @@ import asyncio
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from coffre_ingest.step import InputMessage, ingest_batch
-from coffre_ingest.store import IngestStore, OutboxRow
+from coffre_ingest.step import InputMessage, Output
 
 from coffre.adapters.kafka import PRODUCER_TUNING, partitions_for
 from coffre.config import Topics
 from coffre.domain.codec import Limits
 from coffre.domain.messages import Receipt
 
+from ingest_fold import IngestFold, ingest_batch
+
 
 def normalized_rows(
-    store: IngestStore, topics: Topics, events: list[bytes], start_offset: int = 0
-) -> list[OutboxRow]:
-    """What ingest would publish for ``events`` (IDEvt assigned by ``store``), taken from its outbox."""
+    fold: IngestFold, topics: Topics, events: list[bytes], start_offset: int = 0
+) -> list[Output]:
+    """What ingest would publish for ``events`` (IDEvt assigned by ``fold``), after what it published."""
     batch = [InputMessage(0, start_offset + i, raw, [], timestamp=i) for i, raw in enumerate(events)]
-    ingest_batch(batch, store, topics, Limits())
-    rows = store.unpublished()
-    store.mark_published(rows[-1].seq)
-    return rows
+    before = len(fold.outputs)
+    ingest_batch(batch, fold, topics, Limits())
+    return fold.outputs[before:]
 
 
-async def publish_rows(bootstrap: str, rows: list[OutboxRow]) -> None:
+async def publish_rows(bootstrap: str, rows: list[Output]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_TUNING)
     await producer.start()
     try:

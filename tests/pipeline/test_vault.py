@@ -8,7 +8,6 @@ import os
 import threading
 
 import pytest
-from coffre_ingest.store import IngestStore
 from coffre_vault.service import serve
 
 import coffre.adapters.journal as journal_module
@@ -18,6 +17,7 @@ from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 
 from events import POINSCRIT
+from ingest_fold import IngestFold
 from pipeline.kafka_io import normalized_rows, publish_rows, read_receipts
 
 
@@ -62,7 +62,7 @@ class FsyncGate:
 def test_no_receipt_exists_before_the_fsync_returns(settings, monkeypatch, tmp_path):
     gate = FsyncGate()
     monkeypatch.setattr(journal_module.os, "fsync", gate)
-    rows = normalized_rows(IngestStore(tmp_path / "ingest.sqlite"), settings.topics, players(0, 20))
+    rows = normalized_rows(IngestFold(), settings.topics, players(0, 20))
     bootstrap, receipts_topic = settings.bootstrap_servers, settings.topics.receipts
 
     async def scenario() -> tuple[int, int]:
@@ -86,7 +86,7 @@ def test_no_receipt_exists_before_the_fsync_returns(settings, monkeypatch, tmp_p
 
 
 def test_redelivery_and_restart_on_a_torn_tail(settings, tmp_path):
-    store = IngestStore(tmp_path / "ingest.sqlite")
+    store = IngestFold()
     first = normalized_rows(store, settings.topics, players(0, 10))
     bootstrap, topics = settings.bootstrap_servers, settings.topics
 
@@ -138,7 +138,7 @@ def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(
         for c in coffres
         for n in range(4)
     ]
-    rows = normalized_rows(IngestStore(tmp_path / "ingest.sqlite"), settings.topics, events)
+    rows = normalized_rows(IngestFold(), settings.topics, events)
     replicas = [
         settings.model_copy(update={"vault_replicas": 2, "vault_ordinal": i, "data_dir": tmp_path / f"v{i}"})
         for i in range(2)

@@ -4,12 +4,9 @@ record the producer takes, never raises, and the valid event after it still gets
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from coffre_ingest.step import InputMessage, ingest_batch
-from coffre_ingest.store import IngestStore
+from coffre_ingest.step import InputMessage
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +17,7 @@ from coffre.domain.normalize import normalize
 
 from events import POINSCRIT
 from hostile import poinscrit_json
+from ingest_fold import IngestFold, ingest_batch
 
 TOPICS = Settings().topics
 FIELDS = list(poinscrit_json()["POINSCRIT"])
@@ -90,12 +88,10 @@ def test_any_input_is_answered_by_one_bounded_record_and_never_stops_the_next(
     hostile: tuple[bytes, list[tuple[str, bytes]]], max_message_bytes: int
 ):
     raw, headers = hostile
-    with tempfile.TemporaryDirectory() as folder:
-        store = IngestStore(Path(folder) / "s.sqlite")
-        batch = [InputMessage(0, 0, raw, headers), InputMessage(0, 1, POINSCRIT, [(CORRELATION_ID, b"next")])]
-        counts = ingest_batch(batch, store, TOPICS, Limits(), max_message_bytes)
-        rows = store.unpublished()
-        store.close()
+    fold = IngestFold()
+    batch = [InputMessage(0, 0, raw, headers), InputMessage(0, 1, POINSCRIT, [(CORRELATION_ID, b"next")])]
+    counts = ingest_batch(batch, fold, TOPICS, Limits(), max_message_bytes)
+    rows = fold.unpublished()
     assert counts.accepted + counts.rejected == 2 and len(rows) == 2  # answered, once each
     for row in rows:  # bounded: the producer, given COFFRE_MAX_MESSAGE_BYTES, takes it
         size = DefaultRecordBatchBuilder.estimate_size_in_bytes(row.key, row.value, row.headers)

@@ -1,17 +1,14 @@
-"""The ingest step on a real SQLite store, without Kafka."""
+"""The ingest step: IDEvt as a fold over one partition, without Kafka."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 
 import coffre_ingest.step as step_module
-import coffre_ingest.store as store_module
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from coffre_ingest.step import InputMessage, ingest_batch
-from coffre_ingest.store import IngestStore, OutboxRow
+from coffre_ingest.step import InputMessage, Output, PartitionState, SnapshotError
 from prometheus_client import REGISTRY
 
 from coffre.config import Settings
@@ -19,15 +16,16 @@ from coffre.domain.codec import Limits
 from coffre.domain.messages import (
     CORRELATION_ID,
     DEFAULT_MAX_MESSAGE_BYTES,
-    ID_COFFRE,
     ID_EVT,
     Rejection,
     header,
     record_size,
 )
+from coffre.domain.routing import FORWARDED_FROM, coffre_partition
 
 from events import POINSCRIT, pojeu
 from hostile import hostile_cases, poinscrit_json
+from ingest_fold import IngestFold, ingest_batch
 
 TOPICS = Settings().topics
 LIMITS = Limits()
@@ -43,7 +41,7 @@ def other_coffre(raw: bytes, coffre: int) -> bytes:
 
 
 def test_idevt_is_gapless_per_coffre_and_ignores_the_inputs(tmp_path):
-    store = IngestStore(tmp_path / "s.sqlite")
+    store = IngestFold()
     batch = [message(i, other_coffre(POINSCRIT, 7 + i % 2)) for i in range(6)] + [message(6, pojeu())]
     counts = ingest_batch(batch, store, TOPICS, LIMITS)
     assert (counts.accepted, counts.rejected) == (7, 0)
@@ -54,7 +52,7 @@ def test_idevt_is_gapless_per_coffre_and_ignores_the_inputs(tmp_path):
 
 
 def test_rejections_go_to_the_outbox_with_their_original_bytes(tmp_path):
-    store = IngestStore(tmp_path / "s.sqlite")
+    store = IngestFold()
     bad = POINSCRIT.replace(b"<IDOper>0099", b"<IDOper>099")
     ingest_batch([message(0, bad, correlation="req-1"), message(1, POINSCRIT)], store, TOPICS, LIMITS)
     rejected, accepted = store.unpublished()
@@ -67,64 +65,119 @@ def test_rejections_go_to_the_outbox_with_their_original_bytes(tmp_path):
     )  # a refusal burns no IDEvt
 
 
-def test_a_redelivered_input_gets_no_second_idevt(tmp_path):
-    store = IngestStore(tmp_path / "s.sqlite")
-    batch = [message(i, POINSCRIT) for i in range(3)]
-    ingest_batch(batch, store, TOPICS, LIMITS)
-    first = store.unpublished()
-    store.mark_published(first[-1].seq)
-    counts = ingest_batch([*batch[1:], message(3, POINSCRIT)], store, TOPICS, LIMITS)
-    assert (counts.redelivered, counts.accepted) == (2, 1)
-    (new,) = store.unpublished()
-    assert b"<IDEvt>4</IDEvt>" in new.value
+def test_folding_the_same_inputs_again_gives_the_same_outputs():
+    """What makes a take-over, a restart and a zombie safe: from the same snapshot, the same
+    inputs give the same IDEvt and the same bytes, whoever folds them."""
+    inputs = [message(i, other_coffre(POINSCRIT, 7 + i % 3)) for i in range(9)]
+    inputs.insert(4, message(99, b"junk", correlation="bad"))
+    inputs = [InputMessage(0, i, m.value, m.headers) for i, m in enumerate(inputs)]
+    first = IngestFold()
+    ingest_batch(inputs[:5], first, TOPICS, LIMITS)
+    snapshot = first.state.encode()
+    ingest_batch(inputs[5:], first, TOPICS, LIMITS)
+    again = IngestFold()
+    again.state = PartitionState.decode(snapshot, 0, 1)
+    assert again.state.position == 5
+    ingest_batch(inputs, again, TOPICS, LIMITS)  # a new owner re-reads from before its snapshot
+    assert [(o.topic, o.key, o.value) for o in again.outputs] == [
+        (o.topic, o.key, o.value) for o in first.outputs[5:]
+    ]
+    assert again.state.counters == first.state.counters and again.state.encode() == first.state.encode()
 
 
-def test_state_survives_a_restart_and_unpublished_rows_come_back_in_order(tmp_path):
-    path = tmp_path / "s.sqlite"
-    store = IngestStore(path)
-    ingest_batch([message(i, POINSCRIT) for i in range(5)], store, TOPICS, LIMITS)
-    store.mark_published(store.unpublished()[1].seq)  # the crash came after two deliveries
-    store.close()
-    again = IngestStore(path)
-    assert [int(header(r.headers, ID_EVT)) for r in again.unpublished()] == [3, 4, 5]
-    ingest_batch([message(5, POINSCRIT)], again, TOPICS, LIMITS)
-    assert b"<IDEvt>6</IDEvt>" in again.unpublished()[-1].value
+def test_outputs_already_on_kafka_are_folded_but_not_published_again():
+    inputs = [message(i, POINSCRIT) for i in range(5)]
+    fold = IngestFold()
+    counts = ingest_batch(inputs, fold, TOPICS, LIMITS, published_below=3)
+    assert (counts.redelivered, counts.accepted) == (3, 2)
+    assert [header(o.headers, ID_EVT) for o in fold.outputs] == ["4", "5"]
+    assert [o.offset for o in fold.outputs] == [3, 4]
 
 
-def test_a_failed_transaction_assigns_nothing(tmp_path):
-    store = IngestStore(tmp_path / "s.sqlite")
-    with pytest.raises(RuntimeError), store.transaction() as tx:
-        tx.next_id_evt("0099", 7)
-        tx.add(b"id", 0, 0, "t", None, b"x", [])
-        raise RuntimeError("disk on fire")
-    assert store.last_id_evt("0099", 7) == 0 and store.unpublished() == []
-    ingest_batch([message(0, POINSCRIT)], store, TOPICS, LIMITS)
-    assert b"<IDEvt>1</IDEvt>" in store.unpublished()[0].value
+def test_inputs_before_the_position_are_skipped():
+    fold = IngestFold()
+    ingest_batch([message(i, POINSCRIT) for i in range(3)], fold, TOPICS, LIMITS)
+    counts = ingest_batch([message(i, POINSCRIT) for i in range(1, 5)], fold, TOPICS, LIMITS)
+    assert counts.accepted == 2 and fold.state.position == 5
+    assert [header(o.headers, ID_EVT) for o in fold.outputs] == ["1", "2", "3", "4", "5"]
 
 
-def test_a_reused_offset_with_other_content_is_a_new_input(tmp_path):
-    """An in-memory broker that restarted (or a recreated topic) hands out offset 0 again: the
-    new record is not a redelivery of the old one and must not be dropped."""
-    store = IngestStore(tmp_path / "s.sqlite")
-    first = InputMessage(0, 0, POINSCRIT, [(CORRELATION_ID, b"req-1")], timestamp=1_000, key=b"a")
-    ingest_batch([first], store, TOPICS, LIMITS)
-    for again in (
-        InputMessage(0, 0, POINSCRIT, [(CORRELATION_ID, b"req-2")], timestamp=1_000, key=b"a"),
-        InputMessage(0, 0, POINSCRIT, [(CORRELATION_ID, b"req-1")], timestamp=2_000, key=b"a"),
-        InputMessage(0, 0, POINSCRIT, [(CORRELATION_ID, b"req-1")], timestamp=1_000, key=b"b"),
-        InputMessage(
-            0, 0, other_coffre(POINSCRIT, 8), [(CORRELATION_ID, b"req-1")], timestamp=1_000, key=b"a"
-        ),
-    ):
-        assert ingest_batch([again], store, TOPICS, LIMITS).accepted == 1
-    assert ingest_batch([first], store, TOPICS, LIMITS).redelivered == 1  # the very same record
-    assert [int(header(r.headers, ID_EVT)) for r in store.unpublished()] == [1, 2, 3, 4, 1]
+def _misrouted(partitions: int) -> tuple[int, int, int]:
+    """A coffre and two partitions: the one that owns it, and another one."""
+    for coffre in range(1, 1000):
+        owner = coffre_partition(coffre, partitions)
+        return coffre, owner, (owner + 1) % partitions
+    raise AssertionError
+
+
+def test_an_event_on_another_partition_is_forwarded_once_and_numbered_by_the_owner():
+    coffre, owner, elsewhere = _misrouted(4)
+    raw = other_coffre(POINSCRIT, coffre)
+    origin = IngestFold(elsewhere, 4)
+    counts = ingest_batch(
+        [InputMessage(elsewhere, 10, raw, [(CORRELATION_ID, b"c-1")])], origin, TOPICS, LIMITS
+    )
+    assert (counts.forwarded, counts.accepted) == (1, 0) and origin.state.counters == {}
+    (copy,) = origin.outputs
+    assert copy.forward and copy.topic == TOPICS.events_in and copy.partition == owner
+    assert copy.value == raw and copy.key == str(coffre).encode()
+    assert (FORWARDED_FROM, f"{elsewhere}:10".encode()) in copy.headers
+    assert (CORRELATION_ID, b"c-1") in copy.headers
+
+    target = IngestFold(owner, 4)
+    direct = InputMessage(owner, 0, raw, [])
+    copies = [InputMessage(owner, 1 + i, copy.value, copy.headers) for i in range(3)]  # re-sent twice
+    counts = ingest_batch([direct, *copies], target, TOPICS, LIMITS)
+    assert (counts.accepted, counts.duplicate_copies) == (2, 2)
+    assert [header(o.headers, ID_EVT) for o in target.outputs] == ["1", "2"]
+    assert target.state.forwarded == {elsewhere: 10}
+    assert header(target.outputs[1].headers, CORRELATION_ID) == "c-1"  # carried to the acquittal
+
+
+def test_a_copy_claiming_to_come_from_its_own_partition_is_an_ordinary_input():
+    coffre, owner, _ = _misrouted(4)
+    raw = other_coffre(POINSCRIT, coffre)
+    fold = IngestFold(owner, 4)
+    forged = [(FORWARDED_FROM, f"{owner}:0".encode())]
+    counts = ingest_batch(
+        [InputMessage(owner, 0, raw, forged), InputMessage(owner, 1, raw, forged)], fold, TOPICS, LIMITS
+    )
+    assert (counts.accepted, counts.duplicate_copies) == (2, 0)
+
+
+def test_a_snapshot_of_another_partitioning_is_refused():
+    state = PartitionState(2, 6, 40, {("0099", 7): 12}, {1: 30})
+    assert PartitionState.decode(state.encode(), 2, 6) == PartitionState(
+        2, 6, 40, {("0099", 7): 12}, {1: 30}, size=state.counter_bytes("0099", 7)
+    )
+    with pytest.raises(SnapshotError, match="must never change"):
+        PartitionState.decode(state.encode(), 2, 8)
+    with pytest.raises(SnapshotError):
+        PartitionState.decode(state.encode(), 3, 6)
+    with pytest.raises(SnapshotError):
+        PartitionState.decode(b"{not json", 2, 6)
+
+
+def test_a_partition_holds_no_more_coffres_than_its_snapshot_can_carry():
+    """The snapshot is one record, bounded as every other: the coffre that would overflow it is
+    refused (LIMIT_EXCEEDED), the coffres already there go on."""
+    fold = IngestFold()
+    max_message_bytes = 4096
+    room = PartitionState(0, 1).budget(max_message_bytes) // PartitionState.counter_bytes("0099", 1000)
+    batch = [message(i, other_coffre(POINSCRIT, 1000 + i)) for i in range(room + 1)]
+    batch.append(message(room + 1, other_coffre(POINSCRIT, 1000)))
+    counts = ingest_batch(batch, fold, TOPICS, LIMITS, max_message_bytes=max_message_bytes)
+    assert (counts.accepted, counts.rejected) == (room + 1, 1)
+    refused = Rejection.decode(fold.outputs[room].value)
+    assert refused.codes == ["LIMIT_EXCEEDED"] and "coffres" in refused.problems[0]["message"]
+    assert record_size(b"0", fold.state.encode(), []) <= max_message_bytes
+    assert header(fold.outputs[-1].headers, ID_EVT) == "2"
 
 
 # --------------------------------------------------------------------------- nothing jams it
 
 
-def assert_publishable(row: OutboxRow, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+def assert_publishable(row: Output, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
     """The row is a record the producer takes: coffre's bound, and aiokafka's own estimate under
     the request size ingest's producer is given (COFFRE_MAX_MESSAGE_BYTES)."""
     assert record_size(row.key, row.value, row.headers) <= max_bytes
@@ -132,7 +185,7 @@ def assert_publishable(row: OutboxRow, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTE
 
 
 def test_every_hostile_input_ends_as_one_bounded_rejection_and_the_events_after_it_go_on(tmp_path):
-    store = IngestStore(tmp_path / "s.sqlite")
+    store = IngestFold()
     cases = hostile_cases()
     batch = [InputMessage(0, i, c.value, c.headers) for i, c in enumerate(cases)]
     batch += [message(len(cases) + i, POINSCRIT) for i in range(3)]
@@ -153,7 +206,7 @@ def test_every_hostile_input_ends_as_one_bounded_rejection_and_the_events_after_
 
 
 def test_a_large_rejection_keeps_the_original_whole_when_it_fits_and_cut_when_not(tmp_path):
-    store = IngestStore(tmp_path / "s.sqlite")
+    store = IngestFold()
     small, large = b"x" * 600_000, b"x" * 800_000  # base64 makes 800 KB over the 1 MB record
     ingest_batch([message(0, small), message(1, large)], store, TOPICS, LIMITS)
     first, second = (Rejection.decode(r.value) for r in store.unpublished())
@@ -163,7 +216,7 @@ def test_a_large_rejection_keeps_the_original_whole_when_it_fits_and_cut_when_no
 
 
 def test_an_event_whose_record_would_be_over_the_bound_is_refused_before_it_takes_an_idevt(tmp_path):
-    store = IngestStore(tmp_path / "s.sqlite")
+    store = IngestFold()
     long_text = "x" * 4096
     big = json.dumps(poinscrit_json(IDSession=long_text, Inscription=long_text, Tech=long_text)).encode()
     counts = ingest_batch(
@@ -188,7 +241,7 @@ def test_a_defect_met_on_one_input_refuses_it_with_internal_error_and_the_batch_
 
     monkeypatch.setattr(step_module, "canonical_bytes", failing)
     before = REGISTRY.get_sample_value("coffre_internal_errors_total", {"service": "ingest"}) or 0
-    store = IngestStore(tmp_path / "s.sqlite")
+    store = IngestFold()
     batch = [message(0, POINSCRIT), message(1, other_coffre(POINSCRIT, 666), correlation="c-666")]
     batch += [message(2, POINSCRIT), message(3, other_coffre(POINSCRIT, 666))]
     counts = ingest_batch(batch, store, TOPICS, LIMITS)
@@ -202,41 +255,3 @@ def test_a_defect_met_on_one_input_refuses_it_with_internal_error_and_the_batch_
     assert store.last_id_evt("0099", 666) == 0  # nothing taken for the coffre that failed
     after = REGISTRY.get_sample_value("coffre_internal_errors_total", {"service": "ingest"})
     assert after == before + 2
-
-
-def test_a_value_the_store_refuses_costs_only_its_own_input(tmp_path, monkeypatch):
-    real = store_module._encode_headers
-
-    def refusing(headers):  # as SQLite did for a 21-digit IDCoffre: the event's own values
-        if (ID_COFFRE, b"666") in headers:
-            raise OverflowError("Python int too large to convert to SQLite INTEGER")
-        return real(headers)
-
-    monkeypatch.setattr(store_module, "_encode_headers", refusing)
-    store = IngestStore(tmp_path / "s.sqlite")
-    batch = [message(0, POINSCRIT), message(1, other_coffre(POINSCRIT, 666)), message(2, POINSCRIT)]
-    counts = ingest_batch(batch, store, TOPICS, LIMITS)
-    assert (counts.accepted, counts.rejected) == (2, 1)
-    rows = store.unpublished()
-    assert [r.in_offset for r in rows] == [0, 1, 2]
-    assert Rejection.decode(rows[1].value).codes == ["INTERNAL_ERROR"]
-    assert [header(r.headers, ID_EVT) for r in (rows[0], rows[2])] == ["1", "2"]  # gapless
-
-
-def test_a_failure_of_the_store_itself_stops_ingest_and_commits_nothing(tmp_path, monkeypatch):
-    def broken_disk(headers):
-        raise sqlite3.OperationalError("disk I/O error")
-
-    monkeypatch.setattr(store_module, "_encode_headers", broken_disk)
-    store = IngestStore(tmp_path / "s.sqlite")
-    with pytest.raises(sqlite3.OperationalError):
-        ingest_batch([message(0, POINSCRIT), message(1, b"junk")], store, TOPICS, LIMITS)
-    assert store.unpublished() == [] and store.last_id_evt("0099", 7) == 0
-
-
-def test_the_same_record_twice_in_one_batch_is_handled_once(tmp_path):
-    store = IngestStore(tmp_path / "s.sqlite")
-    twice = InputMessage(0, 5, POINSCRIT, [(CORRELATION_ID, b"req-1")], timestamp=1_000)
-    counts = ingest_batch([twice, message(6, POINSCRIT), twice], store, TOPICS, LIMITS)
-    assert (counts.accepted, counts.redelivered) == (2, 1)
-    assert [header(r.headers, ID_EVT) for r in store.unpublished()] == ["1", "2"]

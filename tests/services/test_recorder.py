@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from coffre_ingest.step import InputMessage, ingest_batch
-from coffre_ingest.store import IngestStore
+from coffre_ingest.step import InputMessage
 from coffre_vault.recorder import Recorder, VaultHalt
 
 from coffre.adapters.journal import JournalSet
@@ -13,12 +12,13 @@ from coffre.domain.codec import Limits
 from coffre.domain.messages import ID_EVT
 
 from events import POINSCRIT
+from ingest_fold import IngestFold, ingest_batch
 
 TOPICS = Settings().topics
 
 
 def normalized(tmp_path, count: int) -> list[tuple[bytes, list]]:
-    store = IngestStore(tmp_path / "ingest.sqlite")
+    store = IngestFold()
     events = [POINSCRIT.replace(b"<IDJoueur>p-1<", f"<IDJoueur>r-{n}<".encode()) for n in range(count)]
     ingest_batch([InputMessage(0, n, raw, []) for n, raw in enumerate(events)], store, TOPICS, Limits())
     return [(row.value, row.headers) for row in store.unpublished()]
