@@ -13,6 +13,7 @@ partition's state is snapshotted. Nothing is kept on local disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import defaultdict
@@ -30,6 +31,8 @@ from .step import IngestStep, InputMessage, Output, PartitionState, SnapshotErro
 
 log = logging.getLogger("coffre.ingest")
 FATAL_EXIT = 70
+STOP_STEP_SECONDS = 3.0
+"""At SIGTERM, the most the final snapshot and commit, then leaving the group, may each take."""
 SNAPSHOTS_READ_BACK = 8
 """How many of a partition's newest snapshots are read at a take-over: the one standing furthest
 is used (a zombie may have written an older one last; any snapshot is a correct fold)."""
@@ -111,6 +114,7 @@ class Ingest(ConsumerRebalanceListener):
         self.owned: dict[int, PartitionState] = {}
         self.published_below: dict[int, int] = {}
         self.snapshotted: dict[int, int] = {}
+        self.reseeked: dict[int, int] = {}
         self.lock = asyncio.Lock()
         self.last_snapshot = time.monotonic()
         self.failure: BaseException | None = None
@@ -188,6 +192,14 @@ class Ingest(ConsumerRebalanceListener):
             for tp, records in batches.items():
                 state = self.owned.get(tp.partition)
                 if state is None:  # revoked while the fetch was in hand
+                    continue
+                if records[0].offset > state.position and self.reseeked.get(tp.partition) != state.position:
+                    # fetched from another position than the fold's (the committed offset, before
+                    # the take-over's seek): folding it would skip inputs. Read again from the
+                    # fold's position; should the log itself have a hole there (a transaction
+                    # marker), the second fetch starts past it again and is folded.
+                    self.consumer.seek(tp, state.position)
+                    self.reseeked[tp.partition] = state.position
                     continue
                 batch = [
                     InputMessage(
@@ -302,10 +314,16 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
                     await ingest.handle(batches)
                 await ingest.snapshot_due()
                 await lag.update()
-            await ingest.snapshot_due(force=True)  # a restart then folds nothing twice
-            await ingest.committer.flush()
+            # a restart then folds nothing twice; bounded, since a commit waits out a rebalance in
+            # progress and a drain that overruns its deadline leaves a member the group waits for
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STOP_STEP_SECONDS):
+                    await ingest.snapshot_due(force=True)
+                    await ingest.committer.flush()
         finally:
-            await stop_consumer(consumer)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STOP_STEP_SECONDS):
+                    await stop_consumer(consumer)
             await state_topic.stop()
     except (StateLost, SnapshotError) as exc:
         ops.halt(str(exc))
