@@ -6,11 +6,12 @@ The bearer token is read from the environment variable ``COFFRE_BENCH_TOKEN`` (n
 line, which ``ps`` shows). Over TLS on 127.0.0.1:P, it first asks ``GET /v1/coffres`` until the
 API answers (the sealed IDEvt of each coffre), prints ``ready`` on a line of its own, then for S
 seconds, in a loop: downloads the day's export (``GET /v1/exports/{day}``, a new connection, the
-body read and dropped) and asks ``--proofs`` inclusion proofs
+body read and dropped), asks ``--proofs`` inclusion proofs
 (``GET /v1/coffres/{oper}/{coffre}/events/{IDEvt}/proof``, one keep-alive connection, sealed
-IDEvt drawn at random). At least one download and one whole batch of proofs are made, however
-short S is; after that the deadline is checked before each request. At the end it prints one
-JSON object (timings in seconds and milliseconds, statuses) on a line of its own.
+IDEvt drawn at random), then ``GET /v1/coffres`` again (what was sealed since). At least one
+download and one whole batch of proofs are made, however short S is; after that the deadline is
+checked before each request. At the end it prints one JSON object (timings in seconds and
+milliseconds, statuses) on a line of its own.
 
 Only the standard library: this process's CPU is the client's, not coffre's.
 """
@@ -93,20 +94,26 @@ def sealed(client: Client, ready_timeout: float) -> list[dict[str, Any]]:
         time.sleep(0.2)
 
 
+def listing(coffres: list[dict[str, Any]], day: str | None) -> tuple[str, list[tuple[str, int, int]]]:
+    """(the export's day, [(IDOper, IDCoffre, sealed IDEvt)]) from ``GET /v1/coffres``' answer."""
+    days = sorted(c["last_sealed_day"] for c in coffres if c.get("last_sealed_day"))
+    day = day or (days[-1] if days else dt.datetime.now(dt.UTC).date().isoformat())
+    return day, [
+        (c["id_oper"], int(c["id_coffre"]), int(c["events"])) for c in coffres if int(c["events"]) > 0
+    ]
+
+
 def run(args: argparse.Namespace, token: str) -> dict[str, Any]:
     client = Client(args.port, args.ca, token, args.request_timeout)
-    coffres = sealed(client, args.ready_timeout)
-    days = sorted(c["last_sealed_day"] for c in coffres if c.get("last_sealed_day"))
-    day = args.day or (days[-1] if days else dt.datetime.now(dt.UTC).date().isoformat())
-    targets = [(c["id_oper"], int(c["id_coffre"]), int(c["events"])) for c in coffres if int(c["events"]) > 0]
+    day, targets = listing(sealed(client, args.ready_timeout), args.day)
     draw = random.Random(11)
     print("ready", flush=True)
     cpu_began = time.process_time()
 
     out: dict[str, Any] = {
         "day": day,
-        "coffres": len(coffres),
-        "sealed_events": sum(t[2] for t in targets),
+        "sealed_events_at_start": sum(t[2] for t in targets),
+        "listings": 0,
         "downloads": [],  # [seconds, bytes, status]
         "proofs_ms": [],
         "proof_batches_s": [],  # whole batches only
@@ -114,47 +121,51 @@ def run(args: argparse.Namespace, token: str) -> dict[str, Any]:
         "failures": [],
     }
     statuses: dict[str, int] = out["statuses"]
-    deadline = time.monotonic() + args.seconds
-    first = True
-    while first or time.monotonic() < deadline:
-        began = time.perf_counter()
-        try:
-            status, size, body = client.get(f"/v1/exports/{day}", keep_alive=False)
-        except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
-            out["failures"].append(f"export: {type(exc).__name__}: {exc}")
-            break
-        out["downloads"].append([time.perf_counter() - began, size, status])
+
+    def note(status: int, what: str, body: bytes) -> None:
         statuses[str(status)] = statuses.get(str(status), 0) + 1
         if status != 200 and len(out["failures"]) < 5:
-            out["failures"].append(f"export {day}: status {status}: {body[:200]!r}")
-        if not targets:
-            if first:
-                out["failures"].append("no sealed event: no proof asked")
-            first = False
-            continue
-        batch_began = time.perf_counter()
-        whole = True
-        for _ in range(args.proofs):
-            if not first and time.monotonic() >= deadline:
-                whole = False
-                break
-            oper, coffre, events = draw.choice(targets)
-            path = f"/v1/coffres/{oper}/{coffre}/events/{draw.randint(1, events)}/proof"
+            out["failures"].append(f"{what}: status {status}: {body[:200]!r}")
+
+    deadline = time.monotonic() + args.seconds
+    first = True
+    try:
+        while first or time.monotonic() < deadline:
+            if not first:  # what was sealed since: a regulator polls the listing
+                status, _, body = client.get("/v1/coffres")
+                note(status, "/v1/coffres", body)
+                out["listings"] += 1
+                if status == 200:
+                    day, targets = listing(json.loads(body)["coffres"], args.day)
             began = time.perf_counter()
-            try:
+            status, size, body = client.get(f"/v1/exports/{day}", keep_alive=False)
+            out["downloads"].append([time.perf_counter() - began, size, status])
+            note(status, f"export {day}", body)
+            if not targets:
+                first = False
+                continue
+            batch_began = time.perf_counter()
+            whole = True
+            for _ in range(args.proofs):
+                if not first and time.monotonic() >= deadline:
+                    whole = False
+                    break
+                oper, coffre, events = draw.choice(targets)
+                path = f"/v1/coffres/{oper}/{coffre}/events/{draw.randint(1, events)}/proof"
+                began = time.perf_counter()
                 status, _, body = client.get(path)
-            except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
-                out["failures"].append(f"proof: {type(exc).__name__}: {exc}")
-                whole = False
-                break
-            out["proofs_ms"].append((time.perf_counter() - began) * 1000)
-            statuses[str(status)] = statuses.get(str(status), 0) + 1
-            if status != 200 and len(out["failures"]) < 5:
-                out["failures"].append(f"{path}: status {status}: {body[:200]!r}")
-        if whole:
-            out["proof_batches_s"].append(time.perf_counter() - batch_began)
-        first = False
+                out["proofs_ms"].append((time.perf_counter() - began) * 1000)
+                note(status, path, body)
+            if whole:
+                out["proof_batches_s"].append(time.perf_counter() - batch_began)
+            first = False
+    except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
+        out["failures"].append(f"{type(exc).__name__}: {exc}")
     client.close()
+    if not out["proofs_ms"]:
+        out["failures"].append("no sealed event in the archive: no proof asked")
+    out["day"] = day
+    out["sealed_events_at_end"] = sum(t[2] for t in targets)
     out["cpu_s"] = time.process_time() - cpu_began
     return out
 

@@ -81,7 +81,7 @@ POINSCRIT = """<POINSCRIT>
   <SoldeAprès>90.05</SoldeAprès>
 </POINSCRIT>""".encode()
 
-OPER = "0099"
+DEFAULT_LOT_EVENTS = Settings.model_fields["lot_max_events"].default  # 1000
 TARGET_RATE = 3000.0  # events/s, end to end
 TARGET_P99_MS = 50.0  # acquittal latency at the offered load, in every latency phase
 TARGET_SERVICES_US = 250.0  # CPU of ingest + vault + acquittal per acknowledged event
@@ -585,6 +585,7 @@ async def main_stack_phases(
             await regulator_phase(session, stack, args, pids, stress)
         except Exception as exc:
             stress.error = f"{type(exc).__name__}: {exc}"
+        if stress.error:
             results.errors.append(f"regulator phase: {stress.error}")
             results.status = 1
 
@@ -673,7 +674,8 @@ def client_facts(out: dict[str, Any], proofs_per_batch: int) -> dict[str, Any]:
     batches = out["proof_batches_s"]
     return {
         "day": out["day"],
-        "sealed_events": out["sealed_events"],
+        "sealed_events_at_start": out["sealed_events_at_start"],
+        "sealed_events_at_end": out["sealed_events_at_end"],
         "export_downloads": len(downloads),
         "export_bytes": max((d[1] for d in downloads), default=0),
         "download_s": {"mean": sum(seconds) / len(seconds), "max": max(seconds)} if seconds else None,
@@ -1187,25 +1189,6 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
         f"latency @ {args.rate:,.0f}/s for {args.seconds:g} s", results.latency, results.hops
     )
 
-    sealing = results.stress.get("sealing")
-    if sealing:
-        lot = sealing.facts.get("lot_events", args.sealing_lot_events)
-        rows += latency_rows(f"while sealing lots of {lot:,}", sealing.latency, sealing.hops)
-        if "lots_sealed" in sealing.facts:
-            f = sealing.facts
-            rows.append(
-                ("  lots sealed in the window", f"{f['lots_sealed']} (expected {f['lots_expected']})", "", "")
-            )
-            rows.append(
-                (
-                    "  prefill before the window",
-                    f"{f['prefill_events']:,} events in {f['prefill_s']:.1f} s",
-                    "",
-                    "",
-                )
-            )
-        if sealing.error:
-            rows.append(("  error", sealing.error[:80], "", ""))
     regulator = results.stress.get("regulator")
     if regulator:
         rows += latency_rows(
@@ -1239,6 +1222,25 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
         if regulator.error:
             rows.append(("  error", regulator.error[:80], "", ""))
 
+    sealing = results.stress.get("sealing")
+    if sealing:
+        lot = sealing.facts.get("lot_events", args.sealing_lot_events)
+        rows += latency_rows(f"while sealing lots of {lot:,}", sealing.latency, sealing.hops)
+        if "lots_sealed" in sealing.facts:
+            f = sealing.facts
+            rows.append(
+                ("  lots sealed in the window", f"{f['lots_sealed']} (expected {f['lots_expected']})", "", "")
+            )
+            rows.append(
+                (
+                    "  prefill before the window",
+                    f"{f['prefill_events']:,} events in {f['prefill_s']:.1f} s",
+                    "",
+                    "",
+                )
+            )
+        if sealing.error:
+            rows.append(("  error", sealing.error[:80], "", ""))
     code = results.code
     print()
     print(
@@ -1332,8 +1334,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--lot-events",
         type=int,
-        default=1000,
-        help="COFFRE_LOT_MAX_EVENTS of the main stack (default: coffre's, 1000)",
+        help="COFFRE_LOT_MAX_EVENTS of the main stack (default: coffre's, 1000, or less when --events "
+        "would not fill one lot per coffre: the regulator phase needs sealed lots)",
     )
     parser.add_argument(
         "--sealing-lot-events",
@@ -1379,6 +1381,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.stress_seconds is None:
         args.stress_seconds = args.seconds
+    if args.lot_events is None and args.coffres > 0:
+        args.lot_events = max(1, min(DEFAULT_LOT_EVENTS, args.events // args.coffres))
     positive = ("events", "coffres", "partitions", "rate", "seconds", "stress_seconds", "lot_events")
     if any(
         getattr(args, name) <= 0 for name in (*positive, "sealing_lot_events", "proofs", "ingest_replicas")
