@@ -882,6 +882,8 @@ def start_stack(settings: Settings, bootstrap: str, code: Code, replicas: int, c
             stack.start(services=allowed)
         else:
             stack.start()
+    for name in [name for name, child in stack.children.items() if child is None]:
+        del stack.children[name]  # a service skipped above, should the Stack have kept its None
     return stack
 
 
