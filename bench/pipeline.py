@@ -1275,6 +1275,11 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
         print(f"error: {error}")
 
 
+def number(value: float) -> str:
+    """A figure for the side-by-side table: 1,234.5, or three significant digits below 100."""
+    return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def compare(baseline: dict[str, Any], current: dict[str, Any], table: dict[str, dict[str, Any]]) -> None:
     print()
     print(
@@ -1285,8 +1290,8 @@ def compare(baseline: dict[str, Any], current: dict[str, Any], table: dict[str, 
         rows.append(
             (
                 key,
-                f"{r['baseline']:,.1f}",
-                f"{r['current']:,.1f}",
+                number(r["baseline"]),
+                number(r["current"]),
                 f"{r['current_over_baseline']:.2f}",
                 f"({r['better']} is better{': better' if r['improved'] else ''})",
             )
@@ -1426,7 +1431,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             codes: dict[str, Code] = {}
             if args.baseline:
                 scratch = Path(exits.enter_context(tempfile.TemporaryDirectory(prefix="coffre-baseline-")))
-                checkout = exits.enter_context(worktree(args.baseline, scratch / "worktree"))
+                try:
+                    checkout = exits.enter_context(worktree(args.baseline, scratch / "worktree"))
+                except subprocess.CalledProcessError as exc:
+                    print(
+                        f"--baseline {args.baseline}: cannot check it out: {exc.stderr.strip()}",
+                        file=sys.stderr,
+                    )
+                    return 2
                 codes["baseline"] = Code.of(checkout)
             codes["current"] = Code.current()
             for side, code in codes.items():
