@@ -630,7 +630,12 @@ async def regulator_phase(
         except TimeoutError:
             ready = b""
         if ready.strip() != b"ready":
-            raise RuntimeError(f"the regulator client did not start (see {data}/logs/regulator-client.log)")
+            log.flush()
+            said = (data / "logs" / "regulator-client.log").read_text(errors="replace").strip().splitlines()
+            raise RuntimeError(
+                f"the regulator client did not start: {said[-1] if said else 'nothing said'} (is any "
+                f"process of the stack serving the API on port {port}? children: {', '.join(stack.children)})"
+            )
         say(
             f"regulator: {args.rate:,.0f} events/s for {args.stress_seconds:g} s while a client downloads "
             f"the day's export and asks {args.proofs} proofs, in a loop…"
@@ -1276,8 +1281,8 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
 
 
 def number(value: float) -> str:
-    """A figure for the side-by-side table: 1,234.5, or three significant digits below 100."""
-    return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"
+    """A figure for the side-by-side table: 1,234.5, or three significant digits below 10."""
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
 def compare(baseline: dict[str, Any], current: dict[str, Any], table: dict[str, dict[str, Any]]) -> None:
