@@ -17,6 +17,7 @@ interpreter. Exit status 0 when everything was measured (however slow REV was).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -26,8 +27,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
-SERVICES = ("ingest", "vault", "acquittal")
+from _worktree import PROJECT, worktree
+
 ITERATIONS = {"POINSCRIT": 2000, "POJEU": 200}
 
 
@@ -86,20 +87,6 @@ def measure_hostile(path: Path, env: dict[str, str], timeout: float) -> tuple[fl
     return run.seconds, run.megabytes, outcome + f" ({len(run.stdout):,} B out)"
 
 
-def worktree(rev: str, folder: Path) -> dict[str, str]:
-    """REV checked out in ``folder``; the environment that imports coffre from it."""
-    subprocess.run(
-        ["git", "-C", str(PROJECT), "worktree", "add", "--detach", str(folder), rev],
-        check=True,
-        capture_output=True,
-    )
-    packages = folder / ".bench-packages"
-    packages.mkdir()
-    for name in SERVICES:
-        (packages / f"coffre_{name}").symlink_to(folder / "services" / name)
-    return {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{packages}"}
-
-
 def child_valid(env: dict[str, str]) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, __file__, "--valid-once"], capture_output=True, env=env, check=True
@@ -132,52 +119,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             [str(PROJECT), *(os.environ.get("PYTHONPATH") or "").split(os.pathsep)]
         ),
     }
-    with tempfile.TemporaryDirectory(prefix="coffre-bench-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="coffre-bench-") as scratch, contextlib.ExitStack() as exits:
         envs = {"this tree": here}
         if args.baseline:
-            envs[args.baseline] = worktree(args.baseline, Path(scratch) / "baseline")
-        try:
-            best: dict[str, dict[str, float]] = {label: {} for label in envs}
-            for _ in range(args.rounds):
-                for label, env in envs.items():
-                    for name, micros in child_valid(env).items():
-                        best[label][name] = min(micros, best[label].get(name, float("inf")))
-            labels = list(envs)
-            print(f"1. valid events: µs per normalize + canonical bytes, best of {args.rounds} rounds")
-            rows = [["event", *labels, *(["ratio (this tree / baseline)"] if args.baseline else [])]]
-            for name in ITERATIONS:
-                cells = [f"{best[label][name]:,.0f} µs" for label in labels]
-                ratio = [f"{best[labels[0]][name] / best[labels[1]][name]:.2f}"] if args.baseline else []
-                rows.append([name, *cells, *ratio])
-            table(rows)
+            envs[args.baseline] = exits.enter_context(
+                worktree(args.baseline, Path(scratch) / "baseline")
+            ).env()
+        best: dict[str, dict[str, float]] = {label: {} for label in envs}
+        for _ in range(args.rounds):
+            for label, env in envs.items():
+                for name, micros in child_valid(env).items():
+                    best[label][name] = min(micros, best[label].get(name, float("inf")))
+        labels = list(envs)
+        print(f"1. valid events: µs per normalize + canonical bytes, best of {args.rounds} rounds")
+        rows = [["event", *labels, *(["ratio (this tree / baseline)"] if args.baseline else [])]]
+        for name in ITERATIONS:
+            cells = [f"{best[label][name]:,.0f} µs" for label in labels]
+            ratio = [f"{best[labels[0]][name] / best[labels[1]][name]:.2f}"] if args.baseline else []
+            rows.append([name, *cells, *ratio])
+        table(rows)
 
-            print(
-                f"\n2. hostile inputs: coffre normalize, wall time and peak memory (killed after {args.timeout:.0f} s)"
-            )
-            files = hostile_files(Path(scratch))
-            rows = [["input", *labels]]
-            for name, path in files.items():
-                cells = []
-                for env in envs.values():
-                    seconds, megabytes, outcome = measure_hostile(path, env, args.timeout)
-                    memory = f"{megabytes:,.0f} MB" if megabytes is not None else "? MB"
-                    cells.append(f"{seconds:6.2f} s {memory:>9}  {outcome}")
-                rows.append([name, *cells])
-            table(rows)
-        finally:
-            if args.baseline:
-                subprocess.run(
-                    [
-                        "git",
-                        "-C",
-                        str(PROJECT),
-                        "worktree",
-                        "remove",
-                        "--force",
-                        str(Path(scratch) / "baseline"),
-                    ],
-                    capture_output=True,
-                )
+        print(
+            f"\n2. hostile inputs: coffre normalize, wall time and peak memory (killed after {args.timeout:.0f} s)"
+        )
+        files = hostile_files(Path(scratch))
+        rows = [["input", *labels]]
+        for name, path in files.items():
+            cells = []
+            for env in envs.values():
+                seconds, megabytes, outcome = measure_hostile(path, env, args.timeout)
+                memory = f"{megabytes:,.0f} MB" if megabytes is not None else "? MB"
+                cells.append(f"{seconds:6.2f} s {memory:>9}  {outcome}")
+            rows.append([name, *cells])
+        table(rows)
     return 0
 
 

@@ -1,47 +1,66 @@
-"""coffre's pipeline benchmark: raw Kafka passthrough, end-to-end rate and acquittal latency, in one run.
+"""coffre's pipeline benchmark: raw Kafka passthrough, end-to-end rate, acquittal latency, in one run.
 
-    .venv/bin/python bench/pipeline.py [--events N] [--seconds S] [--bootstrap HOST:PORT]
+    .venv/bin/python bench/pipeline.py [--events N] [--seconds S] [--json] [--baseline REV]
 
 On one broker (the embedded Tansu unless ``--bootstrap`` names one), in this order:
 
 1. raw passthrough: N events produced to a fresh topic and consumed back by one aiokafka
    consumer, both running at once (the ceiling any pipeline on this broker and machine has);
-2. the whole stack (``coffre.stack.Stack``: ingest, vault, acquittal as child processes),
-   warmed up with one event per coffre; then N POINSCRIT events published as fast as possible,
-   timed from the first publish to the last ``recorded`` acquittal;
-3. acquittal latency at a fixed offered load (500 events/s for 10 s by default), each
-   latency from the publish of an event to the arrival of its acquittal.
+2. the whole stack (``coffre.stack.Stack``: ingest (``--ingest-replicas``), vault, acquittal, and
+   the regulator API when it is a process of its own, as child processes), warmed up with one
+   event per coffre; then N POINSCRIT events published as fast as possible, timed from the first
+   publish to the last ``recorded`` acquittal, with the CPU each process used;
+3. acquittal latency at a fixed offered load (500 events/s for S seconds by default), each
+   latency from the publish of an event to the arrival of its acquittal;
+4. the regulator stress phase: the same latency measure while a client, its own process,
+   downloads the day's export from the regulator API and asks 100 inclusion proofs, in a loop;
+5. the sealing stress phase, on a second stack whose lots hold 10,000 events: each coffre is
+   filled to just under a lot, then the same latency measure while the offered load itself makes
+   every coffre seal one lot of 10,000, spread over the window.
 
-The figures are printed against the targets (end to end >= 3,000 events/s and >= 1/3 of raw
-passthrough; p99 < 20 ms at 500 events/s). A missed target is not a failure: the exit status
-is 0 when everything was measured, 1 when a phase timed out, 130 on Ctrl-C.
+The figures are printed against issue 11's targets (ingest + vault + acquittal CPU <= 250 µs per
+event, broker <= 250 µs per event, end to end >= 3,000 events/s, acquittal p99 <= 50 ms at 500
+events/s in each latency phase). ``--json`` prints one JSON object instead (the text goes to
+stderr). ``--baseline REV`` measures REV's services first (a temporary git worktree, imported
+through ``PYTHONPATH``; the load and the measures stay this file's), then the current checkout's,
+and prints both with the ratios. A missed target is not a failure: the exit status is 0 when
+everything was measured, 1 when a phase failed or timed out, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import contextlib
+import inspect
+import json
 import math
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any, TextIO
 
+from _regulator_client import TOKEN_VARIABLE
+from _worktree import Checkout, dirty, short_revision, worktree
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from coffre.adapters.broker import EmbeddedBroker
+from coffre.adapters.broker import EmbeddedBroker, free_port_block
 from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, drain, ensure_topics
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID, Acquittal, header
 from coffre.stack import Stack
+
+CLIENT = Path(__file__).with_name("_regulator_client.py")
 
 #: The POINSCRIT of ``tests/events.py``: an event that requires an acquittal.
 POINSCRIT = """<POINSCRIT>
@@ -62,17 +81,33 @@ POINSCRIT = """<POINSCRIT>
   <SoldeAprès>90.05</SoldeAprès>
 </POINSCRIT>""".encode()
 
+DEFAULT_LOT_EVENTS = Settings.model_fields["lot_max_events"].default  # 1000
 TARGET_RATE = 3000.0  # events/s, end to end
-TARGET_RATIO = 1 / 3  # of raw passthrough
-TARGET_P99_MS = 20.0  # at the offered load
+TARGET_P99_MS = 50.0  # acquittal latency at the offered load, in every latency phase
+TARGET_SERVICES_US = 250.0  # CPU of ingest + vault + acquittal per acknowledged event
+TARGET_BROKER_US = 250.0  # CPU of the broker per event
 YIELD_EVERY = 100  # messages between two yields of a publishing loop (lets aiokafka's sender run)
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+STACK_HAS_REPLICAS = "ingest_replicas" in inspect.signature(Stack).parameters
+"""Whether this checkout's Stack runs several ingest processes (``Stack(..., ingest_replicas=N)``)."""
+
+# Where each phase's events are numbered from (IDJoueur bench-<n>, 9 digits; correlation ids by prefix).
+WARM_START = 20_000_000
+LATENCY_START = 10_000_000
+REGULATOR_START = 40_000_000
+PREFILL_START = 50_000_000
+SEALING_START = 30_000_000
 
 Message = tuple[str, bytes]  # (correlation id, event)
 
 
 class PhaseTimeout(RuntimeError):
     """A phase did not complete within its time limit."""
+
+
+def say(*parts: object) -> None:
+    """Progress text (on stderr with ``--json``: stdout is redirected there)."""
+    print(*parts, flush=True)
 
 
 # events ----------------------------------------------------------------------------------
@@ -89,6 +124,11 @@ def event(n: int, coffres: int) -> bytes:
 def messages(prefix: str, count: int, coffres: int, start: int = 0) -> list[Message]:
     """``count`` (correlation id, event) pairs, numbered from ``start``."""
     return [(f"{prefix}-{n}", event(n, coffres)) for n in range(start, start + count)]
+
+
+def aligned(start: int, coffres: int) -> int:
+    """``start`` rounded down to a multiple of ``coffres``: event ``aligned + i`` goes to coffre index i."""
+    return start - start % coffres
 
 
 async def send(producer: AIOKafkaProducer, topic: str, message: Message) -> asyncio.Future[object]:
@@ -112,6 +152,14 @@ async def publish_burst(producer: AIOKafkaProducer, topic: str, batch: Sequence[
 def percentile(ordered: Sequence[float], q: float) -> float:
     """Nearest-rank percentile of an ascending sequence (``q`` in 0..1)."""
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def spread(values: Sequence[float]) -> dict[str, float] | None:
+    """p50, p99 and max of ``values`` (any order), or None when there is none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return {"p50": percentile(ordered, 0.5), "p99": percentile(ordered, 0.99), "max": ordered[-1]}
 
 
 # CPU accounting from /proc ----------------------------------------------------------------
@@ -145,6 +193,30 @@ class CpuMeter:
             now = cpu_seconds(pid)
             if now is not None and name in self.before:
                 self.used[name] = now - self.before[name]
+
+    def percent(self) -> dict[str, float]:
+        """Each process's CPU in % of one core over the measure's wall time."""
+        return {name: 100 * used / self.wall for name, used in self.used.items()} if self.wall > 0 else {}
+
+
+def is_ingest(name: str) -> bool:
+    """``ingest``, ``ingest-2``, ``ingest-3``…: the ingest replicas' child names."""
+    return name == "ingest" or name.startswith("ingest-")
+
+
+def cpu_per_event(used: dict[str, float], events: int) -> dict[str, Any]:
+    """µs of CPU per event for each process, ``ingest`` summed over its replicas (each one under
+    ``ingest_per_replica``), ``services_total`` = ingest + vault + acquittal, ``all`` = every process
+    measured."""
+    micros = {name: 1e6 * seconds / events for name, seconds in used.items()}
+    replicas = {name: us for name, us in sorted(micros.items()) if is_ingest(name)}
+    out: dict[str, Any] = {"ingest": sum(replicas.values()), "ingest_per_replica": replicas}
+    for name, us in sorted(micros.items()):
+        if not is_ingest(name):
+            out[name] = us
+    out["services_total"] = out["ingest"] + out.get("vault", 0.0) + out.get("acquittal", 0.0)
+    out["all"] = sum(micros.values())
+    return out
 
 
 # the acquittal reader -----------------------------------------------------------------------
@@ -267,20 +339,27 @@ class Latency:
     behind_ms: float  # the most the publisher fell behind its schedule
     latencies_ms: list[float]
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sent": self.sent,
+            "arrived": self.arrived,
+            "recorded": self.recorded,
+            "achieved_rate": self.achieved_rate,
+            "behind_ms": self.behind_ms,
+        }
+
 
 async def offered_load(
     producer: AIOKafkaProducer,
     topic: str,
     reader: AcquittalReader,
+    batch: Sequence[Message],
     rate: float,
-    seconds: float,
-    coffres: int,
     drain_timeout: float,
     check: Callable[[], None],
 ) -> Latency:
-    """Publish at ``rate`` events/s for ``seconds`` (scheduled by absolute time) and measure, per
-    event, the time from its publish to its acquittal's arrival."""
-    batch = messages("l", max(1, round(rate * seconds)), coffres, start=10_000_000)
+    """Publish ``batch`` at ``rate`` events/s (scheduled by absolute time) and measure, per event, the
+    time from its publish to its acquittal's arrival."""
     sent: dict[str, float] = {}
     behind = 0.0
     start = time.perf_counter()
@@ -311,25 +390,60 @@ HOPS = (
 )
 
 
-async def hop_latencies(bootstrap: str, topics: object, prefix: str) -> dict[str, list[float]]:
-    """Per service, the delay (ms) between an event's record on its input topic and the record it
-    caused on its output topic, from the broker's record timestamps (CreateTime, set by each
-    producer's clock: one machine, one clock), for the events whose correlation id starts with
-    ``prefix``. Where the end-to-end latency goes, hop by hop."""
-    stamps: dict[str, dict[str, int]] = {}
+async def hop_latencies(
+    bootstrap: str, topics: object, prefixes: Collection[str]
+) -> dict[str, dict[str, list[float]]]:
+    """Per correlation-id prefix, per service, the delays (ms) between an event's record on its input
+    topic and the record it caused on its output topic, from the broker's record timestamps
+    (CreateTime, set by each producer's clock: one machine, one clock). Where the end-to-end latency
+    goes, hop by hop."""
+    stamps: dict[str, dict[str, dict[str, int]]] = {prefix: {} for prefix in prefixes}
     for name in ("events_in", "normalized", "receipts", "acquittals"):
         for record in await drain(bootstrap, getattr(topics, name)):
             cid = header(list(record.headers or ()), CORRELATION_ID)
-            if cid and cid.startswith(prefix):
-                stamps.setdefault(cid, {})[name] = record.timestamp
+            if cid:
+                prefix = cid.split("-", 1)[0] + "-"
+                if prefix in stamps:
+                    stamps[prefix].setdefault(cid, {})[name] = record.timestamp
     return {
-        label: sorted(float(s[b] - s[a]) for s in stamps.values() if a in s and b in s)
-        for a, b, label in HOPS
+        prefix: {
+            label: sorted(float(s[b] - s[a]) for s in by_cid.values() if a in s and b in s)
+            for a, b, label in HOPS
+        }
+        for prefix, by_cid in stamps.items()
     }
 
 
 @dataclass
+class Stress:
+    """One stress phase: the latency at the offered load while something else happens."""
+
+    name: str
+    latency: Latency | None = None
+    hops: dict[str, list[float]] = field(default_factory=dict)
+    cpu: CpuMeter | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+    """What happened besides (lots sealed, downloads and proofs and their times)."""
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"latency_ms": spread(self.latency.latencies_ms) if self.latency else None}
+        if self.latency:
+            out.update(self.latency.to_json())
+        out["hops_ms"] = {label: spread(delays) for label, delays in self.hops.items()}
+        out.update(self.facts)
+        if self.cpu:
+            out["wall_s"] = self.cpu.wall
+            out["cpu_percent"] = self.cpu.percent()
+        out["error"] = self.error
+        return out
+
+
+@dataclass
 class Results:
+    code: Code
+    replicas: int = 1
+    bootstrap: str = ""
     raw_rate: float | None = None
     e2e_rate: float | None = None
     e2e_recorded: int = 0
@@ -337,49 +451,112 @@ class Results:
     latency: Latency | None = None
     hops: dict[str, list[float]] = field(default_factory=dict)
     cpu: CpuMeter | None = None
+    stress: dict[str, Stress] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    """Each stack's child processes, by stack ("main", "sealing")."""
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    status: int = 0
 
 
-async def coffre_phases(
+class Session:
+    """The bench's side of one running stack: an acquittal reader, a producer, and a check that
+    every service is still alive. Entered, it warms the stack up (one event per coffre, acquitted:
+    every group joined and every service ready)."""
+
+    def __init__(self, stack: Stack, args: argparse.Namespace):
+        self.stack = stack
+        self.args = args
+        self.settings = stack.settings
+        self.topics = stack.settings.topics
+        assert stack.bootstrap
+        self.bootstrap = stack.bootstrap
+        self.reader = AcquittalReader(self.bootstrap, self.topics.acquittals, self.settings.partitions)
+        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, **PRODUCER_TUNING)
+
+    def check(self) -> None:
+        dead = {
+            name: child.returncode for name, child in self.stack.children.items() if child.poll() is not None
+        }
+        if dead:
+            raise RuntimeError(f"service(s) exited: {dead} (logs in {self.settings.data_dir}/logs)")
+
+    async def __aenter__(self) -> Session:
+        await self.reader.start()
+        await self.producer.start()
+        try:
+            warm = messages("w", self.args.coffres, self.args.coffres, start=WARM_START)
+            began = time.perf_counter()
+            await publish_burst(self.producer, self.topics.events_in, warm)
+            if not await self.reader.wait_for([cid for cid, _ in warm], self.args.ready_timeout, self.check):
+                raise PhaseTimeout(
+                    f"the stack was not ready within {self.args.ready_timeout:.0f} s (no warm-up acquittal)"
+                )
+            say(f"stack ready: warm-up acquittals after {time.perf_counter() - began:.1f} s")
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.producer.stop()
+        await self.reader.stop()
+
+    async def burst(self, batch: Sequence[Message], what: str) -> float:
+        """Publish ``batch`` as fast as possible and wait for every acquittal; the seconds from the
+        first publish to the last acquittal."""
+        first = await publish_burst(self.producer, self.topics.events_in, batch)
+        if not await self.reader.wait_for([cid for cid, _ in batch], self.args.timeout, self.check):
+            got = sum(1 for cid, _ in batch if cid in self.reader.arrived)
+            raise PhaseTimeout(
+                f"{what}: {got:,} of {len(batch):,} acquittals within {self.args.timeout:.0f} s"
+            )
+        return max(self.reader.arrived[cid] for cid, _ in batch) - first
+
+    async def load(self, batch: Sequence[Message], what: str) -> Latency:
+        """The offered load of the latency phases: ``batch`` at ``--rate``, each event's latency."""
+        latency = await offered_load(
+            self.producer,
+            self.topics.events_in,
+            self.reader,
+            batch,
+            self.args.rate,
+            self.args.timeout,
+            self.check,
+        )
+        if latency.arrived < latency.sent:
+            raise PhaseTimeout(
+                f"{what}: {latency.arrived:,} of {latency.sent:,} acquittals within {self.args.timeout:.0f} s"
+            )
+        return latency
+
+
+async def main_stack_phases(
     stack: Stack, args: argparse.Namespace, results: Results, pids: dict[str, int]
 ) -> None:
-    """Warm-up, sustained end-to-end rate, then latency at a fixed load: all against the running stack."""
-    settings = stack.settings
-    topics = settings.topics
-    assert stack.bootstrap
-
-    def check() -> None:
-        dead = {name: child.returncode for name, child in stack.children.items() if child.poll() is not None}
-        if dead:
-            raise RuntimeError(f"service(s) exited: {dead} (logs in {settings.data_dir}/logs)")
-
-    reader = AcquittalReader(stack.bootstrap, topics.acquittals, settings.partitions)
-    producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap, **PRODUCER_TUNING)
-    await reader.start()
-    await producer.start()
-    try:
-        # warm-up: one event per coffre, acquitted = every group joined and every service ready
-        warm = messages("w", args.coffres, args.coffres, start=20_000_000)
-        began = time.perf_counter()
-        await publish_burst(producer, topics.events_in, warm)
-        if not await reader.wait_for([cid for cid, _ in warm], args.ready_timeout, check):
-            raise PhaseTimeout(
-                f"the stack was not ready within {args.ready_timeout:.0f} s (no warm-up acquittal)"
-            )
-        print(f"stack ready: warm-up acquittals after {time.perf_counter() - began:.1f} s", flush=True)
+    """Warm-up, sustained end-to-end rate, latency at a fixed load, then the regulator stress phase:
+    all against the first stack."""
+    async with Session(stack, args) as session:
 
         async def rate_phase() -> None:
-            """Sustained end-to-end rate."""
+            """Sustained end-to-end rate, and the CPU per event."""
             batch = messages("t", args.events, args.coffres)
             meter = CpuMeter(pids)
             results.cpu = meter
-            print(f"end to end: publishing {len(batch):,} events…", flush=True)
+            say(f"end to end: publishing {len(batch):,} events…")
             meter.start()
-            first = await publish_burst(producer, topics.events_in, batch)
-            complete = await reader.wait_for([cid for cid, _ in batch], args.timeout, check)
-            meter.stop()
-            times = [reader.arrived[cid] for cid, _ in batch if cid in reader.arrived]
-            results.e2e_recorded = sum(1 for cid, _ in batch if reader.status.get(cid) == "recorded")
+            try:
+                first = await publish_burst(session.producer, session.topics.events_in, batch)
+                complete = await session.reader.wait_for(
+                    [cid for cid, _ in batch], args.timeout, session.check
+                )
+            finally:
+                meter.stop()
+            times = [session.reader.arrived[cid] for cid, _ in batch if cid in session.reader.arrived]
+            results.e2e_recorded = sum(1 for cid, _ in batch if session.reader.status.get(cid) == "recorded")
             if not complete:
                 raise PhaseTimeout(
                     f"end to end: {len(times):,} of {len(batch):,} acquittals within {args.timeout:.0f} s "
@@ -393,26 +570,542 @@ async def coffre_phases(
                 )
 
         async def latency_phase() -> None:
-            """Latency at a fixed offered load, and where it goes hop by hop."""
+            """Latency at a fixed offered load."""
             await asyncio.sleep(1.0)  # let the pipeline settle
-            print(f"latency: {args.rate:,.0f} events/s for {args.seconds:g} s…", flush=True)
-            results.latency = await offered_load(
-                producer, topics.events_in, reader, args.rate, args.seconds, args.coffres, args.timeout, check
-            )
-            if results.latency.arrived < results.latency.sent:
-                raise PhaseTimeout(
-                    f"latency: {results.latency.arrived:,} of {results.latency.sent:,} acquittals within {args.timeout:.0f} s"
-                )
-            results.hops = await hop_latencies(stack.bootstrap, topics, "l-")
+            say(f"latency: {args.rate:,.0f} events/s for {args.seconds:g} s…")
+            batch = messages("l", max(1, round(args.rate * args.seconds)), args.coffres, start=LATENCY_START)
+            results.latency = await session.load(batch, "latency")
 
         for phase in (latency_phase, rate_phase) if args.latency_first else (rate_phase, latency_phase):
             await phase()
+
+        stress = Stress("regulator")
+        results.stress["regulator"] = stress
+        try:
+            await regulator_phase(session, stack, args, pids, stress)
+        except Exception as exc:
+            stress.error = f"{type(exc).__name__}: {exc}"
+        if stress.error:
+            results.errors.append(f"regulator phase: {stress.error}")
+            results.status = 1
+
+        hops = await hop_latencies(session.bootstrap, session.topics, ("l-", "g-"))
+        results.hops = hops["l-"]
+        stress.hops = hops["g-"]
+
+
+async def regulator_phase(
+    session: Session, stack: Stack, args: argparse.Namespace, pids: dict[str, int], stress: Stress
+) -> None:
+    """The offered load while a client process downloads the day's export and asks ``--proofs``
+    inclusion proofs, in a loop for the whole window (``bench/_regulator_client.py``)."""
+    tls, port = stack.api_tls, stack.settings.api_port
+    if tls is None or not port:
+        raise RuntimeError("the regulator API is off (no port or no development TLS material)")
+    await asyncio.sleep(1.0)  # let the pipeline settle
+    data = Path(stack.settings.data_dir)
+    log = open(data / "logs" / "regulator-client.log", "ab")  # noqa: SIM115 - closed below
+    client = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(CLIENT),
+        "--port",
+        str(port),
+        "--ca",
+        str(tls.ca_cert),
+        "--seconds",
+        str(args.stress_seconds),
+        "--proofs",
+        str(args.proofs),
+        "--ready-timeout",
+        str(args.ready_timeout),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=log,
+        env={**os.environ, TOKEN_VARIABLE: tls.token()},
+        cwd=data,
+    )
+    try:
+        assert client.stdout
+        try:
+            ready = await asyncio.wait_for(client.stdout.readline(), args.ready_timeout + 10)
+        except TimeoutError:
+            ready = b""
+        if ready.strip() != b"ready":
+            log.flush()
+            said = (data / "logs" / "regulator-client.log").read_text(errors="replace").strip().splitlines()
+            raise RuntimeError(
+                f"the regulator client did not start: {said[-1] if said else 'nothing said'} (is any "
+                f"process of the stack serving the API on port {port}? children: {', '.join(stack.children)})"
+            )
+        say(
+            f"regulator: {args.rate:,.0f} events/s for {args.stress_seconds:g} s while a client downloads "
+            f"the day's export and asks {args.proofs} proofs, in a loop…"
+        )
+        meter = CpuMeter(pids)
+        stress.cpu = meter
+        meter.start()
+        batch = messages(
+            "g", max(1, round(args.rate * args.stress_seconds)), args.coffres, start=REGULATOR_START
+        )
+        stress.latency = await session.load(batch, "regulator phase")
+        try:
+            output = await asyncio.wait_for(client.stdout.read(), args.timeout)
+        except TimeoutError:
+            raise PhaseTimeout(
+                f"regulator phase: the client did not finish within {args.timeout:.0f} s"
+            ) from None
+        await client.wait()
+        meter.stop()
+        if client.returncode != 0:
+            raise RuntimeError(
+                f"the regulator client exited with {client.returncode} (see {data}/logs/regulator-client.log)"
+            )
+        stress.facts.update(client_facts(json.loads(output.decode().strip().splitlines()[-1]), args.proofs))
+        if isinstance(stress.facts.get("client_cpu_s"), float):
+            meter.used["regulator_client"] = stress.facts["client_cpu_s"]  # its own, measured from ready
     finally:
-        await producer.stop()
-        await reader.stop()
+        if client.returncode is None:
+            client.kill()
+            await client.wait()
+        log.close()
+    failures = stress.facts.get("failures") or []
+    if failures:
+        stress.error = f"the regulator client: {failures[0]}"
 
 
-# report ---------------------------------------------------------------------------------------
+def client_facts(out: dict[str, Any], proofs_per_batch: int) -> dict[str, Any]:
+    """The regulator client's report, summed up for the JSON and the table."""
+    downloads = out["downloads"]
+    seconds = [d[0] for d in downloads]
+    batches = out["proof_batches_s"]
+    return {
+        "day": out["day"],
+        "sealed_events_at_start": out["sealed_events_at_start"],
+        "sealed_events_at_end": out["sealed_events_at_end"],
+        "export_downloads": len(downloads),
+        "export_bytes": max((d[1] for d in downloads), default=0),
+        "download_s": {"mean": sum(seconds) / len(seconds), "max": max(seconds)} if seconds else None,
+        "proofs": len(out["proofs_ms"]),
+        "proofs_per_batch": proofs_per_batch,
+        "proof_ms": spread(out["proofs_ms"]),
+        "proof_batches": len(batches),
+        "proof_batch_s": {"mean": sum(batches) / len(batches), "max": max(batches)} if batches else None,
+        "statuses": out["statuses"],
+        "client_cpu_s": out.get("cpu_s"),
+        "failures": out["failures"],
+    }
+
+
+def count_lots(archive: Path) -> int:
+    """Lots in a local archive (``IDOper/IDCoffre/YYYY/MM/DD/<lot>.xml``; checkpoints are shallower)."""
+    return sum(1 for _ in archive.glob("*/*/*/*/*/*.xml"))
+
+
+def sealing_plan(coffres: int, window: int, lot: int, recorded: int = 1) -> tuple[list[int], list[int]]:
+    """(events to publish before the window, lots the window should seal), per coffre index.
+
+    The window's events go round-robin to the coffres (event ``aligned + k`` to coffre index
+    ``k % coffres``). Coffre index i is filled so that its lot fills at its window event number
+    ``(i + 1/2) / coffres`` of the way through: the seals are spread over the window. ``recorded``:
+    the events each coffre already holds (the warm-up's one)."""
+    prefill, seals = [], []
+    for i in range(coffres):
+        count = len(range(i, window, coffres))
+        if count == 0:
+            prefill.append(0)
+            seals.append(0)
+            continue
+        at = max(1, round((i + 0.5) / coffres * count))
+        fill = (-recorded - at) % lot
+        prefill.append(fill)
+        before = recorded + fill
+        seals.append((before + count) // lot - before // lot)
+    return prefill, seals
+
+
+async def sealing_phases(
+    stack: Stack, args: argparse.Namespace, pids: dict[str, int], stress: Stress
+) -> None:
+    """The offered load while lots of ``--sealing-lot-events`` are sealed, on the second stack."""
+    async with Session(stack, args) as session:
+        lot = stack.settings.lot_max_events
+        window = max(1, round(args.rate * args.stress_seconds))
+        prefill, seals = sealing_plan(args.coffres, window, lot)
+        base = aligned(PREFILL_START, args.coffres)
+        batch = [
+            (f"p-{n}", event(n, args.coffres))
+            for j in range(max(prefill))
+            for i in range(args.coffres)
+            if j < prefill[i]
+            for n in (base + i + args.coffres * j,)
+        ]
+        say(
+            f"sealing: filling {args.coffres} coffres to just under a lot of {lot:,} ({len(batch):,} events)…"
+        )
+        prefill_s = await session.burst(batch, "sealing prefill") if batch else 0.0
+        stress.facts.update(
+            {
+                "lot_events": lot,
+                "prefill_events": len(batch),
+                "prefill_s": prefill_s,
+                "lots_expected": sum(seals),
+            }
+        )
+        await asyncio.sleep(1.0)  # let the pipeline settle
+        archive = stack.settings.archive_root
+        before = count_lots(archive)
+        say(
+            f"sealing: {args.rate:,.0f} events/s for {args.stress_seconds:g} s, sealing {sum(seals)} lots "
+            f"of {lot:,} on the way…"
+        )
+        meter = CpuMeter(pids)
+        stress.cpu = meter
+        meter.start()
+        window_batch = messages("s", window, args.coffres, start=aligned(SEALING_START, args.coffres))
+        stress.latency = await session.load(window_batch, "sealing phase")
+        meter.stop()
+        deadline = time.monotonic() + 30  # the last seal may still be under way
+        while (sealed := count_lots(archive) - before) < sum(seals) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        stress.facts["lots_sealed"] = sealed
+        if sealed < sum(seals):
+            stress.error = f"only {sealed} of the {sum(seals)} lots expected were sealed"
+        stress.hops = (await hop_latencies(session.bootstrap, session.topics, ("s-",)))["s-"]
+
+
+# whose services run ---------------------------------------------------------------------------
+
+
+@dataclass
+class Code:
+    """Whose services the stack runs: the current checkout's, or REV's from a temporary worktree."""
+
+    label: str
+    """``current``, or REV as given."""
+    revision: str
+    """The abbreviated commit."""
+    dirty: bool = False
+    checkout: Checkout | None = None
+    services: tuple[str, ...] | None = None
+    """REV's ``coffre.stack.SERVICES`` (None: the current Stack's own)."""
+    replicas: bool = True
+    """Whether this code's ingest can run as several replicas."""
+
+    @classmethod
+    def current(cls) -> Code:
+        try:
+            return cls("current", short_revision(), dirty(), replicas=STACK_HAS_REPLICAS)
+        except (OSError, subprocess.CalledProcessError):
+            return cls("current", "unknown", replicas=STACK_HAS_REPLICAS)
+
+    @classmethod
+    def of(cls, checkout: Checkout) -> Code:
+        stack = checkout.read("coffre/stack.py") or ""
+        return cls(
+            checkout.revision,
+            checkout.commit,
+            checkout=checkout,
+            services=stack_services(stack),
+            replicas="ingest_replicas" in stack,
+        )
+
+    def env(self) -> dict[str, str]:
+        """What the children's environment gets on top of the Stack's."""
+        return {"PYTHONPATH": self.checkout.pythonpath} if self.checkout else {}
+
+    def verify_imports(self, cwd: Path) -> None:
+        """Raise unless a child run like the stack's imports this code (REV's, not the checkout's)."""
+        if not self.checkout:
+            return
+        packages = [
+            "coffre",
+            *(f"coffre_{name}" for name in self.services or ("ingest", "vault", "acquittal")),
+        ]
+        probe = "import importlib, json, sys; print(json.dumps({n: importlib.import_module(n).__file__ for n in sys.argv[1:]}))"
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *packages],
+            env={**os.environ, **self.env()},
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.label}'s code does not import: {done.stderr.strip()[-500:]}")
+        root = self.checkout.folder.resolve()
+        wrong = {
+            n: f for n, f in json.loads(done.stdout).items() if not Path(f).resolve().is_relative_to(root)
+        }
+        if wrong:
+            raise RuntimeError(f"{self.label}: imported from outside its worktree: {wrong}")
+
+
+def stack_services(source: str) -> tuple[str, ...] | None:
+    """The ``SERVICES = (...)`` tuple of a ``coffre/stack.py`` source, or None."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "SERVICES" for t in targets) and node.value:
+                with contextlib.suppress(ValueError):
+                    value = ast.literal_eval(node.value)
+                    if isinstance(value, tuple | list) and all(isinstance(v, str) for v in value):
+                        return tuple(value)
+    return None
+
+
+def base_service(name: str) -> str:
+    """``ingest-2`` -> ``ingest``: the service a child name runs."""
+    head, _, tail = name.rpartition("-")
+    return head if head and tail.isdigit() else name
+
+
+def start_stack(settings: Settings, bootstrap: str, code: Code, replicas: int, cwd: Path) -> Stack:
+    """A Stack running ``code``'s services, started with ``cwd`` as working directory (outside the
+    project, so that ``python -m coffre.cli`` does not import the checkout it runs from)."""
+    extra = code.env()
+    allowed = code.services
+
+    class BenchStack(Stack):
+        def env(self, *args: Any, **kwargs: Any) -> dict[str, str]:
+            return {**super().env(*args, **kwargs), **extra}
+
+        def spawn(self, name: str, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+            if allowed is not None and base_service(name) not in allowed:
+                # REV has no such service (e.g. a regulator API of its own): its vault serves it.
+                say(f"{code.label} has no {name} service: not started")
+                return None  # type: ignore[return-value]
+            return super().spawn(name, *args, **kwargs)
+
+    kwargs: dict[str, Any] = {"bootstrap": bootstrap}
+    if STACK_HAS_REPLICAS:
+        kwargs["ingest_replicas"] = replicas
+    stack = BenchStack(settings, **kwargs)
+    with contextlib.chdir(cwd):
+        if allowed is not None and "services" in inspect.signature(stack.start).parameters:
+            stack.start(services=allowed)
+        else:
+            stack.start()
+    for name in [name for name, child in stack.children.items() if child is None]:
+        del stack.children[name]  # a service skipped above, should the Stack have kept its None
+    return stack
+
+
+def child_pids(stack: Stack, broker: EmbeddedBroker | None) -> dict[str, int]:
+    pids = {name: child.pid for name, child in stack.children.items()}
+    pids["bench"] = os.getpid()
+    if broker and broker.pid:
+        pids["broker"] = broker.pid
+    return pids
+
+
+# one measurement ------------------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace, code: Code) -> Results:
+    """The whole measurement (raw, end to end, latency, both stress phases) for ``code``'s services,
+    on a broker of its own. Raises KeyboardInterrupt (after cleaning up) on Ctrl-C."""
+    results = Results(code)
+    results.replicas = args.ingest_replicas
+    if args.ingest_replicas > 1 and not code.replicas:
+        results.replicas = 1
+        results.notes.append(
+            f"{code.label} ({code.revision}) has no ingest replicas: measured with 1 ingest, not {args.ingest_replicas}"
+        )
+    data = Path(tempfile.mkdtemp(prefix="coffre-bench-"))
+    (data / "logs").mkdir()
+    run = uuid.uuid4().hex[:8]
+    broker: EmbeddedBroker | None = None
+    stacks: list[Stack] = []
+    codes: dict[str, dict[str, int | None]] = {}
+    say(
+        f"== measuring {code.label} ({code.revision}{', uncommitted changes' if code.dirty else ''}), data in {data}"
+    )
+    try:
+        code.verify_imports(data)
+        if not args.bootstrap:
+            broker = EmbeddedBroker(log_path=data / "logs" / "broker.log")
+            results.bootstrap = broker.start()
+            say(f"embedded broker on {results.bootstrap} (pid {broker.pid})")
+        else:
+            results.bootstrap = args.bootstrap
+        bootstrap = results.bootstrap
+
+        say(f"raw passthrough: {args.events:,} messages…")
+        raw_batch = messages("r", args.events, args.coffres)
+        results.raw_rate = asyncio.run(
+            raw_passthrough(bootstrap, f"bench{run}.raw", args.partitions, raw_batch, args.timeout)
+        )
+
+        main_settings = Settings(
+            bootstrap_servers=bootstrap,
+            topic_prefix=f"bench{run}.",
+            data_dir=data / "main",
+            partitions=args.partitions,
+            ops_port=0,
+            api_port=free_port_block(1),
+            lot_max_events=args.lot_events,
+        )
+        stack = start_stack(main_settings, bootstrap, code, results.replicas, data)
+        stacks.append(stack)
+        results.children["main"] = list(stack.children)
+        pids = child_pids(stack, broker)
+        if args.profile:
+            profile_hints(stack, broker.pid if broker else None)
+        asyncio.run(main_stack_phases(stack, args, results, pids))
+        codes["main"] = stack.stop()
+        stacks.remove(stack)
+
+        sealing = Stress("sealing")
+        results.stress["sealing"] = sealing
+        sealing_settings = Settings(
+            bootstrap_servers=bootstrap,
+            topic_prefix=f"bench{run}s.",
+            data_dir=data / "sealing",
+            partitions=args.partitions,
+            ops_port=0,
+            api_port=0,
+            lot_max_events=args.sealing_lot_events,
+            lot_max_age_seconds=24 * 3600,  # lots are sealed by count only
+        )
+        say(f"sealing: a second stack, lots of {args.sealing_lot_events:,} events…")
+        stack = start_stack(sealing_settings, bootstrap, code, results.replicas, data)
+        stacks.append(stack)
+        results.children["sealing"] = list(stack.children)
+        try:
+            asyncio.run(sealing_phases(stack, args, child_pids(stack, broker), sealing))
+        except Exception as exc:
+            sealing.error = f"{type(exc).__name__}: {exc}"
+        if sealing.error:
+            results.errors.append(f"sealing phase: {sealing.error}")
+            results.status = 1
+        codes["sealing"] = stack.stop()
+        stacks.remove(stack)
+    except PhaseTimeout as exc:
+        results.errors.append(str(exc))
+        results.status = 1
+    except Exception as exc:
+        results.errors.append(f"{type(exc).__name__}: {exc}")
+        results.status = 1
+    finally:
+        with contextlib.suppress(KeyboardInterrupt):
+            for stack in stacks:
+                codes[stack.settings.topic_prefix] = stack.stop()
+            if broker:
+                broker.stop()
+            for which, exits in codes.items():
+                if any(code != 0 for code in exits.values()):
+                    results.notes.append(f"services of the {which} stack exited with {exits}")
+            if results.status == 1:
+                log_tails(data)
+            if args.keep:
+                say(f"data kept in {data}")
+            else:
+                shutil.rmtree(data, ignore_errors=True)
+    return results
+
+
+# the JSON ---------------------------------------------------------------------------------------
+
+
+def to_json(results: Results, args: argparse.Namespace) -> dict[str, Any]:
+    """One measurement as a JSON object (see bench/README.md for every key)."""
+    code = results.code
+    cpu = results.cpu
+    e2e_cpu = cpu_per_event(cpu.used, args.events) if cpu and cpu.used and results.e2e_rate else None
+    latency = spread(results.latency.latencies_ms) if results.latency else None
+    out: dict[str, Any] = {
+        "code": code.label,
+        "revision": code.revision,
+        "uncommitted_changes": code.dirty,
+        "ingest_replicas": results.replicas,
+        "children": results.children,
+        "broker": results.bootstrap if args.bootstrap else "embedded",
+        "raw_msgs_per_s": results.raw_rate,
+        "e2e_events_per_s": results.e2e_rate,
+        "e2e_seconds": results.e2e_seconds or None,
+        "e2e_recorded": results.e2e_recorded,
+        "e2e_over_raw": results.e2e_rate / results.raw_rate
+        if results.e2e_rate and results.raw_rate
+        else None,
+        "latency_ms": latency,
+        "latency": {
+            **(results.latency.to_json() if results.latency else {}),
+            "hops_ms": {label: spread(delays) for label, delays in results.hops.items()},
+        },
+        "cpu_us_per_event": e2e_cpu,
+        "cpu_percent": cpu.percent() if cpu else None,
+        "sealing": results.stress["sealing"].to_json() if "sealing" in results.stress else None,
+        "regulator": results.stress["regulator"].to_json() if "regulator" in results.stress else None,
+    }
+    p99 = {
+        "latency": latency,
+        "sealing": (out["sealing"] or {}).get("latency_ms"),
+        "regulator": (out["regulator"] or {}).get("latency_ms"),
+    }
+    out["targets"] = {
+        "e2e_events_per_s": TARGET_RATE,
+        "services_cpu_us_per_event": TARGET_SERVICES_US,
+        "broker_cpu_us_per_event": TARGET_BROKER_US,
+        "latency_p99_ms": TARGET_P99_MS,
+    }
+    out["met"] = {
+        "e2e_events_per_s": results.e2e_rate >= TARGET_RATE if results.e2e_rate else None,
+        "services_cpu_us_per_event": e2e_cpu["services_total"] <= TARGET_SERVICES_US if e2e_cpu else None,
+        "broker_cpu_us_per_event": e2e_cpu["broker"] <= TARGET_BROKER_US
+        if e2e_cpu and "broker" in e2e_cpu
+        else None,
+        **{f"{name}_p99": s["p99"] <= TARGET_P99_MS if s else None for name, s in p99.items()},
+    }
+    out["errors"] = results.errors
+    out["notes"] = results.notes
+    out["status"] = results.status
+    return out
+
+
+def figures(side: dict[str, Any]) -> dict[str, float]:
+    """The figures a baseline is compared on, flattened (``latency_ms.p99``…)."""
+    out: dict[str, float] = {}
+    for key in ("raw_msgs_per_s", "e2e_events_per_s"):
+        if isinstance(side.get(key), int | float):
+            out[key] = side[key]
+    sections: list[tuple[str, Any]] = [
+        ("latency_ms", side.get("latency_ms")),
+        (
+            "cpu_us_per_event",
+            {k: v for k, v in (side.get("cpu_us_per_event") or {}).items() if k != "ingest_per_replica"},
+        ),
+    ]
+    for stress in ("sealing", "regulator"):
+        for key in ("latency_ms", "download_s", "proof_ms", "proof_batch_s"):
+            sections.append((f"{stress}.{key}", (side.get(stress) or {}).get(key)))
+    for prefix, values in sections:
+        for key, value in (values or {}).items():
+            if isinstance(value, int | float):
+                out[f"{prefix}.{key}"] = value
+    return out
+
+
+def ratios(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """current / baseline for every figure both have; ``better`` says which way is better."""
+    before, after = figures(baseline), figures(current)
+    out = {}
+    for key, value in after.items():
+        if key in before and before[key] > 0:
+            ratio = value / before[key]
+            better = "higher" if key.endswith("_per_s") else "lower"
+            out[key] = {
+                "baseline": before[key],
+                "current": value,
+                "current_over_baseline": ratio,
+                "better": better,
+                "improved": ratio > 1 if better == "higher" else ratio < 1,
+            }
+    return out
+
+
+# the table --------------------------------------------------------------------------------------
 
 
 def print_table(rows: Sequence[tuple[str, str, str, str]]) -> None:
@@ -435,9 +1128,36 @@ def verdict(ok: bool | None) -> str:
     return "" if ok is None else ("met" if ok else "MISSED")
 
 
-def report(results: Results, args: argparse.Namespace, bootstrap: str, event_size: int) -> None:
+def latency_rows(
+    head: str, lat: Latency | None, hops: dict[str, list[float]]
+) -> list[tuple[str, str, str, str]]:
+    if not lat or not lat.latencies_ms:
+        return [(head, "n/a", f"p99 <= {TARGET_P99_MS:.0f} ms", "")]
+    p99 = percentile(lat.latencies_ms, 0.99)
+    rows = [
+        (f"{head}: p50", f"{percentile(lat.latencies_ms, 0.50):.1f} ms", "", ""),
+        ("  p99", f"{p99:.1f} ms", f"<= {TARGET_P99_MS:.0f} ms", verdict(p99 <= TARGET_P99_MS)),
+        ("  max", f"{lat.latencies_ms[-1]:.1f} ms", "", ""),
+        ("  acquittals arrived (recorded)", f"{lat.arrived:,}/{lat.sent:,} ({lat.recorded:,})", "", ""),
+        ("  offered rate achieved", f"{lat.achieved_rate:,.0f} events/s", "", ""),
+        ("  publisher behind schedule, max", f"{lat.behind_ms:.1f} ms", "", ""),
+    ]
+    for label, delays in hops.items():
+        if delays:
+            rows.append(
+                (
+                    f"  {label}",
+                    f"p50 {percentile(delays, 0.5):.0f} / p99 {percentile(delays, 0.99):.0f} ms",
+                    "",
+                    "",
+                )
+            )
+    return rows
+
+
+def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
     rows: list[tuple[str, str, str, str]] = []
-    raw, e2e, lat = results.raw_rate, results.e2e_rate, results.latency
+    raw, e2e = results.raw_rate, results.e2e_rate
     rows.append(("raw aiokafka passthrough", f"{raw:,.0f} msg/s" if raw else "n/a", "", ""))
     rows.append(
         (
@@ -449,49 +1169,96 @@ def report(results: Results, args: argparse.Namespace, bootstrap: str, event_siz
     )
     if e2e:
         rows.append(("  (N events / seconds)", f"{args.events:,} / {results.e2e_seconds:.2f} s", "", ""))
-    ratio = e2e / raw if e2e and raw else None
-    rows.append(
-        (
-            "end to end / raw passthrough",
-            f"{ratio:.2f}" if ratio else "n/a",
-            f">= {TARGET_RATIO:.2f}",
-            verdict(ratio >= TARGET_RATIO if ratio else None),
-        )
-    )
-    if lat and lat.latencies_ms:
-        p99 = percentile(lat.latencies_ms, 0.99)
-        head = f"latency @ {args.rate:,.0f}/s for {args.seconds:g} s"
-        rows.append((f"{head}: p50", f"{percentile(lat.latencies_ms, 0.50):.1f} ms", "", ""))
-        rows.append(("  p99", f"{p99:.1f} ms", f"< {TARGET_P99_MS:.0f} ms", verdict(p99 < TARGET_P99_MS)))
-        rows.append(("  max", f"{lat.latencies_ms[-1]:.1f} ms", "", ""))
+        if raw:
+            rows.append(("  end to end / raw passthrough", f"{e2e / raw:.2f}", "", ""))
+    meter = results.cpu
+    e2e_cpu = cpu_per_event(meter.used, args.events) if meter and meter.used and e2e else None
+    if e2e_cpu:
+        services = e2e_cpu["services_total"]
         rows.append(
-            ("  acquittals arrived (recorded)", f"{lat.arrived:,}/{lat.sent:,} ({lat.recorded:,})", "", "")
+            (
+                "CPU ingest + vault + acquittal",
+                f"{services:,.0f} µs/event",
+                f"<= {TARGET_SERVICES_US:.0f} µs/event",
+                verdict(services <= TARGET_SERVICES_US),
+            )
         )
-        rows.append(("  offered rate achieved", f"{lat.achieved_rate:,.0f} events/s", "", ""))
-        rows.append(("  publisher behind schedule, max", f"{lat.behind_ms:.1f} ms", "", ""))
-        for label, delays in results.hops.items():
-            if delays:
-                rows.append(
-                    (
-                        f"  {label}",
-                        f"p50 {percentile(delays, 0.5):.0f} / p99 {percentile(delays, 0.99):.0f} ms",
-                        "",
-                        "",
-                    )
+        if "broker" in e2e_cpu:
+            rows.append(
+                (
+                    "CPU broker",
+                    f"{e2e_cpu['broker']:,.0f} µs/event",
+                    f"<= {TARGET_BROKER_US:.0f} µs/event",
+                    verdict(e2e_cpu["broker"] <= TARGET_BROKER_US),
                 )
-    else:
-        rows.append((f"latency @ {args.rate:,.0f}/s", "n/a", f"p99 < {TARGET_P99_MS:.0f} ms", ""))
+            )
+    rows += latency_rows(
+        f"latency @ {args.rate:,.0f}/s for {args.seconds:g} s", results.latency, results.hops
+    )
 
+    regulator = results.stress.get("regulator")
+    if regulator:
+        rows += latency_rows(
+            f"while the regulator downloads + {args.proofs} proofs", regulator.latency, regulator.hops
+        )
+        f = regulator.facts
+        if f.get("download_s"):
+            rows.append(
+                (
+                    f"  export of {f['day']} downloads",
+                    f"{f['export_downloads']} × {f['export_bytes'] / 1e6:,.1f} MB, "
+                    f"mean {f['download_s']['mean']:.2f} s / max {f['download_s']['max']:.2f} s",
+                    "",
+                    "",
+                )
+            )
+        if f.get("proof_ms"):
+            batch = (
+                f", {f['proofs_per_batch']} in mean {f['proof_batch_s']['mean']:.2f} s / max {f['proof_batch_s']['max']:.2f} s"
+                if f.get("proof_batch_s")
+                else ""
+            )
+            rows.append(
+                (
+                    "  inclusion proofs",
+                    f"{f['proofs']:,}, p50 {f['proof_ms']['p50']:.1f} / p99 {f['proof_ms']['p99']:.1f} ms{batch}",
+                    "",
+                    "",
+                )
+            )
+        if regulator.error:
+            rows.append(("  error", regulator.error[:80], "", ""))
+
+    sealing = results.stress.get("sealing")
+    if sealing:
+        lot = sealing.facts.get("lot_events", args.sealing_lot_events)
+        rows += latency_rows(f"while sealing lots of {lot:,}", sealing.latency, sealing.hops)
+        if "lots_sealed" in sealing.facts:
+            f = sealing.facts
+            rows.append(
+                ("  lots sealed in the window", f"{f['lots_sealed']} (expected {f['lots_expected']})", "", "")
+            )
+            rows.append(
+                (
+                    "  prefill before the window",
+                    f"{f['prefill_events']:,} events in {f['prefill_s']:.1f} s",
+                    "",
+                    "",
+                )
+            )
+        if sealing.error:
+            rows.append(("  error", sealing.error[:80], "", ""))
+    code = results.code
     print()
     print(
-        f"coffre pipeline bench: broker {bootstrap}, {args.partitions} partitions, "
+        f"coffre pipeline bench, {code.label} ({code.revision}{', uncommitted changes' if code.dirty else ''}): "
+        f"broker {results.bootstrap}, {args.partitions} partitions, {results.replicas} ingest replica(s), "
         f"{args.events:,} events of {event_size} bytes (POINSCRIT) over {args.coffres} coffres, {os.cpu_count()} CPUs"
     )
     print_table(rows)
-    meter = results.cpu
     if meter and meter.used and meter.wall > 0:
         print(f"CPU during the end-to-end phase ({meter.wall:.2f} s wall; 100% = one core):")
-        events = args.events if results.e2e_rate else 0
+        events = args.events if e2e else 0
         for name, used in sorted(meter.used.items(), key=lambda item: -item[1]):
             per_event = f"  {1e6 * used / events:6.0f} µs/event" if events else ""
             print(f"  {name:<10} {used:7.2f} s  {100 * used / meter.wall:5.0f}%{per_event}")
@@ -501,27 +1268,63 @@ def report(results: Results, args: argparse.Namespace, bootstrap: str, event_siz
                 f"  {'all':<10} {total:7.2f} s  {100 * total / meter.wall:5.0f}%  {1e6 * total / events:6.0f} µs/event"
                 f"  -> at most {events / total * (os.cpu_count() or 1):,.0f} events/s on {os.cpu_count()} cores"
             )
+    for stress in results.stress.values():
+        if stress.cpu and stress.cpu.wall > 0:
+            shares = ", ".join(
+                f"{n} {p:.0f}%" for n, p in sorted(stress.cpu.percent().items(), key=lambda i: -i[1])
+            )
+            print(f"CPU during the {stress.name} phase ({stress.cpu.wall:.1f} s): {shares}")
+    for note in results.notes:
+        print(f"note: {note}")
     for error in results.errors:
-        print(f"note: {error}")
+        print(f"error: {error}")
+
+
+def number(value: float) -> str:
+    """A figure for the side-by-side table: 1,234.5, or three significant digits below 10."""
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def compare(baseline: dict[str, Any], current: dict[str, Any], table: dict[str, dict[str, Any]]) -> None:
+    print()
+    print(
+        f"side by side: baseline {baseline['code']} ({baseline['revision']}), current ({current['revision']})"
+    )
+    rows = [("figure", "baseline", "current", "current / baseline", "")]
+    for key, r in table.items():
+        rows.append(
+            (
+                key,
+                number(r["baseline"]),
+                number(r["current"]),
+                f"{r['current_over_baseline']:.2f}",
+                f"({r['better']} is better{': better' if r['improved'] else ''})",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    for n, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
 
 
 def profile_hints(stack: Stack, broker_pid: int | None) -> None:
     """How to look inside the processes of this run (nothing is profiled automatically)."""
-    print("profiling (--profile): coffre has no built-in profiler (no COFFRE_PROFILE variable).")
-    print("  the per-process CPU table at the end says which process is busiest; then, while a phase runs:")
+    say("profiling (--profile): coffre has no built-in profiler (no COFFRE_PROFILE variable).")
+    say("  the per-process CPU table at the end says which process is busiest; then, while a phase runs:")
     for name, child in stack.children.items():
-        print(f"    {name:<10} pid {child.pid}: py-spy top --pid {child.pid}   (pip install py-spy)")
+        say(f"    {name:<10} pid {child.pid}: py-spy top --pid {child.pid}   (pip install py-spy)")
     if broker_pid:
-        print(f"    broker     pid {broker_pid}: perf top -p {broker_pid}")
-    print("  or run one service under cProfile with the environment of Stack.env(), e.g.")
-    print("    COFFRE_BOOTSTRAP_SERVERS=... COFFRE_TOPIC_PREFIX=... COFFRE_DATA_DIR=... \\")
-    print("      .venv/bin/python -m cProfile -o vault.prof -m coffre.cli vault", flush=True)
+        say(f"    broker     pid {broker_pid}: perf top -p {broker_pid}")
+    say("  or run one service under cProfile with the environment of Stack.env(), e.g.")
+    say("    COFFRE_BOOTSTRAP_SERVERS=... COFFRE_TOPIC_PREFIX=... COFFRE_DATA_DIR=... \\")
+    say("      .venv/bin/python -m cProfile -o vault.prof -m coffre.cli vault")
 
 
 def log_tails(data: Path, lines: int = 15) -> None:
-    for log in sorted((data / "logs").glob("*.log")):
+    for log in sorted(data.glob("**/logs/*.log")):
         text = log.read_text(errors="replace").splitlines()[-lines:]
-        print(f"--- {log.name} (last {len(text)} lines)")
+        print(f"--- {log.relative_to(data)} (last {len(text)} lines)")
         print("\n".join(text))
 
 
@@ -533,7 +1336,33 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--events", type=int, default=20_000, help="events of the raw and end-to-end phases")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of the latency phase")
     parser.add_argument(
-        "--rate", type=float, default=500.0, help="offered load of the latency phase, events/s"
+        "--rate", type=float, default=500.0, help="offered load of every latency phase, events/s"
+    )
+    parser.add_argument(
+        "--stress-seconds",
+        type=float,
+        help="duration of each stress phase's window (default: --seconds)",
+    )
+    parser.add_argument(
+        "--lot-events",
+        type=int,
+        help="COFFRE_LOT_MAX_EVENTS of the main stack (default: coffre's, 1000, or less when --events "
+        "would not fill one lot per coffre: the regulator phase needs sealed lots)",
+    )
+    parser.add_argument(
+        "--sealing-lot-events",
+        type=int,
+        default=10_000,
+        help="COFFRE_LOT_MAX_EVENTS of the sealing phase's stack",
+    )
+    parser.add_argument(
+        "--proofs", type=int, default=100, help="inclusion proofs per round of the regulator phase"
+    )
+    parser.add_argument(
+        "--ingest-replicas",
+        type=int,
+        default=1,
+        help="ingest processes of each stack (more than 1 needs a Stack with ingest_replicas)",
     )
     parser.add_argument("--coffres", type=int, default=4, help="IDCoffre values the events are spread over")
     parser.add_argument("--partitions", type=int, default=6, help="partitions of every topic")
@@ -543,92 +1372,105 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="most seconds to wait for a phase's acquittals"
     )
-    parser.add_argument(
-        "--ready-timeout", type=float, default=90.0, help="most seconds to wait for the stack"
-    )
+    parser.add_argument("--ready-timeout", type=float, default=90.0, help="most seconds to wait for a stack")
     parser.add_argument(
         "--latency-first",
         action="store_true",
         help="measure the latency on the fresh stack, before the end-to-end burst",
     )
-    parser.add_argument("--keep", action="store_true", help="keep the data directory (journals, logs)")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout (text on stderr)"
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="measure REV's services first (a temporary git worktree), then the current checkout's",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the data directories (journals, logs)")
     parser.add_argument(
         "--profile", action="store_true", help="print how to profile the processes of the run"
     )
     args = parser.parse_args(argv)
-    if args.events < 1 or args.coffres < 1 or args.partitions < 1 or args.rate <= 0 or args.seconds <= 0:
-        parser.error("--events, --coffres, --partitions, --rate and --seconds must be positive")
+    if args.stress_seconds is None:
+        args.stress_seconds = args.seconds
+    if args.lot_events is None and args.coffres > 0:
+        args.lot_events = max(1, min(DEFAULT_LOT_EVENTS, args.events // args.coffres))
+    positive = ("events", "coffres", "partitions", "rate", "seconds", "stress_seconds", "lot_events")
+    if any(
+        getattr(args, name) <= 0 for name in (*positive, "sealing_lot_events", "proofs", "ingest_replicas")
+    ):
+        parser.error(
+            "--events, --coffres, --partitions, --rate, --seconds, --stress-seconds, --lot-events, "
+            "--sealing-lot-events, --proofs and --ingest-replicas must be positive"
+        )
+    if args.ingest_replicas > 1 and not STACK_HAS_REPLICAS:
+        parser.error(
+            "--ingest-replicas: this checkout's coffre.stack.Stack runs one ingest (no ingest_replicas)"
+        )
     return args
+
+
+@contextlib.contextmanager
+def text_to(stream: TextIO | None) -> Iterator[None]:
+    """stdout redirected to ``stream`` (None: left alone)."""
+    if stream is None:
+        yield
+        return
+    with contextlib.redirect_stdout(stream):
+        yield
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    out = sys.stdout
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    data = Path(tempfile.mkdtemp(prefix="coffre-bench-"))
-    run = uuid.uuid4().hex[:8]
-    broker: EmbeddedBroker | None = None
-    stack: Stack | None = None
-    results = Results()
-    bootstrap = args.bootstrap or ""
+    event_size = len(event(0, args.coffres))
+    sides: dict[str, dict[str, Any]] = {}
     status = 0
     try:
-        if not args.bootstrap:
-            broker = EmbeddedBroker(log_path=data / "logs" / "broker.log")
-            bootstrap = broker.start()
-            print(f"embedded broker on {bootstrap} (pid {broker.pid})", flush=True)
-
-        print(f"raw passthrough: {args.events:,} messages…", flush=True)
-        raw_batch = messages("r", args.events, args.coffres)
-        results.raw_rate = asyncio.run(
-            raw_passthrough(bootstrap, f"bench{run}.raw", args.partitions, raw_batch, args.timeout)
-        )
-
-        settings = Settings(
-            bootstrap_servers=bootstrap,
-            topic_prefix=f"bench{run}.",
-            data_dir=data,
-            partitions=args.partitions,
-            ops_port=0,
-            api_port=0,
-        )
-        stack = Stack(settings, bootstrap=bootstrap)
-        stack.start()
-        pids = {name: child.pid for name, child in stack.children.items()}
-        pids["bench"] = os.getpid()
-        if broker and broker.pid:
-            pids["broker"] = broker.pid
-        if args.profile:
-            profile_hints(stack, broker.pid if broker else None)
-        asyncio.run(coffre_phases(stack, args, results, pids))
-    except PhaseTimeout as exc:
-        results.errors.append(str(exc))
-        status = 1
+        with text_to(sys.stderr if args.json else None), contextlib.ExitStack() as exits:
+            codes: dict[str, Code] = {}
+            if args.baseline:
+                scratch = Path(exits.enter_context(tempfile.TemporaryDirectory(prefix="coffre-baseline-")))
+                try:
+                    checkout = exits.enter_context(worktree(args.baseline, scratch / "worktree"))
+                except subprocess.CalledProcessError as exc:
+                    print(
+                        f"--baseline {args.baseline}: cannot check it out: {exc.stderr.strip()}",
+                        file=sys.stderr,
+                    )
+                    return 2
+                codes["baseline"] = Code.of(checkout)
+            codes["current"] = Code.current()
+            for side, code in codes.items():
+                results = measure(args, code)
+                report(results, args, event_size)
+                sides[side] = to_json(results, args)
+                status = max(status, results.status)
+            if args.baseline:
+                compare(sides["baseline"], sides["current"], ratios(sides["baseline"], sides["current"]))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        status = 130
-    except Exception as exc:
-        results.errors.append(f"{type(exc).__name__}: {exc}")
-        status = 1
+        return 130
     finally:
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            codes = stack.stop() if stack else {}
-            if broker:
-                broker.stop()
-            if status != 130:
-                report(results, args, bootstrap, len(event(0, args.coffres)))
-            if codes and any(code != 0 for code in codes.values()):
-                print(f"note: services exited with {codes}")
-            if status == 1:
-                log_tails(data)
-            if args.keep:
-                print(f"data kept in {data}")
-            else:
-                shutil.rmtree(data, ignore_errors=True)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if args.json:
+        arguments = {k: v for k, v in vars(args).items() if k not in ("json",)}
+        if args.baseline:
+            document = {
+                "baseline": sides["baseline"],
+                "current": sides["current"],
+                "ratios": ratios(sides["baseline"], sides["current"]),
+                "args": arguments,
+                "status": status,
+            }
+        else:
+            document = {**sides["current"], "args": arguments}
+        print(json.dumps(document, indent=2), file=out, flush=True)
     return status
 
 
