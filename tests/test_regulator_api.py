@@ -1,4 +1,4 @@
-"""The regulator's HTTPS API, end to end: a real TLS server (the vault's) over an archive sealed by
+"""The regulator's HTTPS API, end to end: a real TLS server over an archive sealed by
 the real Sealer, and real TLS clients (``http.client`` with client certificates and tokens)."""
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coffre_vault.regulator_api import (
+from coffre_regulator.api import (
     DEFAULT_TIMEOUTS,
     ConnectionTimeouts,
     start_regulator_api,
     stop_regulator_api,
 )
+from coffre_regulator.archive_index import ArchiveIndex, ArchiveInvalid, read_manifest
 from coffre_vault.sealer import Sealer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -39,7 +40,6 @@ from coffre.adapters.access_log import REDACTED
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage, S3ObjectLockStorage, validate_key
 from coffre.adapters.tls import DEVELOPMENT_CLIENT_SUBJECT, DevelopmentTls, api_tls_material, development_tls
-from coffre.archive_index import ArchiveIndex, ArchiveInvalid, read_manifest
 from coffre.audit import verify_archive
 from coffre.config import Settings
 from coffre.domain.codec import canonical_bytes
@@ -153,7 +153,7 @@ def free_port() -> int:
 
 
 class ApiServer:
-    """The API on its own event loop in a thread, as the vault would run it."""
+    """The API on its own event loop in a thread (``coffre regulator-api`` runs it on its own)."""
 
     def __init__(
         self, settings: Settings, storage: Any, archive: Archive, timeouts: ConnectionTimeouts
