@@ -38,6 +38,7 @@ from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.payload import Payload
 from cryptography import x509
 
+from coffre import metrics
 from coffre.adapters.access_log import AccessLog
 from coffre.adapters.storage import ArchiveStorage
 from coffre.adapters.tls import api_tls_material, server_ssl_context
@@ -549,6 +550,8 @@ async def _logged(
         )
     response.headers["X-Request-Id"] = record["request_id"]
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    metrics.API_REQUESTS.labels(str(response.status)).inc()
+    metrics.API_REQUEST_SECONDS.observe(record["duration_ms"] / 1000)
     return response
 
 

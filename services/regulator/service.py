@@ -31,7 +31,7 @@ from .readonly import open_archive
 
 log = logging.getLogger("coffre.api")
 
-KEY_WAIT_SECONDS = 30.0
+KEY_WAIT_SECONDS = 20.0
 """How long to wait, at start, for signing key files that are not there yet: beside a vault
 that signs with its generated development key, the vault makes it at its own first start."""
 
@@ -97,7 +97,7 @@ async def serve(
     try:
         api = await start_regulator_api(settings, archive, trust, key)
     except ValueError as exc:
-        configuration_error(f"regulator API: {exc}")
+        configuration_error(f"regulator API: {str(exc).removeprefix('regulator API: ')}")
     except OSError as exc:
         configuration_error(
             f"COFFRE_API_HOST, COFFRE_API_PORT: cannot listen on {settings.api_host}:{settings.api_port}: "
