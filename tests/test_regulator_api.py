@@ -830,6 +830,8 @@ def test_a_newest_lot_whose_checkpoint_is_not_written_yet_is_not_sealed_yet(arch
         checkpoint.write_bytes(kept)
         proof = index.inclusion_proof("0099", 7, 10)
         assert (proof["lot"], proof["tree_size"]) == (4, 10)
+        # Every proof is against the newest tree, an event proven before included.
+        assert index.inclusion_proof("0099", 7, 9)["tree_size"] == 10
         # A checkpoint missing under an older lot is a failure, not a lot on its way.
         (copy / "0099" / "8" / "checkpoints" / "0099-8-0000000002.xml").unlink()
         with pytest.raises(

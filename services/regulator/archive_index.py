@@ -804,11 +804,12 @@ class ArchiveIndex:
             state = self._verified.get((oper, coffre))
             if state is None:
                 state = _VerifiedCoffre(CoffreWalk(CoffreReport(oper, coffre), self.trust))
-            if id_evt > state.events:
-                try:
-                    self._extend(oper, coffre, state)
-                finally:  # what verified is kept, even when a later lot fails
-                    self._verified.put((oper, coffre), state)
+            # Every proof is against the coffre's newest tree (the newest checkpoint's): the lots
+            # sealed since the last proof are walked first (a listing of the days since then).
+            try:
+                self._extend(oper, coffre, state)
+            finally:  # what verified is kept, even when a later lot fails
+                self._verified.put((oper, coffre), state)
             report = state.walk.report
             events, spans = state.events, list(report.spans)
             # The walk only moves on (under the lock): its first ``events`` leaves stay as they are.
