@@ -10,6 +10,9 @@ lot's file digest is checked against the checkpoints that name it (``EmpreinteLo
 next lot's links are blamed only when they agree neither with that lot as read nor with what
 its checkpoints signed. Once the coffre's tree as read differs from a signed one, later trees
 are not compared (each would repeat that one difference).
+
+:class:`CoffreWalk` is that walk, one lot at a time: ``coffre verify`` runs it over a whole
+coffre, the regulator API extends it lot by lot before it gives a proof (one verifier for both).
 """
 
 from __future__ import annotations
