@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 #
-# The coffre image: one image, three services (`coffre ingest`, `coffre vault`, `coffre acquittal`).
+# The coffre image: one image, every service (`coffre ingest`, `coffre vault`, `coffre acquittal`,
+# `coffre regulator-api`).
 #
 # NOT BUILT on the machine where it was written: there is no Docker engine there. The Helm chart
 # (deploy/helm/coffre) was rendered and validated offline, but this file has never run. Build and
@@ -51,7 +52,8 @@ ENV PATH=/opt/coffre/bin:$PATH \
     COFFRE_API_HOST=0.0.0.0
 WORKDIR /var/lib/coffre
 USER 10001:10001
-# 8080: /healthz, /readyz, /metrics (every service). 8443: the regulator API (the vault).
+# 8080: /healthz, /readyz, /metrics (every service; 8081 for `coffre regulator-api` beside a vault).
+# 8443: the regulator API (`coffre regulator-api`).
 EXPOSE 8080 8443
 # Exec form: no shell at run time; SIGTERM reaches coffre directly (it drains, fsyncs, commits).
 ENTRYPOINT ["coffre"]

@@ -102,7 +102,7 @@ def cmd_annex_examples(args: argparse.Namespace) -> int:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
-    """``coffre ingest|vault|acquittal``: one service, configured by COFFRE_* variables."""
+    """``coffre ingest|vault|acquittal|regulator-api``: one service, configured by COFFRE_* variables."""
     from .config import load_settings
 
     settings = load_settings()
@@ -111,6 +111,8 @@ def cmd_service(args: argparse.Namespace) -> int:
         from coffre_ingest.app import run
     elif args.command == "vault":
         from coffre_vault.service import run
+    elif args.command == "regulator-api":
+        from coffre_regulator.service import run
     else:
         from coffre_acquittal.service import run
     run(settings)
@@ -393,6 +395,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("ingest", "run the ingest service (COFFRE_* variables configure it)"),
         ("vault", "run the vault service"),
         ("acquittal", "run the acquittal service"),
+        (
+            "regulator-api",
+            "run the regulator's HTTPS API over the archive, read-only (its own ops port: COFFRE_OPS_PORT)",
+        ),
     ):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=cmd_service)

@@ -67,3 +67,11 @@ CONSUMER_LAG = Gauge(
     "coffre_consumer_lag", "Records not yet handled: high watermark minus position", ["topic", "partition"]
 )
 READY = Gauge("coffre_ready", "1 when every readiness check holds")
+API_REQUESTS = Counter(
+    "coffre_api_requests_total", "Regulator API requests answered (and logged), by HTTP status", ["status"]
+)
+API_REQUEST_SECONDS = Histogram(
+    "coffre_api_request_seconds",
+    "Regulator API: from a request to its answer being ready to send (an export once its bundle is built)",
+    buckets=_LATENCY_BUCKETS,
+)

@@ -78,7 +78,7 @@ class Stack:
         except (OSError, ValueError) as exc:
             configuration_error(f"COFFRE_TRUSTED_CERTS: {exc}")
         if s.api_port:
-            from coffre_vault.regulator_api import SubjectAllowList
+            from coffre_regulator.api import SubjectAllowList
 
             for variable, path in (
                 ("COFFRE_API_TLS_CERT", s.api_tls_cert),

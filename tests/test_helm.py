@@ -29,6 +29,8 @@ MINIMAL = ROOT / "tests" / "helm" / "minimal.yaml"
 S3 = CHART / "values-s3.yaml"
 KUBERNETES = "1.30.0"
 COMPONENTS = ("ingest", "vault", "acquittal")
+"""The workloads of every install; the regulator API is a Deployment of its own in s3 mode only
+(with a local archive it is a container of the vault pods)."""
 # Variables the chart may set that are not coffre's own: boto3's, from an existing Secret.
 AWS_CREDENTIALS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
 # Kinds of CRDs the Kubernetes schemas do not know (the optional ServiceMonitor).
@@ -69,7 +71,12 @@ EVERYTHING = merged(
         "image": {"digest": "sha256:" + "a" * 64},
         "extraEnv": [{"name": "AWS_STS_REGIONAL_ENDPOINTS", "value": "regional"}],
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
-        "ingest": {"persistence": {"existingClaim": "coffre-ingest-old"}, "priorityClassName": "high"},
+        "ingest": {"replicas": 4, "priorityClassName": "high"},
+        "regulator": {
+            "replicas": 3,
+            "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/read"}},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "coffre"}],
+        },
         "vault": {
             "replicas": 2,
             "signing": {
@@ -146,7 +153,8 @@ def workloads(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for doc in docs:
         if doc["kind"] in ("Deployment", "StatefulSet"):
             found[doc["metadata"]["labels"]["app.kubernetes.io/component"]] = doc
-    assert set(found) == set(COMPONENTS)
+    s3 = named(docs, "ConfigMap", "coffre-vault")["data"]["COFFRE_ARCHIVE_BACKEND"] == "s3"
+    assert set(found) == set(COMPONENTS) | ({"regulator"} if s3 else set())
     return found
 
 
@@ -160,9 +168,20 @@ def environment(docs: list[dict[str, Any]], container: dict[str, Any]) -> dict[s
     return env
 
 
-def single_container(workload: dict[str, Any]) -> dict[str, Any]:
-    (container,) = workload["spec"]["template"]["spec"]["containers"]
-    return container
+def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    return workload["spec"]["template"]["spec"]["containers"]
+
+
+def container(workload: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+    """The container ``name`` of a workload (default: its component's own)."""
+    name = name or workload["metadata"]["labels"]["app.kubernetes.io/component"]
+    (found,) = [c for c in containers(workload) if c["name"] == name]
+    return found
+
+
+def every_container(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(component, workload, container) of every container of every workload."""
+    return [(component, w, c) for component, w in workloads(docs).items() for c in containers(w)]
 
 
 # --- helm lint, helm template, Kubernetes schemas ---------------------------------------
@@ -222,23 +241,25 @@ def test_every_pod_is_locked_down(rendered: Rendered, values: str) -> None:
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         tmp = {v["name"]: v for v in pod["volumes"]}["tmp"]
         assert "emptyDir" in tmp
-        for container in pod["containers"]:
-            where = f"{component}/{container['name']}"
+        for each in pod["containers"]:
+            where = f"{component}/{each['name']}"
             for kind in ("requests", "limits"):
-                assert {"cpu", "memory"} <= set(container["resources"][kind]), where
-            security = container["securityContext"]
+                assert {"cpu", "memory"} <= set(each["resources"][kind]), where
+            security = each["securityContext"]
             assert security["runAsNonRoot"] is True and security["runAsUser"] > 0, where
             assert security["readOnlyRootFilesystem"] is True, where
             assert security["allowPrivilegeEscalation"] is False, where
             assert security["capabilities"]["drop"] == ["ALL"], where
             assert security["seccompProfile"] == {"type": "RuntimeDefault"}, where
-            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-            assert ports["ops"] == 8080, where
+            # Every pod's ops port is 8080; the regulator API's beside the vault is 8081.
+            ops, port = ("regulator-ops", 8081) if each["name"] != component else ("ops", 8080)
+            ports = {p["name"]: p["containerPort"] for p in each["ports"]}
+            assert ports[ops] == port, where
             for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz")):
-                assert container[probe]["httpGet"] == {"path": path, "port": "ops"}, where
-            assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ops"}, where
-            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"], where
-            assert container["args"] == [component]
+                assert each[probe]["httpGet"] == {"path": path, "port": ops}, where
+            assert each["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": ops}, where
+            assert {"name": "tmp", "mountPath": "/tmp"} in each["volumeMounts"], where
+            assert each["args"] == ["regulator-api" if each["name"] == "regulator" else component], where
 
 
 @pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
@@ -253,11 +274,11 @@ def test_secret_volumes_are_mounted_read_only(rendered: Rendered, values: str) -
         }
         for source in protected.values():
             assert source["defaultMode"] == 0o440
-        for container in pod["containers"]:
-            for mount in container["volumeMounts"]:
+        for each in pod["containers"]:
+            for mount in each["volumeMounts"]:
                 if mount["name"] in protected:
                     assert mount.get("readOnly") is True, f"{component}: {mount}"
-        if component != "vault":
+        if component not in ("vault", "regulator"):
             assert not protected, component
     vault = workloads(rendered[values])["vault"]["spec"]["template"]["spec"]
     assert "signing" in {v["name"] for v in vault["volumes"]}
@@ -275,10 +296,9 @@ def test_the_vault_is_a_statefulset_with_its_volumes_in_local_mode(
         "whenDeleted": "Retain",
         "whenScaled": "Retain",
     }
-    container = single_container(vault)
-    env = environment(docs, container)
+    env = environment(docs, container(vault))
     assert env["COFFRE_ARCHIVE_BACKEND"] == "local"
-    assert {"name": "data", "mountPath": env["COFFRE_DATA_DIR"]} in container["volumeMounts"]
+    assert {"name": "data", "mountPath": env["COFFRE_DATA_DIR"]} in container(vault)["volumeMounts"]
     assert int(env["COFFRE_VAULT_REPLICAS"]) == vault["spec"]["replicas"] == 1
     assert "COFFRE_VAULT_ORDINAL" not in env  # derived from the pod name
     assert named(docs, "Service", vault["spec"]["serviceName"])["spec"]["clusterIP"] == "None"
@@ -287,7 +307,8 @@ def test_the_vault_is_a_statefulset_with_its_volumes_in_local_mode(
 def test_the_vault_archives_to_s3_with_three_replicas(rendered: Rendered) -> None:
     docs = rendered["s3"]
     vault = workloads(docs)["vault"]
-    env = environment(docs, single_container(vault))
+    env = environment(docs, container(vault))
+    assert [c["name"] for c in containers(vault)] == ["vault"]  # the API is a Deployment of its own
     assert env["COFFRE_ARCHIVE_BACKEND"] == "s3"
     assert env["COFFRE_S3_BUCKET"]
     assert int(env["COFFRE_VAULT_REPLICAS"]) == vault["spec"]["replicas"] == 3
@@ -298,28 +319,120 @@ def test_the_vault_archives_to_s3_with_three_replicas(rendered: Rendered) -> Non
 
 
 def test_static_s3_credentials_come_from_an_existing_secret(rendered: Rendered) -> None:
-    env = single_container(workloads(rendered["everything"])["vault"])["env"]
-    refs = {var["name"]: var["valueFrom"]["secretKeyRef"] for var in env if "valueFrom" in var}
-    assert set(refs) == AWS_CREDENTIALS
-    assert {ref["name"] for ref in refs.values()} == {"coffre-s3"}
+    found = workloads(rendered["everything"])
+    for component in ("vault", "regulator"):  # the one writes the archive, the other reads it
+        env = container(found[component])["env"]
+        refs = {var["name"]: var["valueFrom"]["secretKeyRef"] for var in env if "valueFrom" in var}
+        assert set(refs) == AWS_CREDENTIALS, component
+        assert {ref["name"] for ref in refs.values()} == {"coffre-s3"}, component
+    for component in ("ingest", "acquittal"):
+        assert "env" not in container(found[component]) or all(
+            "valueFrom" not in var for var in container(found[component])["env"]
+        )
 
 
-def test_ingest_is_one_replica_recreated_with_a_kept_claim(rendered: Rendered) -> None:
-    docs = rendered["minimal"]
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_ingest_scales_out_without_a_volume(rendered: Rendered, values: str) -> None:
+    """ingest's counters are in Kafka (<prefix>ingest.state): replicas, rolling updates that never
+    leave fewer replicas than asked, no PersistentVolumeClaim, a budget of one available."""
+    docs = rendered[values]
     ingest = workloads(docs)["ingest"]
     assert ingest["kind"] == "Deployment"
-    assert ingest["spec"]["replicas"] == 1
-    assert ingest["spec"]["strategy"] == {"type": "Recreate"}
-    volumes = {v["name"]: v for v in ingest["spec"]["template"]["spec"]["volumes"]}
-    claim = named(docs, "PersistentVolumeClaim", volumes["data"]["persistentVolumeClaim"]["claimName"])
-    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    env = environment(docs, single_container(ingest))
-    assert {"name": "data", "mountPath": env["COFFRE_DATA_DIR"]} in single_container(ingest)["volumeMounts"]
-    # An existing claim replaces the rendered one.
-    everything = rendered["everything"]
-    assert of_kind(everything, "PersistentVolumeClaim") == []
-    volumes = {v["name"]: v for v in workloads(everything)["ingest"]["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == "coffre-ingest-old"
+    assert ingest["spec"]["replicas"] >= 2
+    assert ingest["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    pod = ingest["spec"]["template"]["spec"]
+    assert all("persistentVolumeClaim" not in volume for volume in pod["volumes"])
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    env = environment(docs, container(ingest))
+    assert "emptyDir" in volumes["data"]
+    assert {"name": "data", "mountPath": env["COFFRE_DATA_DIR"]} in container(ingest)["volumeMounts"]
+    claims = [doc["metadata"]["name"] for doc in of_kind(docs, "PersistentVolumeClaim")]
+    assert claims == []  # the vault's volumes come from its StatefulSet's claim templates
+    budget = named(docs, "PodDisruptionBudget", "coffre-ingest")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels(ingest).items()
+
+
+def test_one_ingest_gets_no_disruption_budget(chart: Any) -> None:
+    docs = render(chart, merged(VALUE_SETS["minimal"], {"ingest": {"replicas": 1}}))
+    assert workloads(docs)["ingest"]["spec"]["replicas"] == 1
+    budgets = {pdb["metadata"]["name"] for pdb in of_kind(docs, "PodDisruptionBudget")}
+    assert budgets == {"coffre-vault", "coffre-acquittal"}
+
+
+def pod_labels(workload: dict[str, Any]) -> dict[str, str]:
+    return workload["spec"]["template"]["metadata"]["labels"]
+
+
+# --- the regulator API: a sidecar reading the vault's volume, or a Deployment reading S3 -------
+
+
+def test_the_regulator_api_is_a_sidecar_of_the_vault_reading_the_archive_read_only(
+    rendered: Rendered,
+) -> None:
+    docs = rendered["minimal"]
+    vault = workloads(docs)["vault"]
+    assert [c["name"] for c in containers(vault)] == ["vault", "regulator"]
+    sidecar = container(vault, "regulator")
+    assert sidecar["args"] == ["regulator-api"]
+    env = environment(docs, sidecar)
+    ports = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
+    assert ports == {"regulator-ops": 8081, "api": 8443}
+    assert env["COFFRE_OPS_PORT"] == "8081" and env["COFFRE_API_PORT"] == "8443"
+    # The vault's volume: read-only where the archive is; writable only in its own folder, which
+    # the archive is not in.
+    archive, data_dir = env["COFFRE_ARCHIVE_DIR"], env["COFFRE_DATA_DIR"]
+    mounts = [m for m in sidecar["volumeMounts"] if m["name"] == "data"]
+    holding = [m for m in mounts if archive.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert holding and all(m.get("readOnly") is True and "subPath" not in m for m in holding)
+    writable = [m for m in mounts if not m.get("readOnly")]
+    assert writable == [{"name": "data", "mountPath": data_dir, "subPath": "regulator"}]
+    assert not archive.startswith(data_dir.rstrip("/") + "/")
+    assert archive == environment(docs, container(vault))["COFFRE_DATA_DIR"] + "/archive"  # the vault's
+    # The vault itself no longer serves the API.
+    assert [p["name"] for p in container(vault)["ports"]] == ["ops"]
+    assert not any(name.startswith("COFFRE_API_") for name in environment(docs, container(vault)))
+
+
+@pytest.mark.parametrize("values", ["s3", "everything"])
+def test_the_regulator_api_is_a_deployment_of_its_own_in_s3_mode(rendered: Rendered, values: str) -> None:
+    docs = rendered[values]
+    regulator = workloads(docs)["regulator"]
+    assert regulator["kind"] == "Deployment"
+    assert regulator["spec"]["replicas"] == VALUE_SETS[values]["regulator"]["replicas"] >= 2
+    assert regulator["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    (only,) = containers(regulator)
+    env = environment(docs, only)
+    assert only["args"] == ["regulator-api"]
+    assert env["COFFRE_ARCHIVE_BACKEND"] == "s3" and env["COFFRE_S3_BUCKET"]
+    assert "COFFRE_ARCHIVE_DIR" not in env and env["COFFRE_OPS_PORT"] == "8080"
+    pod = regulator["spec"]["template"]["spec"]
+    assert all("persistentVolumeClaim" not in volume for volume in pod["volumes"])
+    assert {v["name"]: v for v in pod["volumes"]}["data"]["emptyDir"]["sizeLimit"]
+    assert pod["serviceAccountName"] == "coffre-regulator"
+    account = named(docs, "ServiceAccount", "coffre-regulator")
+    assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith("read")
+    budget = named(docs, "PodDisruptionBudget", "coffre-regulator")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels(regulator).items()
+    # Its NetworkPolicies: in on 8443 only (and ops), out to DNS and S3 only, not Kafka.
+    policies = {np["metadata"]["name"]: np["spec"] for np in of_kind(docs, "NetworkPolicy")}
+    selects = [
+        name
+        for name, spec in policies.items()
+        if spec["podSelector"].get("matchLabels", {}).items() <= pod_labels(regulator).items()
+        and all(
+            pod_labels(regulator).get(e["key"]) not in e["values"]
+            for e in spec["podSelector"].get("matchExpressions", [])
+        )
+    ]
+    assert sorted(selects) == ["coffre-api", "coffre-default-deny", "coffre-ops", "coffre-regulator-egress"]
+    assert policies["coffre-api"]["ingress"][0]["ports"] == [{"port": "api", "protocol": "TCP"}]
+    out = {p["port"] for rule in policies["coffre-regulator-egress"]["egress"] for p in rule["ports"]}
+    assert out == {53} | set(VALUE_SETS[values]["networkPolicy"]["egress"]["s3"]["ports"])
 
 
 @pytest.mark.parametrize("values", ["minimal", "s3"])
@@ -329,7 +442,7 @@ def test_every_service_has_a_disruption_budget(rendered: Rendered, values: str) 
         pdb["metadata"]["labels"]["app.kubernetes.io/component"]: pdb
         for pdb in of_kind(docs, "PodDisruptionBudget")
     }
-    assert set(budgets) == set(COMPONENTS)
+    assert set(budgets) == set(workloads(docs))
     for component, workload in workloads(docs).items():
         pods = workload["spec"]["template"]["metadata"]["labels"]
         selector = budgets[component]["spec"]["selector"]["matchLabels"]
@@ -337,6 +450,8 @@ def test_every_service_has_a_disruption_budget(rendered: Rendered, values: str) 
     assert budgets["ingest"]["spec"]["minAvailable"] == 1
     assert budgets["vault"]["spec"]["maxUnavailable"] == 1
     assert budgets["acquittal"]["spec"]["minAvailable"] == 1
+    if values == "s3":
+        assert budgets["regulator"]["spec"]["minAvailable"] == 1
 
 
 @pytest.mark.parametrize("values", ["minimal", "s3"])
@@ -350,38 +465,50 @@ def test_network_policies_deny_by_default(rendered: Rendered, values: str) -> No
             deny["podSelector"]["matchLabels"].items()
             <= workload["spec"]["template"]["metadata"]["labels"].items()
         )
-    assert policies["coffre-ops"]["ingress"][0]["ports"] == [{"port": "ops", "protocol": "TCP"}]
     egress_ports = {p["port"] for rule in policies["coffre-egress"]["egress"] for p in rule["ports"]}
     assert {53, 9092} <= egress_ports
     if values == "s3":
+        assert policies["coffre-ops"]["ingress"][0]["ports"] == [{"port": "ops", "protocol": "TCP"}]
         api = policies["coffre-api"]
-        assert api["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "vault"
+        assert api["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "regulator"
         assert api["ingress"][0]["ports"] == [{"port": "api", "protocol": "TCP"}]
+        # Kafka is for the services that use it: not the regulator API's pods.
+        assert policies["coffre-egress"]["podSelector"]["matchExpressions"] == [
+            {"key": "app.kubernetes.io/component", "operator": "NotIn", "values": ["regulator"]}
+        ]
     else:
+        assert policies["coffre-ops"]["ingress"][0]["ports"] == [
+            {"port": "ops", "protocol": "TCP"},
+            {"port": "regulator-ops", "protocol": "TCP"},  # the regulator API beside the vault
+        ]
         assert "coffre-api" not in policies  # nobody may reach the API until told who
 
 
 @pytest.mark.parametrize("values", ["minimal", "s3"])
-def test_the_api_service_reaches_the_vault_on_8443(rendered: Rendered, values: str) -> None:
+def test_the_api_service_reaches_the_regulator_api_on_8443(rendered: Rendered, values: str) -> None:
+    """Local archive: the vault pods, whose regulator container has the port; s3: the Deployment."""
     docs = rendered[values]
     service = named(docs, "Service", "coffre-api")
     (port,) = service["spec"]["ports"]
     assert port["port"] == 443
-    vault = workloads(docs)["vault"]
-    assert service["spec"]["selector"].items() <= vault["spec"]["template"]["metadata"]["labels"].items()
-    container = single_container(vault)
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports[port["targetPort"]] == 8443
-    assert environment(docs, container)["COFFRE_API_PORT"] == "8443"
+    found = workloads(docs)
+    workload = found["vault" if values == "minimal" else "regulator"]
+    for other in set(found) - {"vault" if values == "minimal" else "regulator"}:
+        assert not service["spec"]["selector"].items() <= pod_labels(found[other]).items(), other
+    assert service["spec"]["selector"].items() <= pod_labels(workload).items()
+    (serving,) = [c for c in containers(workload) if port["targetPort"] in {p["name"] for p in c["ports"]}]
+    assert serving["name"] == "regulator" and serving["args"] == ["regulator-api"]
+    assert {p["name"]: p["containerPort"] for p in serving["ports"]}[port["targetPort"]] == 8443
+    assert environment(docs, serving)["COFFRE_API_PORT"] == "8443"
 
 
 @pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
 def test_the_grace_period_outlasts_the_drain(rendered: Rendered, values: str) -> None:
     docs = rendered[values]
-    for component, workload in workloads(docs).items():
-        env = environment(docs, single_container(workload))
+    for component, workload, each in every_container(docs):
+        env = environment(docs, each)
         grace = workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-        assert grace > float(env["COFFRE_SHUTDOWN_TIMEOUT_SECONDS"]), component
+        assert grace > float(env["COFFRE_SHUTDOWN_TIMEOUT_SECONDS"]), (component, each["name"])
 
 
 def test_pods_roll_when_their_configuration_changes(chart: Any) -> None:
@@ -398,9 +525,15 @@ def test_pods_roll_when_their_configuration_changes(chart: Any) -> None:
     before = checksums(VALUE_SETS["minimal"])
     shared = checksums(merged(VALUE_SETS["minimal"], {"config": {"logLevel": "DEBUG"}}))
     vault_only = checksums(merged(VALUE_SETS["minimal"], {"vault": {"lot": {"maxEvents": 10}}}))
+    api_only = checksums(merged(VALUE_SETS["minimal"], {"api": {"maxRangeDays": 31}}))
     assert all(before[c] != shared[c] for c in COMPONENTS)
     assert before["vault"] != vault_only["vault"]
     assert before["ingest"] == vault_only["ingest"] and before["acquittal"] == vault_only["acquittal"]
+    assert before["vault"] != api_only["vault"]  # its pods hold the regulator API's container
+    assert before["ingest"] == api_only["ingest"] and before["acquittal"] == api_only["acquittal"]
+    s3 = merged(VALUE_SETS["s3"], {})
+    before, api_only = checksums(s3), checksums(merged(s3, {"api": {"maxRangeDays": 31}}))
+    assert before["regulator"] != api_only["regulator"] and before["vault"] == api_only["vault"]
 
 
 # --- the chart cannot drift from coffre/config.py -----------------------------------------
@@ -411,8 +544,8 @@ def test_every_variable_the_chart_sets_is_a_setting(rendered: Rendered, values: 
     settings = {f"COFFRE_{name.upper()}" for name in Settings.model_fields}
     extra = {var["name"] for var in VALUE_SETS[values].get("extraEnv", [])}
     docs = rendered[values]
-    for component, workload in workloads(docs).items():
-        for name in environment(docs, single_container(workload)):
+    for component, _, each in every_container(docs):
+        for name in environment(docs, each):
             if name.startswith("COFFRE_"):
                 assert name in settings, f"{component}: {name} is not a field of coffre.config.Settings"
             else:
@@ -424,21 +557,30 @@ def test_settings_accept_the_rendered_configuration(
     rendered: Rendered, values: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     docs = rendered[values]
-    for component, workload in workloads(docs).items():
+    for component, workload, each in every_container(docs):
         with monkeypatch.context() as patch:
             for name in [name for name in os.environ if name.startswith("COFFRE_")]:
                 patch.delenv(name)
-            for name, value in environment(docs, single_container(workload)).items():
+            for name, value in environment(docs, each).items():
                 if value is not None and name.startswith("COFFRE_"):
                     patch.setenv(name, value)
             settings = Settings()
-        assert settings.http_host == "0.0.0.0" and settings.ops_port == 8080, component
-        assert settings.log_format == "json", component
-        assert str(settings.data_dir) == "/var/lib/coffre", component
-        if component == "vault":
+        where = f"{component}/{each['name']}"
+        sidecar = each["name"] != component
+        assert settings.http_host == "0.0.0.0" and settings.ops_port == (8081 if sidecar else 8080), where
+        assert settings.log_format == "json", where
+        if each["name"] == "regulator":
+            assert str(settings.data_dir) == "/var/lib/coffre-regulator", where
+            assert settings.signing_key is not None and settings.api_tls_cert is not None, where
+            assert settings.api_host == "0.0.0.0" and settings.api_port == 8443, where
+            assert (settings.archive_backend == "local") == sidecar, where
+            if sidecar:
+                assert str(settings.archive_root) == "/var/lib/coffre/archive", where
+        else:
+            assert str(settings.data_dir) == "/var/lib/coffre", where
+        if component == "vault" and not sidecar:
             assert settings.vault_replicas == workload["spec"]["replicas"]
-            assert settings.signing_key is not None and settings.api_tls_cert is not None
-            assert settings.api_host == "0.0.0.0" and settings.api_port == 8443
+            assert settings.signing_key is not None
 
 
 # --- values the chart must refuse ---------------------------------------------------------
@@ -447,7 +589,24 @@ REFUSED = {
     "no Kafka bootstrap": ({"kafka": {"bootstrapServers": None}}, "bootstrapServers"),
     "a malformed bootstrap": ({"kafka": {"bootstrapServers": "kafka, other:9092"}}, "bootstrapServers"),
     "three vaults on local volumes": ({"vault": {"replicas": 3}}, "/archive/backend"),
-    "two ingests": ({"ingest": {"replicas": 2}}, "/ingest/replicas"),
+    "no ingest": ({"ingest": {"replicas": 0}}, "/ingest/replicas"),
+    "an ingest volume": ({"ingest": {"persistence": {"size": "10Gi"}}}, "persistence"),
+    "the regulator API in s3 mode with the vault's development key": (
+        {
+            "vault": {"signing": {"existingSecret": None, "allowDevelopmentKey": True}},
+            "archive": {"backend": "s3", "s3": {"bucket": "b-1"}},
+            "networkPolicy": {"egress": {"s3": {"cidrs": ["10.0.0.0/8"]}}},
+        },
+        "signs export manifests with the vault's key",
+    ),
+    "a development API certificate per regulator replica": (
+        {
+            "api": {"tls": {"existingSecret": None, "allowDevelopmentCertificate": True}},
+            "archive": {"backend": "s3", "s3": {"bucket": "b-1"}},
+            "networkPolicy": {"egress": {"s3": {"cidrs": ["10.0.0.0/8"]}}},
+        },
+        "each replica would make its own development certificate",
+    ),
     "an unknown api.auth": ({"api": {"auth": "basic"}}, "/api/auth"),
     "an unknown value": ({"vault": {"replica": 2}}, "replica"),
     "a container without limits": ({"vault": {"resources": {"limits": None}}}, "limits"),
@@ -497,8 +656,12 @@ def test_a_development_key_only_when_chosen(chart: Any) -> None:
     assert "DEVELOPMENT key" in manifests["coffre/templates/NOTES.txt"]
     docs = render(chart, values)
     vault = workloads(docs)["vault"]
-    env = environment(docs, single_container(vault))
+    env = environment(docs, container(vault))
     assert "COFFRE_SIGNING_KEY" not in env and "COFFRE_API_TLS_CERT" not in env
+    # The regulator API beside it signs export manifests with that key, read from the vault's volume.
+    api = environment(docs, container(vault, "regulator"))
+    assert api["COFFRE_SIGNING_KEY"] == env["COFFRE_DATA_DIR"] + "/keys/signing-key.pem"
+    assert "COFFRE_API_TLS_CERT" not in api
     assert not any(
         "secret" in v for v in vault["spec"]["template"]["spec"]["volumes"] if v["name"] != "api-tokens"
     )
@@ -524,3 +687,26 @@ def test_the_dockerfile_fits_the_chart() -> None:
     assert re.search(r"^EXPOSE 8080 8443$", dockerfile, re.MULTILINE)
     assert re.search(r'^ENTRYPOINT \["coffre"\]$', dockerfile, re.MULTILINE)
     assert re.search(r"^FROM python:3\.11-slim", dockerfile, re.MULTILINE)
+
+
+@pytest.mark.parametrize("values", ["minimal", "s3"])
+def test_without_the_api_there_is_no_regulator_anywhere(chart: Any, values: str) -> None:
+    docs = render(chart, merged(VALUE_SETS[values], {"api": {"enabled": False}}))
+    assert set(workloads_of(docs)) == set(COMPONENTS)
+    assert [c["name"] for c in containers(workloads_of(docs)["vault"])] == ["vault"]
+    names = {(doc["kind"], doc["metadata"]["name"]) for doc in docs}
+    for absent in (
+        ("Service", "coffre-api"),
+        ("ConfigMap", "coffre-regulator"),
+        ("NetworkPolicy", "coffre-api"),
+    ):
+        assert absent not in names
+    assert not any(doc["kind"] == "NetworkPolicy" and "regulator" in doc["metadata"]["name"] for doc in docs)
+
+
+def workloads_of(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        doc["metadata"]["labels"]["app.kubernetes.io/component"]: doc
+        for doc in docs
+        if doc["kind"] in ("Deployment", "StatefulSet")
+    }

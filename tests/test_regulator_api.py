@@ -1,10 +1,11 @@
-"""The regulator's HTTPS API, end to end: a real TLS server (the vault's) over an archive sealed by
+"""The regulator's HTTPS API, end to end: a real TLS server over an archive sealed by
 the real Sealer, and real TLS clients (``http.client`` with client certificates and tokens)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import hashlib
 import http.client
 import io
@@ -23,23 +24,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coffre_vault.regulator_api import (
+from coffre_regulator.api import (
     DEFAULT_TIMEOUTS,
     ConnectionTimeouts,
     start_regulator_api,
     stop_regulator_api,
 )
+from coffre_regulator.archive_index import ArchiveIndex, ArchiveInvalid, NotFound, read_manifest
+from coffre_regulator.readonly import ArchiveReadOnly, open_archive
 from coffre_vault.sealer import Sealer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from lxml import etree
 
 from coffre.adapters.access_log import REDACTED
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage, S3ObjectLockStorage, validate_key
 from coffre.adapters.tls import DEVELOPMENT_CLIENT_SUBJECT, DevelopmentTls, api_tls_material, development_tls
-from coffre.archive_index import ArchiveIndex, ArchiveInvalid, read_manifest
 from coffre.audit import verify_archive
 from coffre.config import Settings
 from coffre.domain.codec import canonical_bytes
@@ -153,7 +156,7 @@ def free_port() -> int:
 
 
 class ApiServer:
-    """The API on its own event loop in a thread, as the vault would run it."""
+    """The API on its own event loop in a thread (``coffre regulator-api`` runs it on its own)."""
 
     def __init__(
         self, settings: Settings, storage: Any, archive: Archive, timeouts: ConnectionTimeouts
@@ -777,6 +780,119 @@ def test_no_proof_comes_from_a_tampered_archive(archive, tmp_path):
         index.close()
 
 
+def resign(path: Path, signer: Signer) -> None:
+    """Sign ``path`` again with the same key: the same content, validly signed, but another file
+    (ECDSA signatures are randomized) than the one its checkpoint sealed."""
+    root = parse_document(path.read_bytes())
+    root.remove(root[-1])  # the signature
+    path.chmod(0o644)
+    path.write_bytes(signer.sign_bytes(etree.tostring(root, encoding="UTF-8")))
+
+
+def test_a_lot_signed_again_after_its_checkpoint_gives_no_proof_as_coffre_verify_says(archive, tmp_path):
+    """The API's verifier is coffre verify's: a lot file that is not the one sealed (its SHA-256
+    is not its checkpoint's EmpreinteLot) fails the proof with the failure coffre verify reports."""
+    copy = tmp_path / "copy"
+    shutil.copytree(archive.root, copy)
+    target = sorted((copy / "0099" / "8").rglob("0099-8-0000000003.xml"))[0]
+    resign(target, archive.signer)
+    verify(target.read_bytes(), archive.trust, datetime.now(UTC))  # its signature holds
+    report = verify_archive(copy, [archive.cert])
+    (failure,) = next(c for c in report.coffres if (c.id_oper, c.id_coffre) == ("0099", 8)).failures
+    assert failure.check == "lot digest" and failure.where.endswith("0099-8-0000000003.xml")
+    index = ArchiveIndex(LocalStorage(copy), archive.trust, archive.signer)
+    try:
+        for id_evt in (1, 8, 10):
+            with pytest.raises(ArchiveInvalid) as refused:
+                index.inclusion_proof("0099", 8, id_evt)
+            assert refused.value.message == (
+                f"{failure.where} does not verify: {failure.check}: {failure.message}; "
+                "no proof is given from this coffre"
+            )
+        assert index.inclusion_proof("0099", 7, 10)["lot"] == 4  # the other coffres are sound
+    finally:
+        index.close()
+
+
+def test_a_newest_lot_whose_checkpoint_is_not_written_yet_is_not_sealed_yet(archive, tmp_path):
+    """The vault writes a lot's checkpoint right after the lot: between the two, that lot's events
+    are not proven yet (404), and the proof comes once the checkpoint is there."""
+    copy = tmp_path / "copy"
+    shutil.copytree(archive.root, copy)
+    checkpoint = copy / "0099" / "7" / "checkpoints" / "0099-7-0000000004.xml"
+    kept = checkpoint.read_bytes()
+    checkpoint.unlink()
+    index = ArchiveIndex(LocalStorage(copy), archive.trust, archive.signer)
+    try:
+        assert index.inclusion_proof("0099", 7, 9)["tree_size"] == 9
+        with pytest.raises(NotFound, match="not sealed"):
+            index.inclusion_proof("0099", 7, 10)
+        checkpoint.write_bytes(kept)
+        proof = index.inclusion_proof("0099", 7, 10)
+        assert (proof["lot"], proof["tree_size"]) == (4, 10)
+        # Every proof is against the newest tree, an event proven before included.
+        assert index.inclusion_proof("0099", 7, 9)["tree_size"] == 10
+        # A checkpoint missing under an older lot is a failure, not a lot on its way.
+        (copy / "0099" / "8" / "checkpoints" / "0099-8-0000000002.xml").unlink()
+        with pytest.raises(
+            ArchiveInvalid, match=r"0099-8-0000000002\.xml does not verify: checkpoint: no checkpoint"
+        ):
+            index.inclusion_proof("0099", 8, 1)
+    finally:
+        index.close()
+
+
+def test_the_proof_locks_live_only_while_used(archive):
+    index = ArchiveIndex(LocalStorage(archive.root), archive.trust, archive.signer)
+    try:
+        for oper, coffre in COFFRES:
+            assert index.inclusion_proof(oper, coffre, 1)["id_evt"] == 1
+        assert len(index._coffre_locks) == 0  # none kept once its proofs are given
+        with index._coffre_lock("0099", 7), index._coffre_lock("0042", 3):
+            assert len(index._coffre_locks) == 2
+        gc.collect()
+        assert len(index._coffre_locks) == 0
+    finally:
+        index.close()
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file and folder under ``root`` (itself included) with its mode, mtime and size."""
+    return {
+        path.relative_to(root).as_posix(): (path.stat().st_mode, path.stat().st_mtime_ns, path.stat().st_size)
+        for path in [root, *root.rglob("*")]
+    }
+
+
+def test_the_api_never_writes_to_the_archive(start, archive, dev, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(archive.root, copy)
+    (copy / "0099" / "7" / ".tmp-a-lot-being-sealed").write_bytes(b"half a lot")  # a vault at work
+    before = tree_state(copy)
+    storage = open_archive(Settings(data_dir=tmp_path / "data", archive_dir=copy))
+    storage.probe()
+    server = start(storage=storage)
+    token = dev.token()
+    for path in (
+        "/v1/coffres",
+        "/v1/coffres/0099/7/lots",
+        "/v1/coffres/0099/7/lots/2",
+        "/v1/coffres/0099/7/checkpoint",
+        "/v1/coffres/0099/7/events/5/proof",
+        "/v1/certificates",
+        f"/v1/exports/{archive.days()[0]}?format=tar.gz",
+    ):
+        assert call(server, path, token=token).status == 200, path
+    assert tree_state(copy) == before  # not a file added, changed or removed, not even a .tmp-* one
+    with pytest.raises(ArchiveReadOnly):
+        storage.create("0099/7/2026/01/01/0099-7-0000000099.xml", b"<LotCoffre/>")
+    # An archive folder that is not there yet (the vault has not started) is not created.
+    absent = open_archive(Settings(data_dir=tmp_path / "data", archive_dir=tmp_path / "absent"))
+    with pytest.raises(FileNotFoundError):
+        absent.probe()
+    assert not (tmp_path / "absent").exists()
+
+
 def test_the_certificates(api, dev, archive):
     reply = call(api, "/v1/certificates", token=dev.token())
     (certificate,) = reply.json()["certificates"]
@@ -872,6 +988,21 @@ def test_bundles_of_a_quiet_day_and_of_the_future(api, dev, archive, tmp_path):
     future = (datetime.now(UTC) + timedelta(days=2)).date()
     assert call(api, f"/v1/exports/{future}", token=dev.token()).status == 404
     assert call(api, f"/v1/exports/{future}?format=zip", token=dev.token()).status == 400
+
+
+def test_an_export_for_an_operator_not_in_the_archive_is_404(api, dev, archive, tmp_path):
+    day = archive.days()[0]
+    for oper in ("0077", "9999"):
+        reply = call(api, f"/v1/exports/{day}?oper={oper}", token=dev.token())
+        assert reply.status == 404, reply.body
+        assert reply.json() == {
+            "error": "not_found",
+            "message": f"operator {oper} is not in the archive: it has no sealed lot",
+        }
+    # A known operator on a day it sealed nothing: a signed, empty bundle, as for every coffre.
+    quiet = call(api, "/v1/exports/2020-01-01?oper=0042", token=dev.token())
+    assert quiet.status == 200
+    assert check_bundle(quiet.body, tmp_path, archive.trust) == []
 
 
 # -- the access log --------------------------------------------------------------------------------------------

@@ -10,13 +10,17 @@ lot's file digest is checked against the checkpoints that name it (``EmpreinteLo
 next lot's links are blamed only when they agree neither with that lot as read nor with what
 its checkpoints signed. Once the coffre's tree as read differs from a signed one, later trees
 are not compared (each would repeat that one difference).
+
+:class:`CoffreWalk` is that walk, one lot at a time: ``coffre verify`` runs it over a whole
+coffre, the regulator API extends it lot by lot before it gives a proof (one verifier for both).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import overload
 
 from lxml import etree
 
@@ -34,7 +38,7 @@ from .lot import (
     read_checkpoint,
     read_lot,
 )
-from .merkle import MerkleAccumulator
+from .merkle import HASH_SIZE, MerkleAccumulator
 from .merkle import root as merkle_root
 from .signing import SignatureInvalid, TrustStore, verify
 
@@ -58,6 +62,84 @@ class Failure:
         return f"{self.where}:{event} {self.check}: {self.message}"
 
 
+class Hashes(Sequence[bytes]):
+    """32-byte hashes packed in one bytearray, in order: a third of the memory of a list of
+    ``bytes`` (a coffre holds one leaf and one chain hash per event). Slices are copies, as a
+    list's; :meth:`prefix` is a view without copy."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, hashes: Iterable[bytes] = ()) -> None:
+        self._data = bytearray()
+        self.extend(hashes)
+
+    def __len__(self) -> int:
+        return len(self._data) // HASH_SIZE
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            copy = Hashes()
+            copy._data = self._data[start * HASH_SIZE : max(start, stop) * HASH_SIZE]
+            return copy
+        return _hash_at(self._data, len(self), index)
+
+    def append(self, value: bytes) -> None:
+        if len(value) != HASH_SIZE:
+            raise ValueError(f"a hash is {HASH_SIZE} bytes, not {len(value)}")
+        self._data += value
+
+    def extend(self, values: Iterable[bytes]) -> None:
+        for value in values:
+            self.append(value)
+
+    def truncate(self, size: int) -> None:
+        """Keep the first ``size`` hashes only."""
+        del self._data[size * HASH_SIZE :]
+
+    def prefix(self, size: int) -> Sequence[bytes]:
+        """The first ``size`` hashes, read from this list as they are (no copy): valid while
+        they stay (appending is fine, truncating below ``size`` is not)."""
+        return _HashesPrefix(self._data, min(size, len(self)))
+
+
+class _HashesPrefix(Sequence[bytes]):
+    __slots__ = ("_data", "_size")
+
+    def __init__(self, data: bytearray, size: int) -> None:
+        self._data, self._size = data, size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._size))]
+        return _hash_at(self._data, self._size, index)
+
+
+def _hash_at(data: bytearray, size: int, index: int) -> bytes:
+    if index < 0:
+        index += size
+    if not 0 <= index < size:
+        raise IndexError(index)
+    return bytes(data[index * HASH_SIZE : (index + 1) * HASH_SIZE])
+
+
 @dataclass
 class CoffreReport:
     id_oper: str
@@ -66,9 +148,9 @@ class CoffreReport:
     events: int = 0
     checkpoints: int = 0
     failures: list[Failure] = field(default_factory=list)
-    leaves: list[bytes] = field(default_factory=list)
+    leaves: Hashes = field(default_factory=Hashes)
     """The coffre's RFC 9162 leaf hashes in IDEvt order, as read (for proofs and older checkpoints)."""
-    chain: list[bytes] = field(default_factory=list)
+    chain: Hashes = field(default_factory=Hashes)
     """The chain hash of each IDEvt, as recomputed."""
     roots: dict[int, bytes] = field(default_factory=dict)
     """The coffre tree's root at the end of each lot read, by tree size."""
@@ -230,7 +312,8 @@ def verify_coffre(
     headers (a lot moved to another coffre, another number or another day is caught).
     ``older_checkpoint`` is one the regulator kept from before (``--checkpoint``).
     """
-    report = CoffreReport(id_oper, id_coffre)
+    walk = CoffreWalk(CoffreReport(id_oper, id_coffre), trust, schema)
+    report = walk.report
     numbered: list[tuple[int, str, Source]] = []
     for path, source in lots:
         parsed = parse_lot_name(path)
@@ -240,25 +323,47 @@ def verify_coffre(
         numbered.append((parsed[2], path, source))
     numbered.sort(key=lambda entry: (entry[0], entry[1]))
 
-    read = [
-        _read_checkpoint(report, path, source, trust, in_archive=True)
-        for path, source in sorted(checkpoints, key=lambda entry: entry[0])
-    ]
+    read = [walk.checkpoint(path, source) for path, source in sorted(checkpoints, key=lambda entry: entry[0])]
     if older_checkpoint is not None:
-        read.append(_read_checkpoint(report, *older_checkpoint, trust, in_archive=False))
+        read.append(walk.checkpoint(*older_checkpoint, in_archive=False))
     by_lot: dict[int | None, list[_ReadCheckpoint]] = {}
     for checkpoint in read:
         by_lot.setdefault(checkpoint.lot_number, []).append(checkpoint)
 
-    tree = MerkleAccumulator()
-    previous = _Previous()
-    expected_number = 1
-    expected_id = 1
-    rebase = False
-    last_number = 0
     for number, path, source in numbered:
+        walk.lot(number, path, source, by_lot.get(number, []))
+    walk.finish(read)
+    return report
+
+
+@dataclass
+class CoffreWalk:
+    """The walk over one coffre's lots, one lot at a time in lot order, and where it stands.
+
+    :func:`verify_coffre` runs it over a whole coffre and reports everything. The regulator API
+    keeps one per coffre and extends it (:meth:`extend`) as new lots are sealed, moving on only
+    past the lots that hold: its proofs come from the very checks ``coffre verify`` makes."""
+
+    report: CoffreReport
+    trust: TrustStore
+    schema: SchemaCheck | None = None
+    tree: MerkleAccumulator = field(default_factory=MerkleAccumulator)
+    previous: _Previous = field(default_factory=_Previous)
+    expected_number: int = 1
+    expected_id: int = 1
+    rebase: bool = False
+    last_number: int = 0
+
+    def checkpoint(self, path: str, source: Source, *, in_archive: bool = True) -> _ReadCheckpoint:
+        """Read a checkpoint file (counted in the report); its failures are reported with its lot."""
+        return _read_checkpoint(self.report, path, source, self.trust, in_archive=in_archive)
+
+    def lot(self, number: int, path: str, source: Source, own: Sequence[_ReadCheckpoint]) -> None:
+        """Check lot ``number`` (from its file name) against the lots before it, and against
+        ``own``, its checkpoints; report what fails and move on past it whatever happens."""
+        report = self.report
         report.lots += 1
-        opened = _open_signed(path, source, trust, _lot_time)
+        opened = _open_signed(path, source, self.trust, _lot_time)
         report.failures += opened.failures
         try:
             if opened.root is None:
@@ -269,30 +374,32 @@ def verify_coffre(
                 report.fail(path, "format", str(exc))
             # What follows cannot be linked to this lot: the next lot is checked on its own header,
             # and the coffre's tree (hence the checkpoints) can no longer be recomputed.
-            expected_number, rebase = number + 1, True
+            self.expected_number, self.rebase = number + 1, True
             report.complete = False
-            continue
+            return
         h = lot.header
-        last_number = max(last_number, number)
-        if rebase:
-            previous = _Previous(h.previous_lot_digest, h.previous_chain_hash)
-            expected_id = h.first_id_evt
-            rebase = False
-        _check_location(report, path, h, number, id_oper, id_coffre)
-        if number != expected_number:
-            missing = "" if number < expected_number else f"; lot(s) {expected_number}..{number - 1} missing"
+        self.last_number = max(self.last_number, number)
+        if self.rebase:
+            self.previous = _Previous(h.previous_lot_digest, h.previous_chain_hash)
+            self.expected_id = h.first_id_evt
+            self.rebase = False
+        _check_location(report, path, h, number, report.id_oper, report.id_coffre)
+        if number != self.expected_number:
+            expected = self.expected_number
+            missing = "" if number < expected else f"; lot(s) {expected}..{number - 1} missing"
+            report.fail(path, "lot sequence", f"lot {number} where lot {expected} was expected{missing}")
+        self.expected_number = number + 1
+        _check_links(report, path, h, self.previous)
+        if h.first_id_evt != self.expected_id:
             report.fail(
-                path, "lot sequence", f"lot {number} where lot {expected_number} was expected{missing}"
-            )
-        expected_number = number + 1
-        _check_links(report, path, h, previous)
-        if h.first_id_evt != expected_id:
-            report.fail(
-                path, "IDEvt continuity", f"the lot starts at IDEvt {h.first_id_evt}, expected {expected_id}"
+                path,
+                "IDEvt continuity",
+                f"the lot starts at IDEvt {h.first_id_evt}, expected {self.expected_id}",
             )
         _check_ids(report, path, h, [e.id_evt for e in lot.events])
         chain = h.previous_chain_hash
         leaves = []
+        tree = self.tree
         for event in lot.events:
             if event.stated != (h.id_oper, str(h.id_coffre), str(event.id_evt)):
                 oper, coffre, id_evt = (
@@ -315,8 +422,8 @@ def verify_coffre(
             leaves.append(leaf)
             tree.append(leaf)
             report.chain.append(chain)
-            if schema is not None:
-                for error in schema(event.canonical)[:3]:
+            if self.schema is not None:
+                for error in self.schema(event.canonical)[:3]:
                     report.fail(path, "schema", error, event.id_evt)
         report.leaves.extend(leaves)
         report.spans.append((h.number, h.first_id_evt, h.last_id_evt))
@@ -341,7 +448,6 @@ def verify_coffre(
 
         # This lot's checkpoints: one must be in the archive, each must name this very file, and
         # agree with the archive.
-        own = by_lot.get(number, [])
         if not any(c.file_number is not None for c in own):
             report.fail(path, "checkpoint", f"no checkpoint in the archive for lot {number}")
         sealed = [c.evidence for c in own if c.evidence is not None]
@@ -357,18 +463,56 @@ def verify_coffre(
         for checkpoint in own:
             if not checkpoint.checked:  # a second file for the same lot number is only compared
                 _check_against_archive(report, checkpoint, h)
-        previous = _Previous(
+        self.previous = _Previous(
             opened.digest,
             h.last_chain_hash,
             frozenset(c.lot_digest for c in sealed),
             frozenset(c.chain_hash for c in sealed),
         )
-        expected_id = max(expected_id, h.last_id_evt) + 1
+        self.expected_id = max(self.expected_id, h.last_id_evt) + 1
 
-    for checkpoint in read:
-        if not checkpoint.checked:
-            _check_against_archive(report, checkpoint, None, last_number)
-    return report
+    def finish(self, checkpoints: Iterable[_ReadCheckpoint]) -> None:
+        """Check the checkpoints no lot checked: an older one, or one whose lot is not there."""
+        for checkpoint in checkpoints:
+            if not checkpoint.checked:
+                _check_against_archive(self.report, checkpoint, None, self.last_number)
+
+    def extend(
+        self, number: int, path: str, source: Source, checkpoints: Iterable[tuple[str, Source]]
+    ) -> list[Failure]:
+        """Check the next lot with its checkpoint files, as :meth:`lot`, and move on past it only
+        when nothing fails; otherwise the walk stays where it was (asking again checks the lot
+        again) and the failures are returned."""
+        report = self.report
+        saved = (
+            replace(self, tree=self.tree.copy()),
+            (report.lots, report.events, report.checkpoints, report.complete, report.tree_agrees),
+            (len(report.failures), len(report.leaves), len(report.chain), len(report.spans)),
+        )
+        try:
+            self.lot(number, path, source, [self.checkpoint(p, s) for p, s in checkpoints])
+            failures = report.failures[saved[2][0] :]
+        except BaseException:
+            self._restore(*saved)
+            raise
+        if failures:
+            self._restore(*saved)
+        return failures
+
+    def _restore(
+        self, walk: CoffreWalk, counts: tuple[int, int, int, bool, bool], sizes: tuple[int, int, int, int]
+    ) -> None:
+        report = self.report
+        self.tree, self.previous = walk.tree, walk.previous
+        self.expected_number, self.expected_id = walk.expected_number, walk.expected_id
+        self.rebase, self.last_number = walk.rebase, walk.last_number
+        report.lots, report.events, report.checkpoints, report.complete, report.tree_agrees = counts
+        del report.failures[sizes[0] :]
+        report.leaves.truncate(sizes[1])
+        report.chain.truncate(sizes[2])
+        del report.spans[sizes[3] :]
+        for size in [size for size in report.roots if size > walk.tree.size]:
+            del report.roots[size]
 
 
 def _check_location(
@@ -481,4 +625,4 @@ def _span(ids: list[int]) -> str:
     return f"{ids[0]}..{ids[-1]} ({len(ids)})" if ids else "none"
 
 
-__all__ = ["CoffreReport", "Failure", "SchemaCheck", "Source", "verify_coffre"]
+__all__ = ["CoffreReport", "CoffreWalk", "Failure", "Hashes", "SchemaCheck", "Source", "verify_coffre"]

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from coffre.adapters.archive import archive_storage, signer, trust_store
+from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
 from coffre.config import Settings, configuration_error
@@ -20,7 +20,6 @@ from coffre.logs import bind
 from coffre.ops import BrokerCheck, LagMeter, Ops, in_thread, writable_dir
 
 from .recorder import RecordCounts, Recorder, VaultHalt
-from .regulator_api import start_regulator_api, stop_regulator_api
 from .sealer import ArchiveMismatch, Sealer
 
 log = logging.getLogger("coffre.vault")
@@ -72,10 +71,6 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     ops.add_check("journal", writable_dir(journal_dir))
     ops.add_check("archive", in_thread(storage.probe))
     ops.add_check("signing_key", in_thread(key_check(key)))
-    try:
-        api = await start_regulator_api(settings, storage, trust_store(settings), key)
-    except ValueError as exc:
-        configuration_error(f"regulator API: {exc}")
     await ops.start()
     try:
         sealer.start()
@@ -110,7 +105,6 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     finally:
         journals.close()
         await ops.stop()
-        await stop_regulator_api(api)
     return recorder.counts
 
 

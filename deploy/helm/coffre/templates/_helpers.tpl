@@ -1,6 +1,6 @@
 {{/*
-Names, labels and the pod spec the three services share.
-Templates that take a component are called with (dict "ctx" $ "component" "ingest|vault|acquittal").
+Names, labels and the pod spec the services share.
+Templates that take a component are called with (dict "ctx" $ "component" "ingest|vault|acquittal|regulator").
 */}}
 
 {{- define "coffre.name" -}}
@@ -62,8 +62,21 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* The data directory: ingest's and the vault's volume. */}}
+{{/* The data directory: the vault's volume, ingest's emptyDir. */}}
 {{- define "coffre.dataDir" -}}/var/lib/coffre{{- end }}
+{{/* The regulator API's own writable folder: access log, export bundles being built, development
+certificate (the folder "regulator" of the vault's volume beside the vault, an emptyDir otherwise). */}}
+{{- define "coffre.regulatorDir" -}}/var/lib/coffre-regulator{{- end }}
+
+{{/* Whether the regulator API runs, and where: "sidecar" (in the vault pods), "deployment", or "". */}}
+{{- define "coffre.regulatorMode" -}}
+{{- if .Values.api.enabled }}{{ ternary "deployment" "sidecar" (eq .Values.archive.backend "s3") }}{{ end }}
+{{- end }}
+
+{{/* The regulator API's ops port: 8081 beside the vault (8080 is the vault's), 8080 in its own pods. */}}
+{{- define "coffre.regulatorOpsPort" -}}
+{{- ternary 8081 8080 (eq (include "coffre.regulatorMode" .) "sidecar") }}
+{{- end }}
 
 {{/*
 Where the vault finds the files of the Secrets it mounts (read-only, with fixed file names
@@ -106,6 +119,12 @@ so every `helm template`/`install` runs them.
 {{- fail "vault.signing.trustedCerts.files needs existingConfigMap or existingSecret" }}
 {{- end }}
 {{- end }}
+{{- if and $v.api.enabled (eq $v.archive.backend "s3") (not $v.vault.signing.existingSecret) }}
+{{- fail "the regulator API signs export manifests with the vault's key: in s3 mode its own pods cannot read a development key on a vault's volume; set vault.signing.existingSecret" }}
+{{- end }}
+{{- if and $v.api.enabled (eq $v.archive.backend "s3") (not $v.api.tls.existingSecret) (gt (int $v.regulator.replicas) 1) }}
+{{- fail "api.tls.allowDevelopmentCertificate with regulator.replicas > 1: each replica would make its own development certificate; set api.tls.existingSecret or regulator.replicas=1" }}
+{{- end }}
 {{- if and (eq $v.archive.backend "s3") (not $v.archive.s3.bucket) }}
 {{- fail "archive.backend=s3 needs archive.s3.bucket" }}
 {{- end }}
@@ -141,10 +160,14 @@ so every `helm template`/`install` runs them.
 {{- define "coffre.podAnnotations" -}}
 {{- $ctx := .ctx }}
 checksum/config: {{ include (print $ctx.Template.BasePath "/configmap.yaml") $ctx | sha256sum }}
-{{- if eq .component "vault" }}
+{{- if has .component (list "vault" "regulator") }}
 checksum/vault-config: {{ include (print $ctx.Template.BasePath "/vault-configmap.yaml") $ctx | sha256sum }}
 {{- end }}
+{{- if or (eq .component "regulator") (and (eq .component "vault") (include "coffre.regulatorMode" $ctx | eq "sidecar")) }}
+checksum/regulator-config: {{ include (print $ctx.Template.BasePath "/regulator-configmap.yaml") $ctx | sha256sum }}
+{{- end }}
 {{- if $ctx.Values.metrics.podAnnotations }}
+{{- /* One port per pod: the regulator sidecar's metrics (8081) are scraped by the ServiceMonitor. */}}
 prometheus.io/scrape: "true"
 prometheus.io/port: "8080"
 prometheus.io/path: /metrics
@@ -157,7 +180,7 @@ prometheus.io/path: /metrics
 {{- define "coffre.probe" -}}
 httpGet:
   path: {{ .path }}
-  port: ops
+  port: {{ .port }}
 periodSeconds: {{ .probe.periodSeconds }}
 timeoutSeconds: {{ .probe.timeoutSeconds }}
 failureThreshold: {{ .probe.failureThreshold }}
@@ -166,12 +189,13 @@ failureThreshold: {{ .probe.failureThreshold }}
 {{/*
 The pod spec of every service: non-root, read-only root filesystem, no service account token,
 a writable /tmp, probes on the ops port, the shared ConfigMap. The vault adds its volumes,
-mounts and ConfigMap.
+mounts and ConfigMap, and in local mode the regulator API's container.
 */}}
 {{- define "coffre.podSpec" -}}
 {{- $ctx := .ctx }}
 {{- $component := .component }}
 {{- $values := index $ctx.Values $component }}
+{{- $regulator := include "coffre.regulatorMode" $ctx }}
 serviceAccountName: {{ include "coffre.serviceAccountName" . }}
 # coffre never calls the Kubernetes API. (IRSA and workload identity inject their own token.)
 automountServiceAccountToken: false
@@ -213,87 +237,128 @@ topologySpreadConstraints:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 containers:
-  - name: {{ $component }}
-    image: {{ include "coffre.image" $ctx }}
-    imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
-    args: [{{ $component | quote }}]
-    envFrom:
-      - configMapRef:
-          name: {{ include "coffre.fullname" $ctx }}-config
-      {{- if eq $component "vault" }}
-      - configMapRef:
-          name: {{ include "coffre.fullname" $ctx }}-vault
-      {{- end }}
-    {{- $env := list }}
-    {{- if and (eq $component "vault") (eq $ctx.Values.archive.backend "s3") $ctx.Values.archive.s3.credentials.existingSecret }}
-    {{- $creds := $ctx.Values.archive.s3.credentials }}
-    {{- $env = append $env (dict "name" "AWS_ACCESS_KEY_ID" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.accessKeyIdKey))) }}
-    {{- $env = append $env (dict "name" "AWS_SECRET_ACCESS_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.secretAccessKeyKey))) }}
-    {{- end }}
-    {{- $env = concat $env $ctx.Values.extraEnv }}
-    {{- with $env }}
-    env:
-      {{- toYaml . | nindent 6 }}
-    {{- end }}
-    ports:
-      - name: ops
-        containerPort: 8080
-        protocol: TCP
-      {{- if and (eq $component "vault") $ctx.Values.api.enabled }}
-      - name: api
-        containerPort: 8443
-        protocol: TCP
-      {{- end }}
-    startupProbe:
-      {{- include "coffre.probe" (dict "path" "/healthz" "probe" $values.probes.startup) | nindent 6 }}
-    livenessProbe:
-      {{- include "coffre.probe" (dict "path" "/healthz" "probe" $values.probes.liveness) | nindent 6 }}
-    readinessProbe:
-      {{- include "coffre.probe" (dict "path" "/readyz" "probe" $values.probes.readiness) | nindent 6 }}
-    resources:
-      {{- toYaml $values.resources | nindent 6 }}
-    securityContext:
-      runAsNonRoot: true
-      runAsUser: {{ $ctx.Values.podSecurityContext.runAsUser }}
-      runAsGroup: {{ $ctx.Values.podSecurityContext.runAsGroup }}
-      readOnlyRootFilesystem: true
-      allowPrivilegeEscalation: false
-      privileged: false
-      capabilities:
-        drop: [ALL]
-      seccompProfile:
-        type: RuntimeDefault
-    volumeMounts:
-      - name: tmp
-        mountPath: /tmp
-      {{- if ne $component "acquittal" }}
-      - name: data
-        mountPath: {{ include "coffre.dataDir" $ctx }}
-      {{- end }}
-      {{- if eq $component "vault" }}
-      {{- include "coffre.vault.secretMounts" $ctx | trim | nindent 6 }}
-      {{- end }}
+  {{- include "coffre.container" (dict "ctx" $ctx "component" $component) | trim | nindent 2 }}
+  {{- if and (eq $component "vault") (eq $regulator "sidecar") }}
+  {{- include "coffre.container" (dict "ctx" $ctx "component" "regulator") | trim | nindent 2 }}
+  {{- end }}
 volumes:
   # The only writable place besides the data volume (the root filesystem is read-only).
   - name: tmp
     emptyDir:
       sizeLimit: 256Mi
   {{- if eq $component "ingest" }}
+  # Nothing durable: ingest's state is in Kafka (<topicPrefix>ingest.state).
   - name: data
-    persistentVolumeClaim:
-      claimName: {{ $ctx.Values.ingest.persistence.existingClaim | default (printf "%s-ingest" (include "coffre.fullname" $ctx)) }}
+    emptyDir:
+      sizeLimit: 1Gi
   {{- end }}
-  {{- if eq $component "vault" }}
-  {{- include "coffre.vault.secretVolumes" $ctx | trim | nindent 2 }}
+  {{- if eq $component "regulator" }}
+  # Export bundles being built, the access log and the development certificate, if any.
+  - name: data
+    emptyDir:
+      sizeLimit: {{ $ctx.Values.regulator.dataSizeLimit }}
+  {{- end }}
+  {{- if or (eq $component "vault") (eq $component "regulator") }}
+  {{- include "coffre.secretVolumes" (dict "ctx" $ctx "api" (or (eq $component "regulator") (eq $regulator "sidecar"))) | trim | nindent 2 }}
   {{- end }}
 {{- end }}
 
 {{/*
-The vault's Secrets, each mounted read-only with mode 0440 (owner root, group fsGroup: the
-service's group reads them, nothing writes them). `items` gives fixed file names.
+One container of a service (component), or the regulator API's ("regulator"): beside the vault
+in local mode, it reads the vault's volume read-only and writes only in its folder "regulator".
 */}}
-{{- define "coffre.vault.secretVolumes" -}}
-{{- $v := .Values }}
+{{- define "coffre.container" -}}
+{{- $ctx := .ctx }}
+{{- $component := .component }}
+{{- $values := index $ctx.Values $component }}
+{{- $sidecar := and (eq $component "regulator") (include "coffre.regulatorMode" $ctx | eq "sidecar") }}
+{{- $ops := ternary "regulator-ops" "ops" $sidecar }}
+- name: {{ $component }}
+  image: {{ include "coffre.image" $ctx }}
+  imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
+  args: [{{ ternary "regulator-api" $component (eq $component "regulator") | quote }}]
+  envFrom:
+    - configMapRef:
+        name: {{ include "coffre.fullname" $ctx }}-config
+    {{- if has $component (list "vault" "regulator") }}
+    # The archive and the signing key: the vault writes the one, the regulator API reads it.
+    - configMapRef:
+        name: {{ include "coffre.fullname" $ctx }}-vault
+    {{- end }}
+    {{- if eq $component "regulator" }}
+    - configMapRef:
+        name: {{ include "coffre.fullname" $ctx }}-regulator
+    {{- end }}
+  {{- $env := list }}
+  {{- if and (has $component (list "vault" "regulator")) (eq $ctx.Values.archive.backend "s3") $ctx.Values.archive.s3.credentials.existingSecret }}
+  {{- $creds := $ctx.Values.archive.s3.credentials }}
+  {{- $env = append $env (dict "name" "AWS_ACCESS_KEY_ID" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.accessKeyIdKey))) }}
+  {{- $env = append $env (dict "name" "AWS_SECRET_ACCESS_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.secretAccessKeyKey))) }}
+  {{- end }}
+  {{- $env = concat $env $ctx.Values.extraEnv }}
+  {{- with $env }}
+  env:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  ports:
+    - name: {{ $ops }}
+      containerPort: {{ ternary (include "coffre.regulatorOpsPort" $ctx | int) 8080 (eq $component "regulator") }}
+      protocol: TCP
+    {{- if eq $component "regulator" }}
+    - name: api
+      containerPort: 8443
+      protocol: TCP
+    {{- end }}
+  startupProbe:
+    {{- include "coffre.probe" (dict "path" "/healthz" "port" $ops "probe" $values.probes.startup) | nindent 4 }}
+  livenessProbe:
+    {{- include "coffre.probe" (dict "path" "/healthz" "port" $ops "probe" $values.probes.liveness) | nindent 4 }}
+  readinessProbe:
+    {{- include "coffre.probe" (dict "path" "/readyz" "port" $ops "probe" $values.probes.readiness) | nindent 4 }}
+  resources:
+    {{- toYaml $values.resources | nindent 4 }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: {{ $ctx.Values.podSecurityContext.runAsUser }}
+    runAsGroup: {{ $ctx.Values.podSecurityContext.runAsGroup }}
+    readOnlyRootFilesystem: true
+    allowPrivilegeEscalation: false
+    privileged: false
+    capabilities:
+      drop: [ALL]
+    seccompProfile:
+      type: RuntimeDefault
+  volumeMounts:
+    - name: tmp
+      mountPath: /tmp
+    {{- if has $component (list "ingest" "vault") }}
+    - name: data
+      mountPath: {{ include "coffre.dataDir" $ctx }}
+    {{- else if $sidecar }}
+    # The vault's volume, read-only: the archive (COFFRE_ARCHIVE_DIR) and the vault's files.
+    - name: data
+      mountPath: {{ include "coffre.dataDir" $ctx }}
+      readOnly: true
+    # Its own folder on that volume, the only place it writes (COFFRE_DATA_DIR): not the archive.
+    - name: data
+      mountPath: {{ include "coffre.regulatorDir" $ctx }}
+      subPath: regulator
+    {{- else if eq $component "regulator" }}
+    - name: data
+      mountPath: {{ include "coffre.regulatorDir" $ctx }}
+    {{- end }}
+    {{- if has $component (list "vault" "regulator") }}
+    {{- include "coffre.secretMounts" (dict "ctx" $ctx "api" (eq $component "regulator")) | trim | nindent 4 }}
+    {{- end }}
+{{- end }}
+
+{{/*
+The Secrets of the vault and of the regulator API, each mounted read-only with mode 0440 (owner
+root, group fsGroup: the service's group reads them, nothing writes them). `items` gives fixed
+file names. Called with (dict "ctx" $ "api" bool): the API's Secrets too.
+*/}}
+{{- define "coffre.secretVolumes" -}}
+{{- $v := .ctx.Values }}
 {{- with $v.vault.signing.existingSecret }}
 - name: signing
   secret:
@@ -321,7 +386,7 @@ service's group reads them, nothing writes them). `items` gives fixed file names
       {{- end }}
 {{- end }}
 {{- end }}
-{{- if $v.api.enabled }}
+{{- if .api }}
 {{- with $v.api.tls.existingSecret }}
 - name: api-tls
   secret:
@@ -357,33 +422,68 @@ service's group reads them, nothing writes them). `items` gives fixed file names
 {{- end }}
 {{- end }}
 
-{{- define "coffre.vault.secretMounts" -}}
-{{- $v := .Values }}
+{{- define "coffre.secretMounts" -}}
+{{- $v := .ctx.Values }}
 {{- if $v.vault.signing.existingSecret }}
 - name: signing
-  mountPath: {{ include "coffre.paths.signing" . }}
+  mountPath: {{ include "coffre.paths.signing" .ctx }}
   readOnly: true
 {{- end }}
 {{- if $v.vault.signing.trustedCerts.files }}
 - name: trusted-certs
-  mountPath: {{ include "coffre.paths.trusted" . }}
+  mountPath: {{ include "coffre.paths.trusted" .ctx }}
   readOnly: true
 {{- end }}
-{{- if $v.api.enabled }}
+{{- if .api }}
 {{- if $v.api.tls.existingSecret }}
 - name: api-tls
-  mountPath: {{ include "coffre.paths.apiTls" . }}
+  mountPath: {{ include "coffre.paths.apiTls" .ctx }}
   readOnly: true
 {{- end }}
 {{- if or $v.api.clientCA.existingSecret $v.api.clientCA.existingConfigMap }}
 - name: api-client-ca
-  mountPath: {{ include "coffre.paths.clientCA" . }}
+  mountPath: {{ include "coffre.paths.clientCA" .ctx }}
   readOnly: true
 {{- end }}
 {{- if $v.api.tokens.existingSecret }}
 - name: api-tokens
-  mountPath: {{ include "coffre.paths.tokens" . }}
+  mountPath: {{ include "coffre.paths.tokens" .ctx }}
   readOnly: true
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* Egress rules of the NetworkPolicies: DNS, and the S3 archive (and STS, for IRSA). */}}
+{{- define "coffre.egress.dns" -}}
+{{- $np := .Values.networkPolicy -}}
+- to:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: {{ $np.egress.dns.namespace }}
+      podSelector:
+        matchLabels:
+          {{- toYaml $np.egress.dns.podLabels | nindent 10 }}
+    {{- range $np.egress.dns.cidrs }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+{{- end }}
+
+{{- define "coffre.egress.s3" -}}
+{{- $np := .Values.networkPolicy -}}
+- to:
+    {{- range $np.egress.s3.cidrs }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    {{- range $np.egress.s3.ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
 {{- end }}

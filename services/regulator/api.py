@@ -1,4 +1,4 @@
-"""The regulator's read-only HTTPS API, served by the vault (docs/regulator-api.md).
+"""The regulator's read-only HTTPS API, ``coffre regulator-api`` (docs/regulator-api.md).
 
 GET only, JSON with stable field names, lots and checkpoints byte for byte, inclusion proofs,
 the certificates and a daily export bundle with a signed manifest. Every request passes the
@@ -38,10 +38,14 @@ from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.payload import Payload
 from cryptography import x509
 
+from coffre import metrics
 from coffre.adapters.access_log import AccessLog
 from coffre.adapters.storage import ArchiveStorage
 from coffre.adapters.tls import api_tls_material, server_ssl_context
-from coffre.archive_index import (
+from coffre.config import Settings
+from coffre.domain.signing import Signer, TrustStore
+
+from .archive_index import (
     MAX_LOT_NUMBER,
     ArchiveIndex,
     ArchiveQueryError,
@@ -52,8 +56,6 @@ from coffre.archive_index import (
     parse_number,
     parse_oper,
 )
-from coffre.config import Settings
-from coffre.domain.signing import Signer, TrustStore
 
 log = logging.getLogger("coffre.api")
 
@@ -548,6 +550,8 @@ async def _logged(
         )
     response.headers["X-Request-Id"] = record["request_id"]
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    metrics.API_REQUESTS.labels(str(response.status)).inc()
+    metrics.API_REQUEST_SECONDS.observe(record["duration_ms"] / 1000)
     return response
 
 
@@ -869,7 +873,9 @@ async def start_regulator_api(
         app,
         access_log=None,
         handle_signals=False,
-        shutdown_timeout=min(5.0, settings.shutdown_timeout_seconds),
+        # On stop, answers being sent get this long to finish (a slow export download included);
+        # the rest of COFFRE_SHUTDOWN_TIMEOUT_SECONDS is for closing the index and the log.
+        shutdown_timeout=0.8 * settings.shutdown_timeout_seconds,
     )
     await runner.setup()
     assert runner.server is not None  # set up
@@ -898,6 +904,7 @@ async def start_regulator_api(
 
 
 async def stop_regulator_api(runner: web.AppRunner | None) -> None:
-    """Stop serving (in-flight requests get a few seconds) and close the index and access log."""
+    """Stop accepting connections, let the answers in flight finish (at most 80 % of
+    ``COFFRE_SHUTDOWN_TIMEOUT_SECONDS``), then close the index and the access log."""
     if runner is not None:
         await runner.cleanup()

@@ -14,9 +14,11 @@ Keeping it cheap on a large archive:
   cached, like everything read from a lot (its digest, its header, its leaves): sealed lots
   are immutable. Every cache is bounded.
 
-Inclusion proofs are computed only from lots whose signatures (against the vault's trust
-store), links, chain hashes and Merkle roots hold, from lot 1 on; the verified state of a coffre
-is kept and extended as new lots appear.
+Inclusion proofs are computed only from lots that pass every check ``coffre verify`` makes
+(:class:`coffre.domain.verify.CoffreWalk`: signatures against the trust store, links, the file
+digests the checkpoints signed, IDEvt continuity and each event's identity, chain hashes, Merkle
+roots and the coffre's tree), from lot 1 on, each with its checkpoint. The walk of a coffre is
+kept and extended as new lots appear; it moves past a lot only when that lot holds.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ import logging
 import re
 import tarfile
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from io import BytesIO
-from typing import IO, Any, Generic, TypeVar, overload
+from typing import IO, Any, Generic, TypeVar
 
 from cryptography.hazmat.primitives import hashes, serialization
 from lxml import etree
@@ -45,24 +48,19 @@ from coffre.adapters.storage import (
     ObjectMissing,
     validate_key,
 )
-from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.limits import ID_COFFRE_RE, MAX_ID, MAX_ID_DIGITS
 from coffre.domain.lot import (
-    NO_DIGEST,
     Checkpoint,
     LotFormatError,
     checkpoint_key,
-    event_leaf,
     format_time,
     parse_document,
     parse_time,
     read_checkpoint,
-    read_lot,
 )
-from coffre.domain.merkle import MerkleAccumulator
-from coffre.domain.merkle import root as merkle_root
 from coffre.domain.proofs import prove_inclusion
-from coffre.domain.signing import SignatureInvalid, Signer, TrustStore, key_id, verify
+from coffre.domain.signing import Signer, TrustStore, key_id, verify
+from coffre.domain.verify import CoffreReport, CoffreWalk, Failure
 
 log = logging.getLogger("coffre.api")
 
@@ -326,36 +324,6 @@ class _Lru(Generic[K, V]):
                 self._total -= old[1]
 
 
-class _PackedLeaves(Sequence[bytes]):
-    """Leaf hashes packed 32 bytes each: a third of the memory of a list of ``bytes``."""
-
-    def __init__(self, data: bytearray | bytes, size: int | None = None) -> None:
-        self._data = data
-        self._size = len(data) // 32 if size is None else size
-
-    def __len__(self) -> int:
-        return self._size
-
-    @overload
-    def __getitem__(self, index: int) -> bytes: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
-
-    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._size)
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            stop = max(start, stop)
-            return _PackedLeaves(bytes(self._data[start * 32 : stop * 32]), stop - start)
-        if index < 0:
-            index += self._size
-        if not 0 <= index < self._size:
-            raise IndexError(index)
-        return bytes(self._data[index * 32 : index * 32 + 32])
-
-
 # -- listing ---------------------------------------------------------------------------------------
 
 
@@ -364,20 +332,31 @@ class _PackedLeaves(Sequence[bytes]):
 
 @dataclass
 class _VerifiedCoffre:
-    """What has been verified of one coffre, from lot 1 to lot ``lots``."""
+    """One coffre's walk, from lot 1 to the last lot that verified, and the day that lot is filed
+    under (where listing resumes)."""
 
-    lots: int = 0
+    walk: CoffreWalk
     last_day: date | None = None
-    leaves: bytearray = field(default_factory=bytearray)
-    spans: list[tuple[int, int, int]] = field(default_factory=list)
-    """(lot number, first IDEvt, last IDEvt)."""
-    last_digest: bytes = NO_DIGEST
-    last_chain: bytes = GENESIS
-    tree: MerkleAccumulator = field(default_factory=MerkleAccumulator)
 
     @property
     def events(self) -> int:
-        return len(self.leaves) // 32
+        return len(self.walk.report.leaves)
+
+
+class _CoffreLock:
+    """A lock that can be weakly referenced: the index's per-coffre locks live only while a
+    request holds or waits for them, so a scan of many coffres leaves none behind."""
+
+    __slots__ = ("__weakref__", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,7 +395,9 @@ def _peek_header(document: bytes) -> tuple[int | None, int | None, datetime | No
 class ArchiveIndex:
     """Read-only queries on an archive. Methods block: call them from a thread in async code.
 
-    ``trust`` verifies lots before an inclusion proof; ``signer`` signs export manifests.
+    ``trust`` verifies lots before an inclusion proof; ``signer`` signs export manifests. At
+    most ``max_cached_events`` events of verified coffres are kept in memory (64 bytes each: a
+    leaf and a chain hash); a coffre larger than that is verified again for each proof.
     """
 
     def __init__(
@@ -427,7 +408,7 @@ class ArchiveIndex:
         *,
         max_range_days: int = 366,
         workers: int = 8,
-        max_cached_leaves: int = 4_000_000,
+        max_cached_events: int = 4_000_000,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.storage = storage
@@ -441,9 +422,11 @@ class ArchiveIndex:
         self._checkpoints: _Lru[str, tuple[Checkpoint | None, bytes]] = _Lru(10_000)
         self._lot_keys: _Lru[tuple[str, int, int], str] = _Lru(200_000)
         self._verified: _Lru[tuple[str, int], _VerifiedCoffre] = _Lru(
-            max_cached_leaves, lambda state: state.events + 1
+            max_cached_events, lambda state: state.events + 1
         )
-        self._coffre_locks: dict[tuple[str, int], threading.Lock] = {}
+        self._coffre_locks: weakref.WeakValueDictionary[tuple[str, int], _CoffreLock] = (
+            weakref.WeakValueDictionary()
+        )
         self._locks_lock = threading.Lock()
 
     def close(self) -> None:
@@ -807,9 +790,12 @@ class ArchiveIndex:
 
     # -- proofs ------------------------------------------------------------------------------------
 
-    def _coffre_lock(self, oper: str, coffre: int) -> threading.Lock:
+    def _coffre_lock(self, oper: str, coffre: int) -> _CoffreLock:
         with self._locks_lock:
-            return self._coffre_locks.setdefault((oper, coffre), threading.Lock())
+            lock = self._coffre_locks.get((oper, coffre))
+            if lock is None:
+                lock = self._coffre_locks[(oper, coffre)] = _CoffreLock()
+            return lock
 
     def inclusion_proof(self, oper: str, coffre: int, id_evt: int) -> dict[str, object]:
         """The inclusion proof of one sealed event against its lot and the coffre's whole tree
@@ -817,21 +803,23 @@ class ArchiveIndex:
         with self._coffre_lock(oper, coffre):
             state = self._verified.get((oper, coffre))
             if state is None:
-                state = _VerifiedCoffre()
-            if id_evt > state.events:
-                try:
-                    self._extend(oper, coffre, state)
-                finally:  # what verified is kept, even when a later lot fails
-                    self._verified.put((oper, coffre), state)
-            events, spans = state.events, list(state.spans)
+                state = _VerifiedCoffre(CoffreWalk(CoffreReport(oper, coffre), self.trust))
+            # Every proof is against the coffre's newest tree (the newest checkpoint's): the lots
+            # sealed since the last proof are walked first (a listing of the days since then).
+            try:
+                self._extend(oper, coffre, state)
+            finally:  # what verified is kept, even when a later lot fails
+                self._verified.put((oper, coffre), state)
+            report = state.walk.report
+            events, spans = state.events, list(report.spans)
+            # The walk only moves on (under the lock): its first ``events`` leaves stay as they are.
+            leaves = report.leaves.prefix(events)
         if not spans:
             raise _unknown_coffre(oper, coffre)
         if id_evt > events:
             raise NotFound(
                 f"IDEvt {id_evt} of coffre {oper}/{coffre} is not sealed: lots hold IDEvt 1..{events}"
             )
-        # The state only grows (under the lock): the first ``events`` leaves are stable.
-        leaves = _PackedLeaves(state.leaves, events)
         for number, first, last in spans:
             if first <= id_evt <= last:
                 return prove_inclusion(
@@ -840,71 +828,32 @@ class ArchiveIndex:
         raise NotFound(f"IDEvt {id_evt} of coffre {oper}/{coffre} is in no lot")  # pragma: no cover
 
     def _extend(self, oper: str, coffre: int, state: _VerifiedCoffre) -> None:
-        """Verify, in order, the lots sealed after those ``state`` covers, and add them to it."""
-        for day in self._days(oper, coffre, state.last_day):
-            for number, key, _ in self._day_lots(oper, coffre, day):
-                if number <= state.lots:
-                    continue
-                if number != state.lots + 1:
-                    raise ArchiveInvalid(
-                        f"coffre {oper}/{coffre}: lot {number} follows lot {state.lots}; "
-                        f"lot {state.lots + 1} is missing or filed out of order"
-                    )
-                self._verify_lot(oper, coffre, key, day, state)
-
-    def _verify_lot(self, oper: str, coffre: int, key: str, day: date, state: _VerifiedCoffre) -> None:
-        """Check one lot against the state of the lots before it; ``state`` changes only if it holds."""
-        try:
-            document = self._read(key)
-        except ObjectMissing:
-            raise ArchiveInvalid(f"{key} vanished while being verified") from None
-
-        def bad(what: str) -> ArchiveInvalid:
-            return ArchiveInvalid(f"{key} does not verify: {what}; no proof is given from this coffre")
-
-        try:
-            unverified = parse_document(document)
-            at = parse_time((unverified.findtext("Entete/DateScellement") or "").strip(), "DateScellement")
-            lot = read_lot(verify(document, self.trust, at))
-        except (LotFormatError, SignatureInvalid) as exc:
-            raise bad(f"{type(exc).__name__}: {exc}") from None
-        h = lot.header
-        number = state.lots + 1
-        if (h.id_oper, h.id_coffre, h.number) != (oper, coffre, number):
-            raise bad(f"its header names lot {h.number} of coffre {h.id_oper}/{h.id_coffre}")
-        if h.sealed_at.astimezone(UTC).date() != day:
-            raise bad(f"sealed on {h.sealed_at:%Y-%m-%d} but filed under {day:%Y/%m/%d}")
-        if h.previous_lot_digest != state.last_digest:
-            raise bad("EmpreinteLotPrecedent is not the digest of the previous lot")
-        if h.previous_chain_hash != state.last_chain:
-            raise bad("HashChainePrecedent is not the previous lot's last chain hash")
-        if h.first_id_evt != state.events + 1 or [e.id_evt for e in lot.events] != list(
-            range(h.first_id_evt, h.last_id_evt + 1)
-        ):
-            raise bad(f"its events are not IDEvt {state.events + 1}..{h.last_id_evt}")
-        chain = state.last_chain
-        leaves = []
-        for event in lot.events:
-            chain = chain_hash(chain, event.canonical)
-            if chain != event.chain_hash:
-                raise bad(f"the chain hash of IDEvt {event.id_evt} does not recompute")
-            leaves.append(event_leaf(event.canonical))
-        if chain != h.last_chain_hash:
-            raise bad("HashChaineDernier is not the last event's chain hash")
-        if merkle_root(leaves) != h.merkle_root:
-            raise bad("RacineMerkle does not recompute")
-        tree = state.tree.copy()
-        for leaf in leaves:
-            tree.append(leaf)
-        if h.tree_size != tree.size or h.tree_root != tree.root():
-            raise bad("RacineArbreCoffre/TailleArbreCoffre do not recompute")
-        state.leaves += b"".join(leaves)
-        state.tree = tree
-        state.lots = number
-        state.last_day = day
-        state.spans.append((number, h.first_id_evt, h.last_id_evt))
-        state.last_digest = hashlib.sha256(document).digest()
-        state.last_chain = chain
+        """Walk, in order, the lots sealed after those ``state`` covers, each with its checkpoint.
+        The newest lot without its checkpoint yet (the vault writes it right after the lot) is
+        left for later: its events are not sealed until then."""
+        walk = state.walk
+        pending = [
+            lot
+            for day in self._days(oper, coffre, state.last_day)
+            for lot in self._day_lots(oper, coffre, day)
+            if lot[0] > walk.last_number
+        ]
+        for position, (number, key, day) in enumerate(pending):
+            try:
+                document = self._read(key)
+            except ObjectMissing:
+                raise ArchiveInvalid(f"{key} vanished while being verified") from None
+            checkpoint = checkpoint_key(oper, coffre, number)
+            try:
+                checkpoints = [(checkpoint, self._checkpoint(checkpoint)[1])]
+            except ObjectMissing:
+                if position == len(pending) - 1:
+                    return
+                checkpoints = []  # a lot in the middle without one: the walk reports it
+            failures = walk.extend(number, key, document, checkpoints)
+            if failures:
+                raise _does_not_verify(oper, coffre, failures)
+            state.last_day = day
 
     # -- daily export ------------------------------------------------------------------------------------
 
@@ -914,6 +863,8 @@ class ArchiveIndex:
         ``archive/<their key>``, and last ``manifest.xml``: the signed list of those files."""
         if day > self._today():
             raise NotFound(f"{day} has not begun (UTC): nothing is sealed on it yet")
+        if oper is not None and not any(self._newest_lot(oper, coffre) for coffre in self._coffres(oper)):
+            raise NotFound(f"operator {oper} is not in the archive: it has no sealed lot")
         opers = [oper] if oper is not None else self._opers()
         keys: list[str] = []
         for id_oper in opers:
@@ -939,6 +890,23 @@ class ArchiveIndex:
             )
             _add(tar, MANIFEST_NAME, manifest, mtime)
         return ExportInfo(day, oper, generated_at, len(entries))
+
+
+def _does_not_verify(oper: str, coffre: int, failures: Sequence[Failure]) -> ArchiveInvalid:
+    """The answer when a lot fails the walk: its first failure, as ``coffre verify`` reports it."""
+    log.error(
+        "coffre %s/%s does not verify, no proof is given from it: %s",
+        oper,
+        coffre,
+        "; ".join(str(failure) for failure in failures[:10]),
+    )
+    first = failures[0]
+    event = f" IDEvt {first.id_evt}:" if first.id_evt is not None else ""
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    return ArchiveInvalid(
+        f"{first.where} does not verify:{event} {first.check}: {first.message}{more}; "
+        "no proof is given from this coffre"
+    )
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes, mtime: int) -> None:
