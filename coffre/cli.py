@@ -203,7 +203,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     overrides = {"data_dir": args.data} if args.data else {}
     settings = load_settings(**overrides)
     demo = _demo() if args.demo else []
-    stack = Stack(settings, bootstrap=args.bootstrap)
+    stack = Stack(settings, bootstrap=args.bootstrap, ingest_replicas=args.ingest_replicas)
     bootstrap = stack.start()
     print(
         f"coffre is up: Kafka at {bootstrap}, topics {settings.topic_prefix}*, data in {settings.data_dir}",
@@ -414,6 +414,14 @@ def build_parser() -> argparse.ArgumentParser:
         "small tournament) and print each outcome; `coffre publish` publishes other files",
     )
     p.add_argument("--once", action="store_true", help="exit after the demo instead of running on")
+    p.add_argument(
+        "--ingest-replicas",
+        type=int,
+        choices=range(1, 9),
+        default=1,
+        metavar="N",
+        help="ingest processes sharing the partitions of events.in (1 to 8, default 1)",
+    )
     p.add_argument("--data", default=None, help="data folder (default: $COFFRE_DATA_DIR or var)")
     p.set_defaults(func=cmd_up)
 

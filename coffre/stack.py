@@ -1,7 +1,8 @@
 """``coffre up``: the whole stack on one machine, for development and demonstration.
 
 The embedded broker (Tansu, in memory) unless ``--bootstrap`` names a Kafka, the topics,
-and the three services as child processes (as they run in Kubernetes, one process each),
+and the services as child processes (ingest, vault, acquittal and the regulator API, as they run
+in Kubernetes, one process each),
 their logs under ``<data>/logs``. Before any of them starts, :meth:`Stack.check` refuses the
 settings a service would refuse at its own start (exit 2, the variable named).
 """
@@ -25,6 +26,10 @@ from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
 from .config import Settings, configuration_error
 
 SERVICES = ("ingest", "vault", "acquittal")
+"""The recording path's services, each a child of ``coffre up``."""
+REGULATOR = "regulator"
+"""The regulator API's child (``coffre regulator-api``), started when ``COFFRE_API_PORT`` is set."""
+COMMANDS = {REGULATOR: "regulator-api"}
 
 
 @dataclass
@@ -51,6 +56,8 @@ class Stack:
             if name == "ingest":
                 for replica in range(2, self.ingest_replicas + 1):
                     self.spawn(f"ingest-{replica}")
+        if services == SERVICES and self.settings.api_port:
+            self.spawn(REGULATOR)
         return self.bootstrap
 
     def check(self) -> None:
@@ -63,7 +70,7 @@ class Stack:
                 f"COFFRE_VAULT_REPLICAS: coffre up runs one vault, which would record only its share "
                 f"of the partitions: leave it at 1 (it is {s.vault_replicas})"
             )
-        ports = len(SERVICES) + self.ingest_replicas - 1
+        ports = len(SERVICES) + 1 + self.ingest_replicas - 1
         if s.ops_port and s.ops_port + ports - 1 > 65535:
             configuration_error(f"COFFRE_OPS_PORT: coffre up needs it and the next {ports - 1} ports")
         _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
@@ -99,14 +106,16 @@ class Stack:
             self.api_tls = material.development  # for the demo's curl line
 
     def ops_port(self, name: str) -> int:
-        """Each service's /healthz, /readyz and /metrics port: COFFRE_OPS_PORT, + 1, + 2…, in the
-        order of SERVICES, then the extra ingest replicas (0: off)."""
+        """Each child's /healthz, /readyz and /metrics port: COFFRE_OPS_PORT, + 1, + 2 in the order
+        of SERVICES, + 3 for the regulator API, then the extra ingest replicas (0: off)."""
         base = self.settings.ops_port
         if not base:
             return 0
+        if name == REGULATOR:
+            return base + len(SERVICES)
         service, _, replica = name.partition("-")
         if replica:
-            return base + len(SERVICES) + int(replica) - 2
+            return base + len(SERVICES) + 1 + int(replica) - 2
         return base + SERVICES.index(service)
 
     def env(self, name: str | None = None) -> dict[str, str]:
@@ -129,7 +138,7 @@ class Stack:
     def spawn(self, name: str) -> subprocess.Popen[bytes]:
         log = open(Path(self.settings.data_dir) / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         child = subprocess.Popen(
-            [sys.executable, "-m", "coffre.cli", name.partition("-")[0]],
+            [sys.executable, "-m", "coffre.cli", COMMANDS.get(name, name.partition("-")[0])],
             env=self.env(name),
             stdout=log,
             stderr=subprocess.STDOUT,
