@@ -53,6 +53,10 @@ LOTS_SEALED = Counter("coffre_lots_sealed_total", "Lots sealed, signed and store
 LOT_SEAL_SECONDS = Histogram(
     "coffre_lot_seal_seconds", "Time to build, sign and store one lot", buckets=_SYNC_BUCKETS
 )
+SEAL_FAILURES = Counter(
+    "coffre_lot_seal_failures_total",
+    "Seals that failed and will be tried again (storage unreachable...): the archive lags the journal",
+)
 ACQUITTALS = Counter("coffre_acquittals_total", "Acquittals published, by status", ["status"])
 ACQUITTAL_LATENCY = Histogram(
     "coffre_acquittal_latency_seconds",

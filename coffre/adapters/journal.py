@@ -12,7 +12,11 @@ event is "recorded" (invariant 4 of the product contract) once a ``sync`` that s
 
 Threads: one thread may append (the event loop) while another runs ``sync`` (for instance
 through ``asyncio.to_thread``): appends go on while the fsync runs and are picked up by the
-next sync. Everything else is meant for the appending thread.
+next sync. Reading (:meth:`Journal.get`, :meth:`Journal.records`, ``synced_id_evt``) is safe from
+any thread while the appending thread goes on: each read takes the journal's lock for its
+in-memory state and reads the file with ``pread`` (no shared file position); a read after
+:meth:`Journal.close` fails, it never reads another file. The vault's sealer thread reads this
+way. Appending stays with one thread.
 """
 
 from __future__ import annotations
@@ -414,7 +418,8 @@ class JournalSet:
 
     def coffres(self) -> list[tuple[str, int]]:
         """Every coffre with a journal on disk (opened or not), sorted."""
-        found = set(self._journals)
+        with self._lock:
+            found = set(self._journals)
         try:
             operators = list(os.scandir(self._root))
         except FileNotFoundError:

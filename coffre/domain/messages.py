@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,8 +57,12 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every message (``json.dumps`` with these options builds a new one per call)."""
+
+
 def _dumps(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return _JSON.encode(value).encode()
 
 
 # rejections ----------------------------------------------------------------------------
@@ -173,10 +177,38 @@ class Receipt:
     correlation_id: str | None
     supervised: bool
     ingested_at: float | None
+    """When ingest published the event (seconds since the epoch), from its ``coffre-ingested-at`` header."""
     recorded_at: str = field(default_factory=now_iso)
+    """When the vault published this receipt, after the fsync (ISO 8601, UTC, milliseconds)."""
 
     def encode(self) -> bytes:
-        return _dumps(asdict(self))
+        # the fields by hand: dataclasses.asdict deep-copies, and a receipt is sent per event
+        return _dumps(
+            {
+                "id_oper": self.id_oper,
+                "id_coffre": self.id_coffre,
+                "id_evt": self.id_evt,
+                "event_type": self.event_type,
+                "chain_hash": self.chain_hash,
+                "correlation_id": self.correlation_id,
+                "supervised": self.supervised,
+                "ingested_at": self.ingested_at,
+                "recorded_at": self.recorded_at,
+            }
+        )
+
+    def recorded_after(self) -> float | None:
+        """Seconds from ingest's publication of the event to this receipt (None when either time
+        is unknown or unreadable): what makes a record late."""
+        if self.ingested_at is None:
+            return None
+        try:
+            recorded = datetime.fromisoformat(self.recorded_at)
+        except (TypeError, ValueError):
+            return None
+        if recorded.tzinfo is None:
+            recorded = recorded.replace(tzinfo=UTC)
+        return recorded.timestamp() - self.ingested_at
 
     @classmethod
     def decode(cls, raw: bytes) -> Receipt:
@@ -227,11 +259,13 @@ class Acquittal:
         """JSON; ``status``, ``correlation_id`` and ``event_type`` always (null when unknown: an
         input that is not an event has no type), the other fields when they apply."""
         kept = ("status", "correlation_id", "event_type")
-        return _dumps({k: v for k, v in asdict(self).items() if v is not None or k in kept})
+        return _dumps({k: v for k in _ACQUITTAL_FIELDS if (v := getattr(self, k)) is not None or k in kept})
 
     @classmethod
     def decode(cls, raw: bytes) -> Acquittal:
         return cls(**{"correlation_id": None, "event_type": None, **json.loads(raw)})
 
+
+_ACQUITTAL_FIELDS = tuple(f.name for f in fields(Acquittal))
 
 __all__ = ["Acquittal", "Headers", "Problem", "Receipt", "Rejection", "header"]

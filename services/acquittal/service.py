@@ -1,9 +1,11 @@
 """The acquittal service: receipts and rejections in, acquittals out.
 
-It also reads the normalized events (their headers) to know which acquittable events are
-waiting for their record, so that late records are counted and reported even before
-their receipt arrives. The acquittal itself is built from the receipt alone: it can
-never precede the record.
+The acquittal is built from the receipt alone: it can never precede the record. The receipt
+also carries when ingest published the event (``ingested_at``) and when the vault published the
+receipt, after its fsync (``recorded_at``): a record is *late* when the second comes more than
+``COFFRE_LATE_AFTER_SECONDS`` after the first, counted and logged once. The service reads
+nothing else: an event still waiting for its record shows, meanwhile, as the vault's consumer
+lag on the normalized topic, and is counted late when its receipt comes.
 """
 
 from __future__ import annotations
@@ -12,28 +14,20 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coffre import metrics
 from coffre.adapters.service import kafka_endpoints, run_until_signalled
 from coffre.config import Settings
-from coffre.domain.messages import (
-    EVENT_TYPE,
-    ID_COFFRE,
-    ID_EVT,
-    ID_OPER,
-    INGESTED_AT,
-    SUPERVISED,
-    Acquittal,
-    Receipt,
-    Rejection,
-    header,
-)
+from coffre.domain.messages import Acquittal, Receipt, Rejection
 from coffre.logs import log_context
 from coffre.ops import BrokerCheck, LagMeter, Ops
 
 log = logging.getLogger("coffre.acquittal")
 Key = tuple[str, int, int]
+REMEMBERED_LATE = 100_000
+"""How many late records are remembered, so that a receipt published twice is counted late once."""
 
 
 @dataclass
@@ -49,47 +43,30 @@ class AcquittalStats:
 class Acquitter:
     """The decisions, without Kafka."""
 
-    def __init__(self, synthesis_events: set[str], late_after: float, clock=time.time):
+    def __init__(
+        self, synthesis_events: set[str], late_after: float, clock: Callable[[], float] = time.time
+    ) -> None:
         self.synthesis_events = synthesis_events
         self.late_after = late_after
         self.clock = clock
-        self.waiting: dict[Key, float] = {}  # acquittable events seen, not yet recorded -> ingested at
-        self.reported_late: set[Key] = set()
-        self.recent: OrderedDict[Key, None] = OrderedDict()  # recorded keys, to ignore a late-read event
+        self.reported_late: OrderedDict[Key, None] = OrderedDict()
         self.stats = AcquittalStats()
 
     def acquittable(self, event_type: str, supervised: bool) -> bool:
         return event_type not in self.synthesis_events and not supervised
 
-    def on_normalized(self, headers: list) -> None:
-        event_type = header(headers, EVENT_TYPE) or ""
-        if not self.acquittable(event_type, header(headers, SUPERVISED) == "1"):
-            return
-        key = (
-            header(headers, ID_OPER) or "",
-            int(header(headers, ID_COFFRE) or 0),
-            int(header(headers, ID_EVT) or 0),
-        )
-        if key not in self.recent:
-            self.waiting[key] = float(header(headers, INGESTED_AT) or self.clock())
-
     def on_receipt(self, receipt: Receipt) -> Acquittal | None:
-        key = (receipt.id_oper, receipt.id_coffre, receipt.id_evt)
-        self.waiting.pop(key, None)
-        self.recent[key] = None
-        if len(self.recent) > 200_000:
-            self.recent.popitem(last=False)
         if not self.acquittable(receipt.event_type, receipt.supervised):
             self.stats.not_acquitted += 1
             return None
         if receipt.ingested_at is not None:
-            latency = self.clock() - receipt.ingested_at
-            self.stats.latencies.append(latency)
-            if len(self.stats.latencies) > 100_000:
-                del self.stats.latencies[:50_000]
-            if latency > self.late_after and key not in self.reported_late:
-                self._late(key, latency)
-        self.reported_late.discard(key)
+            latencies = self.stats.latencies
+            latencies.append(self.clock() - receipt.ingested_at)
+            if len(latencies) > 100_000:
+                del latencies[:50_000]
+            waited = receipt.recorded_after()
+            if waited is not None and waited > self.late_after:
+                self._late((receipt.id_oper, receipt.id_coffre, receipt.id_evt), waited)
         self.stats.recorded += 1
         return Acquittal.recorded(receipt)
 
@@ -97,19 +74,16 @@ class Acquitter:
         self.stats.rejected += 1
         return Acquittal.rejected(rejection)
 
-    def sweep(self) -> None:
-        """Count and report what has waited too long for its record (once each)."""
-        now = self.clock()
-        for key, since in list(self.waiting.items()):
-            if now - since > self.late_after and key not in self.reported_late:
-                self._late(key, now - since)
-
     def _late(self, key: Key, waited: float) -> None:
-        self.reported_late.add(key)
+        if key in self.reported_late:
+            return  # the same receipt again (at-least-once delivery): counted already
+        self.reported_late[key] = None
+        if len(self.reported_late) > REMEMBERED_LATE:
+            self.reported_late.popitem(last=False)
         self.stats.late += 1
         metrics.LATE_RECORDS.inc()
         with log_context(id_oper=key[0], id_coffre=key[1], id_evt=key[2]):
-            log.warning("late record: coffre %s/%s IDEvt %s waited %.3fs", *key, waited)
+            log.warning("late record: coffre %s/%s IDEvt %s recorded %.3fs after ingest", *key, waited)
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> AcquittalStats:
@@ -118,63 +92,62 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
     acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
     ops = Ops("acquittal", settings)
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    recorded_total = metrics.ACQUITTALS.labels("recorded")
+    rejected_total = metrics.ACQUITTALS.labels("rejected")
     await ops.start()
     try:
-        async with kafka_endpoints(
-            settings, "acquittal", topics.normalized, topics.receipts, topics.rejected
-        ) as kafka:
+        async with kafka_endpoints(settings, "acquittal", topics.receipts, topics.rejected) as kafka:
             lag = LagMeter(kafka.consumer)
             log.info("acquittal ready")
-            last_sweep = time.monotonic()
             while not stop.is_set():
                 batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
-                out: list[Acquittal] = []
-                ingested: list[float] = []  # when ingest normalized each recorded event acquitted here
-                for tp, records in batches.items():
-                    for record in records:
-                        headers = list(record.headers or ())
-                        try:
-                            if tp.topic == topics.normalized:
-                                acquitter.on_normalized(headers)
-                            elif tp.topic == topics.receipts:
-                                receipt = Receipt.decode(record.value or b"")
-                                acquittal = acquitter.on_receipt(receipt)
-                                if acquittal:
-                                    out.append(acquittal)
-                                    if receipt.ingested_at is not None:
-                                        ingested.append(receipt.ingested_at)
-                            else:
-                                out.append(acquitter.on_rejection(Rejection.decode(record.value or b"")))
-                        except (ValueError, TypeError, KeyError):  # not written by coffre: never crash on it
-                            acquitter.stats.unreadable += 1
-                            metrics.UNREADABLE.inc()
-                            log.error(
-                                "passed over an unreadable record at %s offset %d",
-                                tp,
-                                record.offset,
-                                exc_info=True,
-                            )
-                await kafka.send_all(
-                    topics.acquittals,
-                    (
-                        (
-                            a.correlation_id.encode() if a.correlation_id else None,
-                            a.encode(),
-                            a.correlation_id,
-                        )
-                        for a in out
-                    ),
-                )
-                published = time.time()
-                for a in out:
-                    metrics.ACQUITTALS.labels(a.status).inc()
-                for since in ingested:
-                    metrics.ACQUITTAL_LATENCY.observe(max(0.0, published - since))
                 if batches:
+                    out: list[Acquittal] = []
+                    ingested: list[float] = []  # when ingest published each recorded event acquitted here
+                    rejected = 0
+                    for tp, records in batches.items():
+                        from_vault = tp.topic == topics.receipts
+                        for record in records:
+                            try:
+                                if from_vault:
+                                    receipt = Receipt.decode(record.value or b"")
+                                    acquittal = acquitter.on_receipt(receipt)
+                                    if acquittal:
+                                        out.append(acquittal)
+                                        if receipt.ingested_at is not None:
+                                            ingested.append(receipt.ingested_at)
+                                else:
+                                    out.append(acquitter.on_rejection(Rejection.decode(record.value or b"")))
+                                    rejected += 1
+                            except (ValueError, TypeError, KeyError):  # not written by coffre: never crash
+                                acquitter.stats.unreadable += 1
+                                metrics.UNREADABLE.inc()
+                                log.error(
+                                    "passed over an unreadable record at %s offset %d",
+                                    tp,
+                                    record.offset,
+                                    exc_info=True,
+                                )
+                    if out:
+                        await kafka.send_all(
+                            topics.acquittals,
+                            (
+                                (
+                                    a.correlation_id.encode() if a.correlation_id else None,
+                                    a.encode(),
+                                    a.correlation_id,
+                                )
+                                for a in out
+                            ),
+                        )
+                        published = time.time()
+                        if len(out) > rejected:
+                            recorded_total.inc(len(out) - rejected)
+                        if rejected:
+                            rejected_total.inc(rejected)
+                        for since in ingested:
+                            metrics.ACQUITTAL_LATENCY.observe(max(0.0, published - since))
                     kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
-                if time.monotonic() - last_sweep > 0.5:
-                    acquitter.sweep()
-                    last_sweep = time.monotonic()
                 await lag.update()
     finally:
         await ops.stop()

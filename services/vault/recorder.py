@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass
 
 from coffre import metrics
-from coffre.adapters.journal import JournalSet
+from coffre.adapters.journal import Journal, JournalSet
 from coffre.domain.messages import (
     CORRELATION_ID,
     EVENT_TYPE,
@@ -34,7 +34,7 @@ from coffre.domain.messages import (
     SUPERVISED,
     Headers,
     Receipt,
-    header,
+    now_iso,
 )
 from coffre.logs import log_context
 
@@ -64,12 +64,13 @@ class NormalizedMessage:
 
     @classmethod
     def parse(cls, value: bytes, headers: Headers) -> NormalizedMessage:
+        named = dict(reversed(headers))  # the first of a repeated header wins, as in messages.header
         try:
-            id_oper = header(headers, ID_OPER) or ""
-            id_coffre = int(header(headers, ID_COFFRE) or "")
-            id_evt = int(header(headers, ID_EVT) or "")
-            event_type = header(headers, EVENT_TYPE) or ""
-        except ValueError as exc:
+            id_oper = (named.get(ID_OPER) or b"").decode()
+            id_coffre = int(named.get(ID_COFFRE) or b"")
+            id_evt = int(named.get(ID_EVT) or b"")
+            event_type = (named.get(EVENT_TYPE) or b"").decode()
+        except ValueError as exc:  # UnicodeDecodeError included
             raise InvalidMessage(f"normalized message without coffre headers: {headers!r}") from exc
         # the headers must say what the bytes say: the journal stores the bytes
         expected = (
@@ -82,17 +83,27 @@ class NormalizedMessage:
             raise InvalidMessage(
                 f"headers {id_oper}/{id_coffre}/{id_evt} {event_type} do not match the event bytes"
             )
-        ingested = header(headers, INGESTED_AT)
+        correlation_id = named.get(CORRELATION_ID)
         return cls(
             id_oper,
             id_coffre,
             id_evt,
             event_type,
             value,
-            header(headers, CORRELATION_ID),
-            header(headers, SUPERVISED) == "1",
-            float(ingested) if ingested else None,
+            correlation_id.decode("utf-8", "replace") if correlation_id is not None else None,
+            named.get(SUPERVISED) == b"1",
+            _seconds(named.get(INGESTED_AT)),
         )
+
+
+def _seconds(raw: bytes | None) -> float | None:
+    """The ingest time header; None when absent or unreadable (it only dates the event)."""
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -103,70 +114,106 @@ class RecordCounts:
     foreign: int = 0
 
 
+Recorded = tuple[NormalizedMessage, bytes]
+"""A message recorded (or recorded before) and its chain hash: a receipt once durable."""
+
+
 class Recorder:
     def __init__(self, journals: JournalSet, counts: RecordCounts | None = None):
         self.journals = journals
         self.counts = counts or RecordCounts()
+        self._grown: dict[tuple[str, int], Journal] = {}
 
     def append(self, messages: list[tuple[bytes, Headers]]) -> list[Receipt]:
+        """:meth:`record` then :meth:`receipts`, stamped now. Not durable: call :meth:`sync`
+        before publishing the receipts (the vault stamps them after the sync instead)."""
+        return self.receipts(self.record(messages))
+
+    def record(self, messages: list[tuple[bytes, Headers]]) -> list[Recorded]:
         """Append what is new among ``(value, headers)`` messages of the normalized topic, and
-        return the receipts of what is recorded or was already. Not durable: call :meth:`sync`
-        before publishing the receipts."""
-        receipts = []
+        return what is recorded or was already, with its chain hash. Not durable: call
+        :meth:`sync` before making receipts of them."""
+        recorded: list[Recorded] = []
         counts = self.counts
-        for value, headers in messages:
-            try:
-                m = NormalizedMessage.parse(value, headers)
-            except InvalidMessage as exc:
-                counts.foreign += 1
-                metrics.EVENTS_SKIPPED.labels("not_from_ingest").inc()
-                log.error("passed over a message ingest did not write: %s", exc)
-                continue
-            journal = self.journals.journal(m.id_oper, m.id_coffre)
-            last = journal.last_id_evt
-            if m.id_evt <= last:
-                record = journal.get(m.id_evt)
-                if record is None or record.event != m.value:
-                    raise VaultHalt(
-                        f"coffre {m.id_oper}/{m.id_coffre}: IDEvt {m.id_evt} is already recorded with other bytes"
-                    )
-                chain = record.chain_hash
-                counts.redelivered += 1
-                metrics.EVENTS_REDELIVERED.inc()
-            elif m.id_evt == last + 1:
-                chain = journal.append(m.id_evt, m.value)
-                counts.recorded += 1
-                metrics.EVENTS_RECORDED.inc()
-            else:
-                counts.ahead += 1
-                metrics.EVENTS_SKIPPED.labels("ahead_of_chain").inc()
-                with log_context(
-                    id_oper=m.id_oper, id_coffre=m.id_coffre, id_evt=m.id_evt, correlation_id=m.correlation_id
-                ):
-                    log.warning(
-                        "coffre %s/%s: IDEvt %d arrived while the chain ends at %d; passed over until "
-                        "ingest publishes the missing events again",
-                        m.id_oper,
-                        m.id_coffre,
-                        m.id_evt,
-                        last,
-                    )
-                continue
-            receipts.append(
-                Receipt(
-                    m.id_oper,
-                    m.id_coffre,
-                    m.id_evt,
-                    m.event_type,
-                    chain.hex(),
-                    m.correlation_id,
-                    m.supervised,
-                    m.ingested_at,
-                )
+        grown = self._grown
+        journals = self.journals
+        new = redelivered = 0
+        try:
+            for value, headers in messages:
+                try:
+                    m = NormalizedMessage.parse(value, headers)
+                except InvalidMessage as exc:
+                    counts.foreign += 1
+                    metrics.EVENTS_SKIPPED.labels("not_from_ingest").inc()
+                    log.error("passed over a message ingest did not write: %s", exc)
+                    continue
+                journal = journals.journal(m.id_oper, m.id_coffre)
+                last = journal.last_id_evt
+                if m.id_evt == last + 1:
+                    recorded.append((m, journal.append(m.id_evt, m.value)))
+                    grown[(m.id_oper, m.id_coffre)] = journal
+                    new += 1
+                elif m.id_evt <= last:
+                    record = journal.get(m.id_evt)
+                    if record is None or record.event != m.value:
+                        raise VaultHalt(
+                            f"coffre {m.id_oper}/{m.id_coffre}: IDEvt {m.id_evt} is already recorded "
+                            "with other bytes"
+                        )
+                    recorded.append((m, record.chain_hash))
+                    redelivered += 1
+                else:
+                    counts.ahead += 1
+                    metrics.EVENTS_SKIPPED.labels("ahead_of_chain").inc()
+                    with log_context(
+                        id_oper=m.id_oper,
+                        id_coffre=m.id_coffre,
+                        id_evt=m.id_evt,
+                        correlation_id=m.correlation_id,
+                    ):
+                        log.warning(
+                            "coffre %s/%s: IDEvt %d arrived while the chain ends at %d; passed over until "
+                            "ingest publishes the missing events again",
+                            m.id_oper,
+                            m.id_coffre,
+                            m.id_evt,
+                            last,
+                        )
+        finally:  # counted once per batch, not per event
+            counts.recorded += new
+            counts.redelivered += redelivered
+            if new:
+                metrics.EVENTS_RECORDED.inc(new)
+            if redelivered:
+                metrics.EVENTS_REDELIVERED.inc(redelivered)
+        return recorded
+
+    @staticmethod
+    def receipts(recorded: list[Recorded], recorded_at: str | None = None) -> list[Receipt]:
+        """The receipts of durable records, all stamped ``recorded_at`` (default: now)."""
+        stamp = recorded_at or now_iso()
+        return [
+            Receipt(
+                m.id_oper,
+                m.id_coffre,
+                m.id_evt,
+                m.event_type,
+                chain.hex(),
+                m.correlation_id,
+                m.supervised,
+                m.ingested_at,
+                stamp,
             )
-        return receipts
+            for m, chain in recorded
+        ]
 
     def sync(self) -> None:
         """Group commit: one fsync per journal appended to since the last sync."""
         with metrics.FSYNC_SECONDS.labels("vault_journal").time():
             self.journals.sync()
+
+    def durable(self) -> dict[tuple[str, int], int]:
+        """The coffres appended to since the last call, each with the IDEvt up to which it is
+        durable (call after :meth:`sync`): what the sealer is told."""
+        grown, self._grown = self._grown, {}
+        return {coffre: journal.synced_id_evt for coffre, journal in grown.items()}

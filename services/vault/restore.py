@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.partitioner import DefaultPartitioner
 
 from coffre.adapters.archive import archive_storage, trust_store
 from coffre.adapters.files import fsync_directory
@@ -34,6 +33,7 @@ from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import ArchiveStorage
 from coffre.config import Settings
 from coffre.domain.lot import parse_document, parse_lot_name, read_lot
+from coffre.domain.routing import coffre_partition
 from coffre.domain.verify import verify_coffre
 
 log = logging.getLogger("coffre.vault.restore")
@@ -52,12 +52,6 @@ class RestoredCoffre:
     last_sealed_at: dt.datetime | None
     restored: bool
     """False when the vault already had a journal for it (left as it is)."""
-
-
-def coffre_partition(id_coffre: int, partitions: int) -> int:
-    """The partition of the normalized topic where ingest publishes a coffre's events (keyed by
-    IDCoffre, Kafka's default partitioner)."""
-    return DefaultPartitioner()(str(id_coffre).encode(), list(range(partitions)), list(range(partitions)))
 
 
 def _archive_files(storage: ArchiveStorage) -> dict[tuple[str, int], tuple[list, list]]:

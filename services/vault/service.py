@@ -1,7 +1,8 @@
 """The vault service: aiokafka, manual commits. Per batch: append -> fsync -> receipts
-(awaited) -> commit offsets -> seal the lots that are due. SIGTERM finishes the batch in
-hand, seals what waits, then exits. It also serves the regulator's HTTPS API and the
-health, readiness and metrics endpoints."""
+(awaited) -> commit offsets -> tell the sealer which coffres grew. Sealing runs in its own
+thread (:class:`~coffre_vault.sealer.SealerThread`): no seal or storage call ever holds a
+receipt. SIGTERM finishes the batch in hand, seals what waits, then exits. It also serves the
+regulator's HTTPS API and the health, readiness and metrics endpoints."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
 from coffre.config import Settings, configuration_error
+from coffre.domain.messages import now_iso
 from coffre.domain.signing import Signer
 from coffre.logs import bind
 from coffre.ops import BrokerCheck, LagMeter, Ops, in_thread, writable_dir
 
 from .recorder import RecordCounts, Recorder, VaultHalt
-from .sealer import ArchiveMismatch, Sealer
+from .sealer import ArchiveMismatch, Sealer, SealerThread
 
 log = logging.getLogger("coffre.vault")
 FATAL_EXIT = 70
@@ -72,37 +74,42 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     ops.add_check("archive", in_thread(storage.probe))
     ops.add_check("signing_key", in_thread(key_check(key)))
     await ops.start()
+    sealing = SealerThread(sealer)
     try:
-        sealer.start()
+        sealer.start()  # start-up recovery, before anything new is recorded
+        sealing.start()
         async with kafka_endpoints(settings, "vault", topics.normalized, owns=owns) as kafka:
             lag = LagMeter(kafka.consumer)
             log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
             while not stop.is_set():
+                sealing.check()  # the archive and the journal disagree: halt
                 batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
                 if batches:
-                    receipts = recorder.append(
-                        [
-                            (r.value or b"", list(r.headers or ()))
-                            for records in batches.values()
-                            for r in records
-                        ]
+                    recorded = recorder.record(
+                        [(r.value or b"", r.headers or ()) for records in batches.values() for r in records]
                     )
                     await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
+                    sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
                     await kafka.send_all(
                         topics.receipts,
-                        ((str(r.id_coffre).encode(), r.encode(), r.correlation_id) for r in receipts),
+                        (
+                            (str(r.id_coffre).encode(), r.encode(), r.correlation_id)
+                            for r in recorder.receipts(recorded, now_iso())
+                        ),
                     )
                     kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
-                    for coffre in {(r.id_oper, r.id_coffre) for r in receipts}:
-                        sealer.recorded(*coffre)
-                sealer.seal_due()
                 await lag.update()
         recorder.sync()
-        sealer.seal_all()  # what waits is sealed before the vault stops: the archive is complete
+        sealing.recorded(recorder.durable())
+        # what waits is sealed before the vault stops: the archive is complete
+        await asyncio.to_thread(sealing.finish)
     except (VaultHalt, ArchiveMismatch) as exc:
         ops.halt(str(exc))
         raise
     finally:
+        sealing.stop()
+        if not await asyncio.to_thread(sealing.join, settings.shutdown_timeout_seconds):
+            log.error("the sealer did not stop within %gs", settings.shutdown_timeout_seconds)
         journals.close()
         await ops.stop()
     return recorder.counts

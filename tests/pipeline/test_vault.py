@@ -1,5 +1,6 @@
 """The vault service on a real broker, in this process: no receipt before the fsync returns,
-redelivery, and a restart on a journal with a torn tail."""
+redelivery, a restart on a journal with a torn tail, receipts while a seal is held, and a
+halt when the sealer finds an archive its journal does not describe."""
 
 from __future__ import annotations
 
@@ -7,12 +8,17 @@ import asyncio
 import os
 import threading
 
+import coffre_vault.service as vault_service
 import pytest
+from coffre_vault.sealer import ArchiveMismatch, Sealer
 from coffre_vault.service import serve
 
 import coffre.adapters.journal as journal_module
+from coffre.adapters.archive import signer, signing_files
 from coffre.adapters.journal import JOURNAL_NAME, JournalSet
 from coffre.adapters.kafka import ensure_topics
+from coffre.adapters.storage import ArchiveStorage, LocalStorage
+from coffre.audit import verify_archive
 from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 
@@ -130,7 +136,7 @@ def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(
     """Two replicas with a static share of the partitions (a StatefulSet of 2): every coffre is
     recorded by exactly one of them, the one owning its partition, and after a restart neither
     reads again what it had committed."""
-    from coffre_vault.restore import coffre_partition
+    from coffre.domain.routing import coffre_partition
 
     coffres = range(1, 7)
     events = [
@@ -165,3 +171,91 @@ def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(
 
     counts, _ = asyncio.run(run_replicas(len(rows)))
     assert [(c.recorded, c.redelivered) for c in counts] == [(0, 0), (0, 0)], "offsets were not committed"
+
+
+class HeldStorage:
+    """The vault's real archive storage, whose writes wait until the test releases them: a seal
+    held as long as a slow S3 put would hold it."""
+
+    def __init__(self, real: ArchiveStorage) -> None:
+        self.real = real
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.created = 0
+
+    def create(self, key: str, data: bytes) -> str:
+        self.entered.set()
+        assert self.release.wait(120), "the test never released the seal"
+        self.created += 1
+        return self.real.create(key, data)
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+def test_receipts_are_published_while_a_seal_is_held(settings, monkeypatch, tmp_path):
+    settings = settings.model_copy(update={"lot_max_events": 5})
+    held: list[HeldStorage] = []
+    real_storage = vault_service.archive_storage
+
+    def slow_storage(s: Settings) -> HeldStorage:
+        held.append(HeldStorage(real_storage(s)))
+        return held[-1]
+
+    monkeypatch.setattr(vault_service, "archive_storage", slow_storage)
+    rows = normalized_rows(IngestFold(), settings.topics, players(0, 25))
+    bootstrap, receipts_topic = settings.bootstrap_servers, settings.topics.receipts
+
+    async def scenario() -> tuple[list, list, int]:
+        stop = asyncio.Event()
+        vault = asyncio.create_task(serve(settings, stop))
+        await publish_rows(bootstrap, rows[:5])  # a full lot: its seal starts, and is held
+        entered = await asyncio.to_thread(held[0].entered.wait, 60)
+        assert entered, "the vault never began to seal"
+        await publish_rows(bootstrap, rows[5:])
+        receipts = await read_receipts(bootstrap, receipts_topic, len(rows), timeout=60)
+        assert not held[0].release.is_set()
+        stored_meanwhile = held[0].created
+        lots_meanwhile = sorted(settings.archive_root.rglob("*.xml"))
+        held[0].release.set()
+        stop.set()
+        await vault
+        return receipts, lots_meanwhile, stored_meanwhile
+
+    receipts, lots_meanwhile, stored_meanwhile = asyncio.run(scenario())
+    assert sorted({r.id_evt for r in receipts}) == list(range(1, 26)), "a receipt waited for the seal"
+    assert (stored_meanwhile, lots_meanwhile) == (0, []), "the seal was not held: the test proves nothing"
+    lots = [p for p in settings.archive_root.rglob("*.xml") if "checkpoints" not in p.parts]
+    assert len(lots) == 5  # 25 events in lots of 5: sealed once released, or at shutdown
+    _, cert = signing_files(settings)
+    report = verify_archive(settings.archive_root, [cert])
+    assert report.ok, report.lines()
+    assert report.coffres[0].events == 25
+
+
+def test_a_disagreement_found_by_the_sealer_halts_the_vault(settings, tmp_path):
+    """The archive already holds a lot of coffre 0099/8 that its journal does not describe (the
+    coffre's journal was lost, a second vault wrote it): once the sealer meets it, in its
+    thread, the vault's loop stops with ArchiveMismatch (exit 70 from ``coffre vault``)."""
+    coffre8 = [e.replace(b"<IDCoffre>7<", b"<IDCoffre>8<") for e in players(0, 6)]
+    rows = normalized_rows(IngestFold(), settings.topics, coffre8[:3])
+    other = normalized_rows(IngestFold(), settings.topics, coffre8[3:])
+    settings.archive_root.mkdir(parents=True, exist_ok=True)
+    with JournalSet(tmp_path / "other-journal") as journals:
+        journal = journals.journal("0099", 8)
+        for n, row in enumerate(other, start=1):
+            journal.append(n, row.value)
+        journal.sync()
+        sealer = Sealer(LocalStorage(settings.archive_root), signer(settings), journals, max_events=3)
+        sealer.recorded("0099", 8)
+        sealer.seal_all()
+
+    async def scenario() -> None:
+        vault = asyncio.create_task(serve(settings, asyncio.Event()))
+        await publish_rows(settings.bootstrap_servers, rows)
+        await asyncio.wait_for(vault, 60)
+
+    with pytest.raises(ArchiveMismatch):
+        asyncio.run(scenario())
+    receipts = asyncio.run(read_receipts(settings.bootstrap_servers, settings.topics.receipts, 3, timeout=5))
+    assert {r.id_evt for r in receipts} == {1, 2, 3}, "the records were durable: their receipts were due"

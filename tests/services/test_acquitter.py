@@ -1,21 +1,13 @@
 """The acquittal decisions, without Kafka: never before the record, never for synthesis
-or supervised events, late records counted once."""
+or supervised events, late records (from the receipt's own times) counted once."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from coffre_acquittal.service import Acquitter
 
-from coffre.domain.messages import (
-    EVENT_TYPE,
-    ID_COFFRE,
-    ID_EVT,
-    ID_OPER,
-    INGESTED_AT,
-    SUPERVISED,
-    Acquittal,
-    Receipt,
-    Rejection,
-)
+from coffre.domain.messages import Acquittal, Receipt, Rejection
 
 
 class Clock:
@@ -26,21 +18,21 @@ class Clock:
         return self.now
 
 
+def iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+
+
 def receipt(
-    event_type: str = "POINSCRIT", id_evt: int = 1, supervised: bool = False, ingested_at: float = 1000.0
+    event_type: str = "POINSCRIT",
+    id_evt: int = 1,
+    supervised: bool = False,
+    ingested_at: float | None = 1000.0,
+    recorded_after: float = 0.1,
 ) -> Receipt:
-    return Receipt("0099", 7, id_evt, event_type, "ab" * 32, f"req-{id_evt}", supervised, ingested_at)
-
-
-def normalized_headers(event_type: str = "POINSCRIT", id_evt: int = 1, supervised: bool = False) -> list:
-    return [
-        (EVENT_TYPE, event_type.encode()),
-        (ID_OPER, b"0099"),
-        (ID_COFFRE, b"7"),
-        (ID_EVT, str(id_evt).encode()),
-        (SUPERVISED, b"1" if supervised else b"0"),
-        (INGESTED_AT, b"1000.0"),
-    ]
+    recorded_at = iso((ingested_at or 1000.0) + recorded_after)
+    return Receipt(
+        "0099", 7, id_evt, event_type, "ab" * 32, f"req-{id_evt}", supervised, ingested_at, recorded_at
+    )
 
 
 def test_recorded_acquittal_comes_from_the_receipt():
@@ -87,24 +79,40 @@ def test_rejected_acquittal_carries_the_reasons():
     )
 
 
-def test_late_records_are_counted_once_whether_seen_waiting_or_at_receipt():
-    clock = Clock()
-    acquitter = Acquitter({"POJEU"}, late_after=2.0, clock=clock)
-    acquitter.on_normalized(normalized_headers(id_evt=1))
-    acquitter.on_normalized(normalized_headers(id_evt=2))
-    acquitter.on_normalized(normalized_headers("POJEU", id_evt=3))  # never awaited
-    clock.now = 1001.0
-    acquitter.sweep()
+def test_a_record_is_late_when_its_receipt_came_later_than_late_after_after_ingest():
+    acquitter = Acquitter({"POJEU"}, late_after=2.0, clock=Clock())
+    acquitter.on_receipt(receipt(id_evt=1, recorded_after=1.9))
+    acquitter.on_receipt(receipt(id_evt=2, ingested_at=None))  # an ingest time unknown: never late
     assert acquitter.stats.late == 0
-    clock.now = 1003.0
-    acquitter.sweep()
-    acquitter.sweep()
-    assert acquitter.stats.late == 2  # IDEvt 1 and 2, once each
-    acquitter.on_receipt(receipt(id_evt=1))
-    assert acquitter.stats.late == 2  # already reported while waiting
-    acquitter.on_receipt(receipt(id_evt=4, ingested_at=1000.0))  # late, never seen waiting
-    assert acquitter.stats.late == 3
-    assert acquitter.stats.latencies[-1] == 3.0
+    assert acquitter.on_receipt(receipt(id_evt=3, recorded_after=2.5)) is not None  # late, still acquitted
+    assert acquitter.stats.late == 1
+    acquitter.on_receipt(receipt(id_evt=3, recorded_after=2.5))  # the same receipt delivered again
+    assert acquitter.stats.late == 1
+    acquitter.on_receipt(receipt("POJEU", id_evt=4, recorded_after=60))  # no acquittal awaited: not counted
+    acquitter.on_receipt(receipt(id_evt=5, supervised=True, recorded_after=60))
+    assert acquitter.stats.late == 1
+    acquitter.on_receipt(receipt(id_evt=6, recorded_after=3.0))
+    assert acquitter.stats.late == 2
+    assert acquitter.stats.recorded == 5 and acquitter.stats.not_acquitted == 2
+
+
+def test_late_is_measured_from_the_receipt_not_from_when_the_acquittal_service_reads_it():
+    clock = Clock()
+    clock.now = 1000.0 + 3600  # read an hour later (the acquittal service was down): not the vault's fault
+    acquitter = Acquitter({"POJEU"}, late_after=2.0, clock=clock)
+    acquitter.on_receipt(receipt(id_evt=1, recorded_after=0.2))
+    assert acquitter.stats.late == 0
+    assert acquitter.stats.latencies == [3600.0]  # the player did wait that long for the acquittal
+
+
+def test_a_receipt_carries_both_times_and_a_receipt_of_an_older_vault_still_reads():
+    r = receipt(recorded_after=2.25)
+    assert Receipt.decode(r.encode()) == r
+    assert abs(r.recorded_after() - 2.25) < 0.001
+    assert receipt(ingested_at=None).recorded_after() is None
+    old = b'{"id_oper":"0099","id_coffre":7,"id_evt":1,"event_type":"POINSCRIT","chain_hash":"ab",'
+    old += b'"correlation_id":null,"supervised":false,"ingested_at":null,"recorded_at":"2026-01-01T00:00:00"}'
+    assert Receipt.decode(old).recorded_after() is None
 
 
 def test_the_acquittal_of_an_input_that_is_no_event_round_trips():
