@@ -29,7 +29,7 @@ from pathlib import Path
 
 import aiohttp
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from coffre_ingest.store import IngestStore, OutboxRow
+from coffre_ingest.step import Output as OutboxRow
 from coffre_regulator.archive_index import read_manifest
 from coffre_vault.sealer import Sealer
 
@@ -51,6 +51,7 @@ from coffre.stack import Stack
 from .kafka_io import normalized_rows
 from .ops_http import get
 from events import POINSCRIT
+from ingest_fold import IngestFold
 
 RECEIPT_BOUND = 2.0
 SEALED_EVENTS = 12_000
@@ -120,7 +121,7 @@ def ids(headers: list[tuple[str, bytes]]) -> tuple[int, int]:
     return int(found["coffre-idcoffre"]), int(found["coffre-idevt"])
 
 
-async def scenario(settings: Settings, ca: Path, token: str, store: IngestStore) -> Outcome:
+async def scenario(settings: Settings, ca: Path, token: str, store: IngestFold) -> Outcome:
     outcome = Outcome()
     rounds = [
         normalized_rows(
@@ -280,9 +281,7 @@ def test_receipts_do_not_wait_for_a_slow_export_or_proofs(kafka_bootstrap, topic
         wait_ready(ports + 1, vault, logs["vault"])
         wait_ready(ports + 2, regulator, logs["regulator-api"])
         tls = development_tls(regulator_data / "tls")
-        outcome = asyncio.run(
-            scenario(settings, tls.ca_cert, tls.token(), IngestStore(tmp_path / "ingest.sqlite"))
-        )
+        outcome = asyncio.run(scenario(settings, tls.ca_cert, tls.token(), IngestFold()))
     finally:
         for process in (vault, regulator):
             if process.poll() is None:
