@@ -660,6 +660,7 @@ class _ApiConnection(web.RequestHandler):
         auth: Authenticator,
         access_log: AccessLog,
         timeouts: ConnectionTimeouts,
+        connections: _OpenConnections | None = None,
     ) -> None:
         super().__init__(
             manager,
@@ -672,6 +673,7 @@ class _ApiConnection(web.RequestHandler):
         self._auth = auth
         self._records = access_log
         self._timeouts = timeouts
+        self._connections = connections
         self._deadline: asyncio.TimerHandle | None = None
         self._unlogged: tuple[web.StreamResponse, dict[str, Any], tuple[str, str], float] | None = None
 
@@ -679,11 +681,15 @@ class _ApiConnection(web.RequestHandler):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        if self._connections is not None:
+            self._connections.opened(self)
         self._arm(self._timeouts.request_head, "the TLS handshake")
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+        if self._connections is not None:
+            self._connections.closed(self)
 
     def request_started(self) -> None:
         """A complete request head arrived: no deadline while it is being answered."""
@@ -758,6 +764,33 @@ class _ApiConnection(web.RequestHandler):
         return response
 
 
+class _OpenConnections:
+    """The API's open connections. aiohttp's stop waits for the answers in flight to be written,
+    not for the bytes still in a transport's buffers (the end of a download) to be sent: the
+    process waits for the connections to close before it exits, or those bytes are lost."""
+
+    def __init__(self, flush_timeout: float) -> None:
+        self.flush_timeout = flush_timeout
+        self._open: set[_ApiConnection] = set()
+        self._none = asyncio.Event()
+        self._none.set()
+
+    def opened(self, connection: _ApiConnection) -> None:
+        self._open.add(connection)
+        self._none.clear()
+
+    def closed(self, connection: _ApiConnection) -> None:
+        self._open.discard(connection)
+        if not self._open:
+            self._none.set()
+
+    async def wait_closed(self) -> int:
+        """Wait (at most ``flush_timeout``) for every connection to close; how many did not."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._none.wait(), self.flush_timeout)
+        return len(self._open)
+
+
 class _TlsSite(web.BaseSite):
     """The API's listening socket: like ``web.TCPSite``, but its connections are
     :class:`_ApiConnection` and its TLS handshakes (and closes) are bounded."""
@@ -793,14 +826,24 @@ class _TlsSite(web.BaseSite):
         )
 
 
+_CONNECTIONS = web.AppKey("connections", _OpenConnections)
+
+
 def build_app(
-    index: ArchiveIndex, auth: Authenticator, access_log: AccessLog, *, spool_dir: Path | None = None
+    index: ArchiveIndex,
+    auth: Authenticator,
+    access_log: AccessLog,
+    *,
+    spool_dir: Path | None = None,
+    flush_timeout: float = 1.0,
 ) -> web.Application:
     """The API's application: routes, authentication and access log. ``spool_dir`` holds export
-    bundles while they are built (default: the system's temporary folder)."""
+    bundles while they are built (default: the system's temporary folder); on stop, connections
+    get ``flush_timeout`` seconds to deliver what was written to them."""
     app = web.Application(middlewares=[_middleware(auth, access_log)])
     app[_INDEX] = index
     app[_SPOOL] = Path(spool_dir) if spool_dir is not None else Path(tempfile.gettempdir())
+    app[_CONNECTIONS] = _OpenConnections(flush_timeout)
     coffre = "/v1/coffres/{oper}/{coffre}"
     for path, handler in (
         ("/v1/coffres", _coffres),
@@ -868,19 +911,30 @@ async def start_regulator_api(
         ) from None
     access_log = AccessLog(settings.access_log_root, public_parameters=_API_QUERY_PARAMETERS)
     auth = Authenticator(mode, subjects, tokens)
-    app = build_app(index, auth, access_log, spool_dir=Path(settings.data_dir) / "api-spool")
+    # On stop, answers being written get 70 % of COFFRE_SHUTDOWN_TIMEOUT_SECONDS to finish (a slow
+    # export download included), then 15 % for their last bytes to leave; the rest is for closing.
+    app = build_app(
+        index,
+        auth,
+        access_log,
+        spool_dir=Path(settings.data_dir) / "api-spool",
+        flush_timeout=0.15 * settings.shutdown_timeout_seconds,
+    )
     runner = web.AppRunner(
         app,
         access_log=None,
         handle_signals=False,
-        # On stop, answers being sent get this long to finish (a slow export download included);
-        # the rest of COFFRE_SHUTDOWN_TIMEOUT_SECONDS is for closing the index and the log.
-        shutdown_timeout=0.8 * settings.shutdown_timeout_seconds,
+        shutdown_timeout=0.7 * settings.shutdown_timeout_seconds,
     )
     await runner.setup()
     assert runner.server is not None  # set up
     connection = functools.partial(
-        _ApiConnection, runner.server, auth=auth, access_log=access_log, timeouts=timeouts
+        _ApiConnection,
+        runner.server,
+        auth=auth,
+        access_log=access_log,
+        timeouts=timeouts,
+        connections=app[_CONNECTIONS],
     )
     try:
         site = _TlsSite(runner, settings.api_host, settings.api_port, context, connection, timeouts)
@@ -904,7 +958,17 @@ async def start_regulator_api(
 
 
 async def stop_regulator_api(runner: web.AppRunner | None) -> None:
-    """Stop accepting connections, let the answers in flight finish (at most 80 % of
-    ``COFFRE_SHUTDOWN_TIMEOUT_SECONDS``), then close the index and the access log."""
-    if runner is not None:
-        await runner.cleanup()
+    """Stop accepting connections, let the answers in flight be written (at most 70 % of
+    ``COFFRE_SHUTDOWN_TIMEOUT_SECONDS``) and delivered (15 % more), then close the index and the
+    access log."""
+    if runner is None:
+        return
+    connections = runner.app[_CONNECTIONS]
+    await runner.cleanup()
+    left = await connections.wait_closed()
+    if left:
+        log.warning(
+            "regulator API: %d connection(s) not closed %gs after the stop: their last bytes may be lost",
+            left,
+            connections.flush_timeout,
+        )
