@@ -384,6 +384,10 @@ class JournalSet:
 
     def journal(self, id_oper: str, id_coffre: int) -> Journal:
         """The coffre's journal, opened (and created if absent) on first use, then cached."""
+        if type(id_oper) is str and type(id_coffre) is int:  # the cache first: only valid keys are in it
+            journal = self._journals.get((id_oper, id_coffre))
+            if journal is not None:
+                return journal
         key = _coffre_key(id_oper, id_coffre)
         with self._lock:
             if self._closed:

@@ -37,6 +37,7 @@ from aiokafka.structs import ConsumerRecord
 log = logging.getLogger("coffre.kafka")
 
 __all__ = [
+    "COMMIT_INTERVAL",
     "CONSUMER_TUNING",
     "PRODUCER_TUNING",
     "OffsetCommitter",
@@ -299,34 +300,62 @@ def kafka_available(bootstrap: str, timeout: float = 3.0) -> bool:
     return result[0]
 
 
+COMMIT_INTERVAL = 0.1
+"""Seconds between two offset commits of the vault and the acquittal service. A commit is a
+request (and a broker write) of its own: one per small batch cost more CPU than the batch.
+What a crash then reads again (at most this much more) is a redelivery they handle."""
+
+
 class OffsetCommitter:
     """Commits a consumer's offsets off the critical path, in order, one commit in flight.
 
     The caller hands it the offsets of a batch once that batch's effects are on Kafka (its
-    receipts or acquittals acknowledged); the next batch is read meanwhile. A commit that fails
-    (a rebalance took the partition) is logged and dropped: those records are read again, which
-    every consumer here handles as a redelivery.
+    receipts or acquittals acknowledged); the next batch is read meanwhile. Offsets handed over
+    while a commit is in flight, or less than ``interval`` seconds after the last one began, are
+    merged (the newest offset of each partition wins) into the one commit that follows. A commit
+    that fails (a rebalance took the partition) is logged and dropped: those records are read
+    again, which every consumer here handles as a redelivery. :meth:`flush` commits what waits
+    at once.
     """
 
-    def __init__(self, consumer: AIOKafkaConsumer):
+    def __init__(self, consumer: AIOKafkaConsumer, interval: float = 0.0):
         self._consumer = consumer
+        self._interval = interval
         self._last: asyncio.Task[None] | None = None
+        self._waiting: dict[TopicPartition, int] | None = None  # for the commit after the one in flight
+        self._began = -float("inf")  # monotonic time the last commit began
+        self._hurry = asyncio.Event()  # flush: no more waiting for the interval
 
     def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        if offsets:
-            self._last = asyncio.create_task(self._commit_after(self._last, offsets))
+        if not offsets:
+            return
+        if self._waiting is not None:
+            self._waiting.update(offsets)
+            return
+        self._waiting = dict(offsets)
+        self._last = asyncio.create_task(self._commit_after(self._last))
 
-    async def _commit_after(
-        self, previous: asyncio.Task[None] | None, offsets: dict[TopicPartition, int]
-    ) -> None:
+    async def _commit_after(self, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:
             await previous
+        pause = self._began + self._interval - time.monotonic()
+        if pause > 0 and not self._hurry.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._hurry.wait(), pause)
+        self._began = time.monotonic()
+        offsets, self._waiting = self._waiting, None
+        if not offsets:
+            return
         try:
             await self._consumer.commit(offsets)
         except KafkaError as exc:
             log.warning("offset commit failed (the records will be read again): %s", exc)
 
     async def flush(self) -> None:
-        """Wait for every commit handed over so far."""
-        if self._last is not None:
-            await self._last
+        """Commit what waits now, and wait for every commit handed over so far."""
+        self._hurry.set()
+        try:
+            while self._last is not None and not self._last.done():
+                await self._last  # a commit handed over meanwhile makes a newer last one
+        finally:
+            self._hurry.clear()

@@ -6,17 +6,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import re
 import signal
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.producer.message_accumulator import BatchBuilder
 
 from coffre.config import Settings, configuration_error
-from coffre.domain.messages import CORRELATION_ID
+from coffre.domain.messages import CORRELATION_ID, Headers
 
 from .kafka import (
     CONSUMER_TUNING,
@@ -29,6 +34,12 @@ from .kafka import (
 
 Output = tuple[bytes | None, bytes, str | None]
 """(key, value, correlation id) of a record to publish."""
+Record = tuple[bytes | None, bytes, Headers]
+"""(key, value, headers) of a record to publish."""
+
+_PARTITION_CACHE = 4096
+"""Keys whose partition is remembered per topic and partition count (the vault's keys are its
+IDCoffre, few and repeated; murmur2 in Python costs more than the rest of a record's sending)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,19 +47,54 @@ class Endpoints:
     consumer: AIOKafkaConsumer
     producer: AIOKafkaProducer
     committer: OffsetCommitter
+    _partitions: dict[tuple[str, int], dict[bytes, int]] = field(default_factory=dict)
 
     async def send_all(self, topic: str, outputs: Iterable[Output]) -> None:
         """Publish ``outputs`` to ``topic`` (the correlation id also as a header) and wait until
         the broker acknowledged every one."""
-        deliveries = [
-            await self.producer.send(
-                topic,
-                value=value,
-                key=key,
-                headers=[(CORRELATION_ID, correlation_id.encode())] if correlation_id else None,
-            )
-            for key, value, correlation_id in outputs
-        ]
+        await self.send_records(
+            topic,
+            (
+                (key, value, [(CORRELATION_ID, correlation_id.encode())] if correlation_id else [])
+                for key, value, correlation_id in outputs
+            ),
+        )
+
+    async def send_records(self, topic: str, records: Iterable[Record]) -> None:
+        """Publish ``records`` to ``topic`` and wait until the broker acknowledged every one.
+
+        Each goes to the partition the producer's own partitioner gives its key (a random one
+        without a key), in order within a partition, in one record batch per partition (as
+        many as its size needs): far less work per record than one ``producer.send`` each,
+        which builds a future, a partition lookup and a callback per record."""
+        producer = self.producer
+        partitions = sorted(await producer.partitions_for(topic))
+        if not partitions:
+            raise KafkaError(f"no partitions known for {topic!r}")
+        partitioner = getattr(producer, "_partitioner", None) or DefaultPartitioner()
+        known = self._partitions.get((topic, len(partitions)))
+        if known is None or len(known) > _PARTITION_CACHE:
+            known = self._partitions[(topic, len(partitions))] = {}
+        now = int(time.time() * 1000)
+        batches: dict[int, BatchBuilder] = {}
+        deliveries: list[asyncio.Future] = []
+        for key, value, headers in records:
+            if key is None:
+                partition = random.choice(partitions)
+            else:
+                partition = known.get(key)
+                if partition is None:
+                    partition = known[key] = partitioner(key, partitions, partitions)
+            batch = batches.get(partition)
+            if batch is None:
+                batch = batches[partition] = producer.create_batch()
+            if batch.append(timestamp=now, key=key, value=value, headers=headers) is None:
+                # full: send it, and begin the next one (a first record always fits)
+                deliveries.append(await producer.send_batch(batch, topic, partition=partition))
+                batch = batches[partition] = producer.create_batch()
+                batch.append(timestamp=now, key=key, value=value, headers=headers)
+        for partition, batch in batches.items():
+            deliveries.append(await producer.send_batch(batch, topic, partition=partition))
         await asyncio.gather(*deliveries)
 
 
@@ -84,14 +130,19 @@ def host_ordinal(hostname: str | None = None) -> int | None:
 
 @asynccontextmanager
 async def kafka_endpoints(
-    settings: Settings, group: str, *topics: str, owns: Callable[[int], bool] | None = None
+    settings: Settings,
+    group: str,
+    *topics: str,
+    owns: Callable[[int], bool] | None = None,
+    commit_interval: float = 0.0,
 ) -> AsyncIterator[Endpoints]:
     """Create coffre's topics if missing, then a consumer of ``topics`` in the group
     ``<prefix><group>`` (offsets committed by the caller through the committer) and a producer;
     on exit, pending commits are flushed, the group left and the producer flushed.
 
     With ``owns``, the consumer is assigned the partitions it owns instead of joining the
-    group's rebalancing (the group still keeps its committed offsets)."""
+    group's rebalancing (the group still keeps its committed offsets). ``commit_interval``: the
+    least time between two offset commits (see :class:`~coffre.adapters.kafka.OffsetCommitter`)."""
     await ensure_coffre_topics(settings)
     consumer = AIOKafkaConsumer(
         *(() if owns else topics),
@@ -113,7 +164,7 @@ async def kafka_endpoints(
             ]
             consumer.assign(assigned)
             log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
-        committer = OffsetCommitter(consumer)
+        committer = OffsetCommitter(consumer, commit_interval)
         try:
             yield Endpoints(consumer, producer, committer)
         finally:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coffre import metrics
+from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.service import kafka_endpoints, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.messages import Acquittal, Receipt, Rejection
@@ -96,7 +97,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
     rejected_total = metrics.ACQUITTALS.labels("rejected")
     await ops.start()
     try:
-        async with kafka_endpoints(settings, "acquittal", topics.receipts, topics.rejected) as kafka:
+        async with kafka_endpoints(
+            settings, "acquittal", topics.receipts, topics.rejected, commit_interval=COMMIT_INTERVAL
+        ) as kafka:
             lag = LagMeter(kafka.consumer)
             log.info("acquittal ready")
             while not stop.is_set():

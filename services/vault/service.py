@@ -14,6 +14,7 @@ from pathlib import Path
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
+from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
 from coffre.config import Settings, configuration_error
 from coffre.domain.messages import now_iso
@@ -78,7 +79,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     try:
         sealer.start()  # start-up recovery, before anything new is recorded
         sealing.start()
-        async with kafka_endpoints(settings, "vault", topics.normalized, owns=owns) as kafka:
+        async with kafka_endpoints(
+            settings, "vault", topics.normalized, owns=owns, commit_interval=COMMIT_INTERVAL
+        ) as kafka:
             lag = LagMeter(kafka.consumer)
             log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
             while not stop.is_set():
