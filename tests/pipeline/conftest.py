@@ -23,8 +23,9 @@ from collections.abc import Iterator
 import pytest
 
 from coffre.adapters.broker import EmbeddedBroker
-from coffre.config import Settings
 from coffre.stack import Stack
+
+from pipeline.stack_settings import stack_settings
 
 
 def _docker_answers() -> bool:
@@ -80,14 +81,11 @@ def topic_prefix() -> str:
 @pytest.fixture
 def stack(kafka_bootstrap, topic_prefix, tmp_path):
     """The three services as child processes on the session broker, with their own topics and data."""
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=tmp_path,
-        partitions=3,
+    settings = stack_settings(
+        kafka_bootstrap,
+        topic_prefix,
+        tmp_path,
         max_event_bytes=64 * 1024,
-        ops_port=0,
-        api_port=0,
     )
     running = Stack(settings, bootstrap=kafka_bootstrap)
     running.start()

@@ -17,12 +17,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import PRODUCER_TUNING
-from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.messages import CORRELATION_ID, Receipt
 from coffre.stack import Stack
 
 from events import POINSCRIT
+from pipeline.stack_settings import stack_settings
 
 EVENTS = 2000
 COFFRES = (11, 12, 13)
@@ -85,13 +85,10 @@ async def wait_for_receipts(
 def test_killing_ingest_and_vault_under_load_loses_nothing(kafka_bootstrap, topic_prefix, tmp_path, sig):
     """SIGKILL at random moments; SIGTERM too, which faust answers by acking the batch in hand
     (so ingest must finish its durable write first)."""
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=tmp_path,
-        partitions=3,
-        ops_port=0,
-        api_port=0,
+    settings = stack_settings(
+        kafka_bootstrap,
+        topic_prefix,
+        tmp_path,
     )
     stack = Stack(settings, bootstrap=kafka_bootstrap)
     stack.start()

@@ -10,13 +10,13 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from coffre.adapters.broker import free_port_block
-from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID, Rejection
 from coffre.stack import SERVICES, Stack
 
 from events import POINSCRIT
 from hostile import extreme_valid_cases, hostile_cases
 from pipeline.ops_http import get, metric, wait_ready
+from pipeline.stack_settings import stack_settings
 
 VALID = 20
 
@@ -46,13 +46,11 @@ def read_all(bootstrap: str, topic: str, partitions: int, wanted: int, timeout: 
 
 
 def test_no_input_stops_the_acquittals_of_the_others(kafka_bootstrap, topic_prefix, tmp_path):
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=tmp_path,
-        partitions=3,
+    settings = stack_settings(
+        kafka_bootstrap,
+        topic_prefix,
+        tmp_path,
         ops_port=free_port_block(len(SERVICES)),
-        api_port=0,
     )
     assert settings.max_event_bytes == 1024 * 1024 and settings.max_message_bytes == 1_000_000
     stack = Stack(settings, bootstrap=kafka_bootstrap)

@@ -9,21 +9,20 @@ import time
 
 from coffre.adapters.broker import free_port_block
 from coffre.client import CoffreClient
-from coffre.config import Settings
 from coffre.stack import SERVICES, Stack
 
 from .ops_http import get, metric, wait_ready
 from events import POINSCRIT
+from pipeline.stack_settings import stack_settings
 
 
 def test_health_readiness_metrics_and_logs(kafka_bootstrap, topic_prefix, tmp_path):
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=tmp_path,
+    settings = stack_settings(
+        kafka_bootstrap,
+        topic_prefix,
+        tmp_path,
         partitions=2,
         ops_port=free_port_block(len(SERVICES)),
-        api_port=0,
         lot_max_events=2,
     )
     stack = Stack(settings, bootstrap=kafka_bootstrap)

@@ -14,12 +14,12 @@ from coffre.adapters.archive import signing_files
 from coffre.adapters.journal import JournalSet
 from coffre.audit import verify_archive
 from coffre.client import CoffreClient
-from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.stack import Stack
 
 from .test_crash import wait_for_receipts
 from events import POINSCRIT
+from pipeline.stack_settings import stack_settings
 
 
 def players(start: int, count: int) -> list[bytes]:
@@ -37,14 +37,12 @@ def restore(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_lost_vault_volume_is_restored_from_the_archive(kafka_bootstrap, topic_prefix, tmp_path):
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=tmp_path / "data",
+    settings = stack_settings(
+        kafka_bootstrap,
+        topic_prefix,
+        tmp_path / "data",
         archive_dir=tmp_path / "archive",  # survives the volume, as S3 would
         partitions=2,
-        ops_port=0,
-        api_port=0,
         lot_max_events=5,
         lot_max_age_seconds=3600,
     )

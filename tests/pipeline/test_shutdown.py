@@ -19,12 +19,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from coffre.adapters.broker import free_port_block
 from coffre.adapters.journal import JournalSet
-from coffre.config import Settings
 from coffre.domain.messages import Acquittal
 from coffre.stack import SERVICES, Stack
 
 from .ops_http import metric, wait_ready
 from .test_crash import COFFRES, publish
+from pipeline.stack_settings import stack_settings
 
 EVENTS = 1200
 DEADLINE = 10.0
@@ -61,13 +61,11 @@ async def read_acquittals(
 def test_sigterm_under_load_drains_commits_and_exits_within_10s(
     kafka_bootstrap, topic_prefix, tmp_path, victim
 ):
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=tmp_path,
-        partitions=3,
+    settings = stack_settings(
+        kafka_bootstrap,
+        topic_prefix,
+        tmp_path,
         ops_port=free_port_block(len(SERVICES)),
-        api_port=0,
         lot_max_events=100,
     )
     stack = Stack(settings, bootstrap=kafka_bootstrap)

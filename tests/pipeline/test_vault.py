@@ -25,6 +25,7 @@ from coffre.domain.chain import GENESIS, chain_hash
 from events import POINSCRIT
 from ingest_fold import IngestFold
 from pipeline.kafka_io import normalized_rows, publish_rows, read_receipts
+from pipeline.stack_settings import stack_settings
 
 
 def players(first: int, count: int) -> list[bytes]:
@@ -36,13 +37,11 @@ def players(first: int, count: int) -> list[bytes]:
 
 @pytest.fixture
 def settings(kafka_bootstrap, topic_prefix, tmp_path) -> Settings:
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=tmp_path,
+    settings = stack_settings(
+        kafka_bootstrap,
+        topic_prefix,
+        tmp_path,
         partitions=2,
-        ops_port=0,
-        api_port=0,
     )
     asyncio.run(ensure_topics(kafka_bootstrap, settings.topic_partitions))
     return settings

@@ -1,0 +1,18 @@
+"""The settings of a pipeline test: the session broker, the test's own topics and data folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from coffre.config import Settings
+
+
+def stack_settings(bootstrap: str, topic_prefix: str, data_dir: Path, **overrides: Any) -> Settings:
+    """3 partitions, no ops server and no regulator API unless ``overrides`` say otherwise."""
+    return Settings(
+        bootstrap_servers=bootstrap,
+        topic_prefix=topic_prefix,
+        data_dir=data_dir,
+        **{"partitions": 3, "ops_port": 0, "api_port": 0, **overrides},
+    )
