@@ -27,6 +27,7 @@ from coffre.domain.messages import CORRELATION_ID, Acquittal
 from coffre.stack import Stack
 
 from events import POINSCRIT
+from pipeline.stack_settings import stack_settings
 
 EVENTS = 3000
 COFFRES = (21, 22, 23, 24, 25)
@@ -110,14 +111,8 @@ class Platform:
 def test_ingest_replicas_fail_over_without_a_gap_a_reuse_or_a_loss(
     kafka_bootstrap, topic_prefix, tmp_path, replicas
 ):
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=tmp_path,
-        partitions=6,
-        ops_port=0,
-        api_port=0,
-        ingest_snapshot_seconds=1.0,
+    settings = stack_settings(
+        kafka_bootstrap, topic_prefix, tmp_path, partitions=6, ingest_snapshot_seconds=1.0
     )
     stack = Stack(settings, bootstrap=kafka_bootstrap, ingest_replicas=replicas)
     stack.start()

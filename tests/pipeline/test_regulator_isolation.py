@@ -52,6 +52,7 @@ from .kafka_io import normalized_rows
 from .ops_http import get
 from events import POINSCRIT
 from ingest_fold import IngestFold
+from pipeline.stack_settings import stack_settings
 
 RECEIPT_BOUND = 2.0
 SEALED_EVENTS = 12_000
@@ -250,17 +251,15 @@ def test_receipts_do_not_wait_for_a_slow_export_or_proofs(kafka_bootstrap, topic
     vault_data, regulator_data = tmp_path / "vault", tmp_path / "regulator"
     key, cert = write_key_pair(tmp_path / "keys", "isolation test vault", "ecdsa", days=30)
     ports = free_port_block(3)
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        data_dir=vault_data,
-        partitions=3,
+    settings = stack_settings(
+        kafka_bootstrap,
+        topic_prefix,
+        vault_data,
         lot_max_events=20,
         lot_max_age_seconds=1.0,
         signing_key=key,
         signing_cert=cert,
         api_port=ports,
-        ops_port=0,
         log_format="text",
     )
     asyncio.run(ensure_topics(kafka_bootstrap, settings.topic_partitions))
