@@ -94,6 +94,13 @@ class Settings(BaseSettings):
         description="how often ingest snapshots each partition's IDEvt counters to <prefix>ingest.state "
         "(a replica taking a partition over re-reads the inputs since the last one)",
     )
+    ingest_session_seconds: float = Field(
+        3.0,
+        ge=1,
+        le=60,
+        description="ingest's consumer-group session: a replica silent this long (killed, paused, cut off) "
+        "loses its partitions to the others; it heartbeats every sixth of it",
+    )
     log_level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
         BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v),

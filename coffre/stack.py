@@ -48,9 +48,12 @@ class Stack:
         if self.bootstrap is None:
             self.broker = EmbeddedBroker(log_path=Path(self.settings.data_dir) / "logs" / "broker.log")
             self.bootstrap = self.broker.start()
-        asyncio.run(
-            ensure_coffre_topics(self.settings.model_copy(update={"bootstrap_servers": self.bootstrap}))
-        )
+        settings = self.settings.model_copy(update={"bootstrap_servers": self.bootstrap})
+        asyncio.run(ensure_coffre_topics(settings))
+        if self.broker is not None:  # in memory, empty: ingest's counters start from the journals
+            from coffre_ingest.seed import seed_from_journals
+
+            asyncio.run(seed_from_journals(settings, Path(settings.data_dir) / "vault" / "journal"))
         for name in services:
             self.spawn(name)
             if name == "ingest":

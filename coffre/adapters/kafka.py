@@ -45,8 +45,10 @@ __all__ = [
     "drain",
     "ensure_topics",
     "kafka_available",
+    "led_current_generation",
     "partitions_for",
     "stop_consumer",
+    "track_leadership",
 ]
 
 #: aiokafka consumer keyword arguments for latency on these brokers. Offsets are committed by the
@@ -236,20 +238,59 @@ async def drain(
     return [r for p in range(count) for r in records[p]]
 
 
-async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
-    """``consumer.stop()``, leaving its group even at generation 0.
+def track_leadership(consumer: AIOKafkaConsumer) -> None:
+    """Note, on ``consumer`` (started, not yet subscribed), the generation it last led the group in.
+
+    :func:`stop_consumer` reads it: see ``leave_as_leader`` there. Best effort, through aiokafka
+    internals when present (the leader is the member that runs ``_perform_assignment``).
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    perform = getattr(coordinator, "_perform_assignment", None)
+    if coordinator is None or perform is None:
+        return
+
+    async def perform_assignment(response: Any) -> Any:
+        coordinator._coffre_led_generation = coordinator.generation
+        return await perform(response)
+
+    coordinator._perform_assignment = perform_assignment
+
+
+def led_current_generation(consumer: AIOKafkaConsumer) -> bool:
+    """Whether ``consumer`` (under :func:`track_leadership`) led the generation it is in."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    led = getattr(coordinator, "_coffre_led_generation", None)
+    return led is not None and led == getattr(coordinator, "generation", None)
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer, *, leave_as_leader: bool = True) -> None:
+    """``consumer.stop()``, leaving its group even at generation 0, or not at all as its leader.
 
     aiokafka skips LeaveGroup at generation 0, the first generation on Tansu, which leaves a
     ghost member the group's next consumer waits on until its session expires. Changes nothing
     on Apache Kafka (first generation 1). Best effort, through aiokafka internals when present:
     the LeaveGroup is sent at the point aiokafka sends its own (heartbeat stopped, final
     commits done).
+
+    ``leave_as_leader=False`` (a group of several members, such as ingest's replicas): when the
+    consumer led its generation (:func:`track_leadership`) it does not leave; the broker drops it
+    when its session expires. Tansu 0.6.0, when the leader of a group that is forming leaves,
+    removes the member but keeps it as the leader: every other member's SyncGroup is then
+    refused (RebalanceInProgress) until the group is rebuilt by chance, measured at 2.5 minutes
+    without any partition assigned. A session expiry clears the leader properly. A member that
+    was not the leader leaves as usual.
     """
     coordinator = getattr(consumer, "_coordinator", None)
     original = getattr(coordinator, "_maybe_leave_group", None)
     if coordinator is not None and original is not None:
 
         async def leave_group() -> None:
+            if not leave_as_leader and led_current_generation(consumer):
+                log.info(
+                    "not leaving the group as its leader: the broker drops this member when its session expires"
+                )
+                coordinator.reset_generation()
+                return
             if (
                 getattr(coordinator, "generation", None) == 0
                 and getattr(coordinator, "member_id", None)

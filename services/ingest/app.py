@@ -21,7 +21,13 @@ from collections import defaultdict
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from coffre import metrics
-from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, OffsetCommitter, stop_consumer
+from coffre.adapters.kafka import (
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    OffsetCommitter,
+    stop_consumer,
+    track_leadership,
+)
 from coffre.adapters.service import ensure_coffre_topics, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.codec import Limits
@@ -292,6 +298,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             **CONSUMER_TUNING,
             "max_poll_records": settings.batch_max,
             "max_partition_fetch_bytes": settings.max_message_bytes + 1024 * 1024,
+            # a dead replica's partitions move after its session (plus the broker's hand-over)
+            "session_timeout_ms": round(settings.ingest_session_seconds * 1000),
+            "heartbeat_interval_ms": round(settings.ingest_session_seconds * 1000 / 6),
         },
     )
     state_topic = StateTopic(settings, producer)
@@ -299,6 +308,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     try:
         await state_topic.start()
         await consumer.start()
+        track_leadership(consumer)
         ingest = Ingest(settings, consumer, producer, state_topic)
         await consumer.topics()
         ingest.partitions = len(consumer.partitions_for_topic(topics.events_in) or ())
@@ -323,7 +333,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         finally:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(STOP_STEP_SECONDS):
-                    await stop_consumer(consumer)
+                    await stop_consumer(consumer, leave_as_leader=False)
             await state_topic.stop()
     except (StateLost, SnapshotError) as exc:
         ops.halt(str(exc))
