@@ -3,6 +3,7 @@ crashes the parser (only :class:`Rejected` may come out)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
@@ -18,11 +19,13 @@ from coffre.domain.normalize import normalize
 from events import POINSCRIT as POINSCRIT_XML
 from events import fixture_inputs, pojeu
 
-# XML 1.0 characters, including CR (C14N writes it as &#xD; so it survives) and non-BMP
+# XML 1.0 characters, including CR (C14N writes it as &#xD; so it survives) and non-BMP; the
+# control characters XML refuses are left out of the alphabet, not filtered (no draw is wasted)
+XML_REFUSED = "".join(chr(c) for c in range(0x0B, 0x20) if c != 0x0D) + "\ufffe\uffff"
 xml_text = st.text(
     alphabet=st.characters(
-        blacklist_categories=("Cs",), blacklist_characters="\x00\ufffe\uffff", min_codepoint=0x09
-    ).filter(lambda c: c in "\t\n\r" or ord(c) >= 0x20),
+        blacklist_categories=("Cs",), blacklist_characters=XML_REFUSED, min_codepoint=0x09
+    ),
     max_size=30,
 )
 reference = st.from_regex(r"[a-zA-Z0-9._/#-]{1,12}", fullmatch=True)
@@ -32,7 +35,11 @@ amount = st.decimals(
 non_negative = st.decimals(
     min_value=0, max_value=Decimal("1e9"), allow_nan=False, allow_infinity=False, places=2
 )
-date12 = st.datetimes().filter(lambda d: 2000 <= d.year <= 2099).map(lambda d: d.strftime("%y%m%d%H%M%S"))
+# drawn within the century (a filter on st.datetimes() refused 49 draws in 50: Hypothesis's
+# filter_too_much health check failed on a busy machine)
+date12 = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31, 23, 59, 59)).map(
+    lambda d: d.strftime("%y%m%d%H%M%S")
+)
 ip = st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)).map(str)
 sha1 = st.from_regex(r"[0-9a-fA-F]{40}", fullmatch=True)
 op_id = st.from_regex(r"[0-9]{4}", fullmatch=True)

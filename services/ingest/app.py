@@ -39,6 +39,8 @@ log = logging.getLogger("coffre.ingest")
 FATAL_EXIT = 70
 STOP_STEP_SECONDS = 3.0
 """At SIGTERM, the most the final snapshot and commit, then leaving the group, may each take."""
+READ_SECONDS = 15.0
+"""The most a take-over waits to read a partition's snapshots, or to probe a hole in events.in."""
 SNAPSHOTS_READ_BACK = 8
 """How many of a partition's newest snapshots are read at a take-over: the one standing furthest
 is used (a zombie may have written an older one last; any snapshot is a correct fold)."""
@@ -46,6 +48,10 @@ is used (a zombie may have written an older one last; any snapshot is a correct 
 
 class StateLost(RuntimeError):
     """A partition has no snapshot although its first inputs are gone: its counters cannot be rebuilt."""
+
+
+class SnapshotsUnread(RuntimeError):
+    """A partition's snapshots could not be read in time: nothing is folded without them."""
 
 
 class StateTopic:
@@ -69,22 +75,45 @@ class StateTopic:
         await self.reader.stop()
 
     async def latest(self, partition: int, partitions: int) -> PartitionState | None:
+        """The snapshot of ``partition`` standing furthest among its newest ones, or None if it has none.
+
+        Read to the end offset, however slow the fetches (an empty fetch on a busy machine is not
+        the end: taking it for one once started a partition's fold from zero where its snapshots
+        were), then on until a fetch brings nothing (``end_offsets()`` may under-report on Tansu).
+        Raises SnapshotsUnread when they cannot be read within READ_SECONDS (the replica stops; a
+        restart, or another replica, tries again).
+        """
         tp = TopicPartition(self.topic, partition)
         self.reader.assign([tp])
         end = (await self.reader.end_offsets([tp]))[tp]
-        if end == 0:
-            return None
         self.reader.seek(tp, max(0, end - SNAPSHOTS_READ_BACK))
         best: PartitionState | None = None
-        while True:  # to the true end: end_offsets() may under-report on Tansu
+        deadline = time.monotonic() + READ_SECONDS
+        while True:
             batch = await self.reader.getmany(tp, timeout_ms=200)
-            if not batch:
-                break
             for record in batch.get(tp, ()):
                 state = PartitionState.decode(record.value or b"", partition, partitions)
                 if best is None or state.position >= best.position:
                     best = state
-        return best
+            if not batch and await self.reader.position(tp) >= end:
+                return best
+            if time.monotonic() > deadline:
+                raise SnapshotsUnread(
+                    f"{self.topic}[{partition}]: its snapshots up to offset {end} could not be read "
+                    f"within {READ_SECONDS:.0f} s"
+                )
+
+    async def first_offset(self, tp: TopicPartition, start: int) -> int | None:
+        """The offset of the first record of ``tp`` at or after ``start``, as a fresh fetch sees it,
+        or None when none arrived within READ_SECONDS."""
+        self.reader.assign([tp])
+        self.reader.seek(tp, start)
+        deadline = time.monotonic() + READ_SECONDS
+        while time.monotonic() < deadline:
+            records = (await self.reader.getmany(tp, timeout_ms=200, max_records=1)).get(tp, ())
+            if records:
+                return records[0].offset
+        return None
 
     async def write(self, states: list[PartitionState]) -> None:
         deliveries = [
@@ -120,7 +149,6 @@ class Ingest(ConsumerRebalanceListener):
         self.owned: dict[int, PartitionState] = {}
         self.published_below: dict[int, int] = {}
         self.snapshotted: dict[int, int] = {}
-        self.reseeked: dict[int, int] = {}
         self.lock = asyncio.Lock()
         self.last_snapshot = time.monotonic()
         self.failure: BaseException | None = None
@@ -199,14 +227,19 @@ class Ingest(ConsumerRebalanceListener):
                 state = self.owned.get(tp.partition)
                 if state is None:  # revoked while the fetch was in hand
                     continue
-                if records[0].offset > state.position and self.reseeked.get(tp.partition) != state.position:
+                if records[0].offset > state.position and not await self._hole(tp, state, records[0].offset):
                     # fetched from another position than the fold's (the committed offset, before
-                    # the take-over's seek): folding it would skip inputs. Read again from the
-                    # fold's position; should the log itself have a hole there (a transaction
-                    # marker), the second fetch starts past it again and is folded.
+                    # the take-over's seek, or a fetch still in flight at the seek): folding it
+                    # would skip inputs and number the next ones again. Read again from the fold's.
                     self.consumer.seek(tp, state.position)
-                    self.reseeked[tp.partition] = state.position
                     continue
+                gap = next(
+                    (i for i in range(1, len(records)) if records[i].offset != records[i - 1].offset + 1),
+                    None,
+                )
+                if gap is not None:  # fold up to it; the fetch from there goes through the check above
+                    records = records[:gap]
+                    self.consumer.seek(tp, records[-1].offset + 1)
                 batch = [
                     InputMessage(
                         r.partition,
@@ -226,6 +259,25 @@ class Ingest(ConsumerRebalanceListener):
             for result in results:
                 result.counts.publish_metrics()
             self.committer.commit(offsets)
+
+    async def _hole(self, tp: TopicPartition, state: PartitionState, first: int) -> bool:
+        """Whether ``tp`` holds no record from the fold's position up to ``first`` (transaction
+        markers, say): asked of a fetch of its own, since the consumer's fetch may be stale."""
+        found = await self.state_topic.first_offset(tp, state.position)
+        if found != first:
+            log.info(
+                "partition %s[%d]: a fetch began at offset %d, the fold stands at %d: reading again from %d",
+                tp.topic,
+                tp.partition,
+                first,
+                state.position,
+                state.position,
+            )
+            return False
+        log.info(
+            "partition %s[%d]: no record from offset %d to %d", tp.topic, tp.partition, state.position, first
+        )
+        return True
 
     async def publish(self, outputs: list[Output]) -> None:
         """Every output, in order per partition, acknowledged by the broker before this returns.
