@@ -35,7 +35,7 @@ EVENTS = 3000  # at least; the platform goes on publishing until the last failur
 COFFRES = (21, 22, 23, 24, 25)
 RATE = 100  # events/s: the kills and the zombie all land mid-stream
 RESUME_WITHIN = 10.0  # seconds: the bound on how long a coffre waits after a failure
-SLACK = 5.0  # the broker's own hand-over (2-5 s past the session, PRODUCT.md) on a busy machine
+SLACK = 2.0  # a loaded machine: the test runs 3 ingest replicas, the vault, the acquittal, the broker and a platform on 2 cores
 
 
 def event(n: int) -> bytes:
