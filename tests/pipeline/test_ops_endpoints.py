@@ -55,7 +55,11 @@ def test_health_readiness_metrics_and_logs(kafka_bootstrap, topic_prefix, tmp_pa
         assert metric(stack, "ingest", "coffre_events_in_total") == 5
         assert metric(stack, "ingest", "coffre_events_normalized_total", 'event_type="POINSCRIT"') == 4
         assert metric(stack, "ingest", "coffre_events_rejected_total", 'reason="INVALID_OPERATOR_ID"') == 1
-        assert metric(stack, "ingest", "coffre_fsync_seconds_count", 'store="ingest_store"') >= 1
+        assert metric(stack, "ingest", "coffre_ingest_partitions") == 2  # the one replica folds both
+        deadline = time.monotonic() + 10  # a snapshot of the counters every COFFRE_INGEST_SNAPSHOT_SECONDS
+        while metric(stack, "ingest", "coffre_ingest_snapshots_total") < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert metric(stack, "ingest", "coffre_ingest_snapshots_total") >= 1
         assert metric(stack, "vault", "coffre_events_recorded_total") == 4
         assert metric(stack, "vault", "coffre_fsync_seconds_count", 'store="vault_journal"') >= 1
         assert metric(stack, "vault", "coffre_lots_sealed_total") == 2
