@@ -37,6 +37,7 @@ import inspect
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -131,10 +132,21 @@ def aligned(start: int, coffres: int) -> int:
     return start - start % coffres
 
 
+KEY_BY = ["coffre"]
+"""What a published event is keyed by (``--key``): ``coffre``, its IDCoffre, as the input contract
+asks and the client helper does (each event lands on the partition that numbers it), or
+``correlation``, its correlation id, as a platform ignoring the rule would (most events are then
+forwarded once by ingest to their coffre's partition)."""
+IDCOFFRE = re.compile(rb"<IDCoffre>(\d+)</IDCoffre>")
+
+
 async def send(producer: AIOKafkaProducer, topic: str, message: Message) -> asyncio.Future[object]:
-    """Enqueue one message as a platform would publish it (key and header: its correlation id)."""
+    """Enqueue one message as a platform would publish it (key: see KEY_BY; header: its correlation id)."""
     cid = message[0].encode()
-    return await producer.send(topic, message[1], key=cid, headers=[(CORRELATION_ID, cid)])
+    key = cid
+    if KEY_BY[0] == "coffre" and (found := IDCOFFRE.search(message[1])):
+        key = found.group(1)
+    return await producer.send(topic, message[1], key=key, headers=[(CORRELATION_ID, cid)])
 
 
 async def publish_burst(producer: AIOKafkaProducer, topic: str, batch: Sequence[Message]) -> float:
@@ -1365,6 +1377,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="ingest processes of each stack (more than 1 needs a Stack with ingest_replicas)",
     )
     parser.add_argument("--coffres", type=int, default=4, help="IDCoffre values the events are spread over")
+    parser.add_argument(
+        "--key",
+        choices=("coffre", "correlation"),
+        default="coffre",
+        help="the key of each published event: its IDCoffre, as the input contract asks (default), or its "
+        "correlation id (ingest then forwards most events once to their coffre's partition)",
+    )
     parser.add_argument("--partitions", type=int, default=6, help="partitions of every topic")
     parser.add_argument(
         "--bootstrap", help="HOST:PORT of a running Kafka (default: start the embedded broker)"
@@ -1422,6 +1441,7 @@ def text_to(stream: TextIO | None) -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    KEY_BY[0] = args.key
     out = sys.stdout
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
