@@ -126,7 +126,17 @@ class Platform:
     def coffre(self, correlation: str) -> int:
         return 21 + int(correlation[2:]) % self.coffres
 
-    async def resumed(self, moment: float, timeout: float) -> float | None:
+    def check(self, victim: str) -> None:
+        """Raise if a service other than ``victim`` (killed on purpose, started again later) died."""
+        dead = {
+            name: child.returncode
+            for name, child in self.session.stack.children.items()
+            if name != victim and child.poll() is not None
+        }
+        if dead:
+            raise RuntimeError(f"service(s) exited: {dead}")
+
+    async def resumed(self, moment: float, timeout: float, victim: str) -> float | None:
         """Seconds from ``moment`` until every coffre has an acquittal for an event sent after it."""
         arrived = self.session.reader.arrived
         waiting = set(range(21, 21 + self.coffres))
@@ -141,7 +151,7 @@ class Platform:
                     waiting.discard(self.coffre(cid))
             if not waiting:
                 return round(time.perf_counter() - moment, 2)
-            self.session.check()
+            self.check(victim)
             await asyncio.sleep(0.05)
         return None
 
@@ -159,7 +169,7 @@ async def scenario(session: Session, args: argparse.Namespace, names: list[str],
             moment = time.perf_counter()
             stack.kill(victim, signal.SIGKILL)
             stack.children[victim].wait()
-            resume = asyncio.create_task(platform.resumed(moment, args.resume_timeout))
+            resume = asyncio.create_task(platform.resumed(moment, args.resume_timeout, victim))
             await asyncio.sleep(args.restart_after)
             stack.spawn(victim)
             back = time.perf_counter()

@@ -233,13 +233,9 @@ class Ingest(ConsumerRebalanceListener):
                     # would skip inputs and number the next ones again. Read again from the fold's.
                     self.consumer.seek(tp, state.position)
                     continue
-                gap = next(
-                    (i for i in range(1, len(records)) if records[i].offset != records[i - 1].offset + 1),
-                    None,
-                )
-                if gap is not None:  # fold up to it; the fetch from there goes through the check above
-                    records = records[:gap]
-                    self.consumer.seek(tp, records[-1].offset + 1)
+                # A gap inside one fetch is a hole in the log itself (one fetch answer is contiguous):
+                # folded over. Splitting the fetch there and seeking to the hole's first offset left
+                # a partition's fold stuck at that offset for minutes on Tansu (bench/failover.py).
                 batch = [
                     InputMessage(
                         r.partition,
