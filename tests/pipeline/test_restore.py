@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 from coffre.adapters.archive import signing_files
 from coffre.adapters.journal import JournalSet
@@ -56,9 +57,24 @@ def test_a_lost_vault_volume_is_restored_from_the_archive(kafka_bootstrap, topic
 
     try:
         asyncio.run(submit(players(0, 23)))  # 4 lots of 5 sealed, 3 events recorded but not sealed
+        deadline = time.monotonic() + 30  # sealing runs off the receipt path: lot 4 follows its receipts
+        while not list(settings.archive_root.rglob("0099-7-0000000004.xml")) and time.monotonic() < deadline:
+            time.sleep(0.1)
         stack.kill("vault", signal.SIGKILL)
         shutil.rmtree(settings.data_dir / "vault")  # the volume is gone
+        # killed between lot 4 and its checkpoint (whether or not it was, here): restore mends it
+        for checkpoint in settings.archive_root.rglob("checkpoints/0099-7-0000000004.xml"):
+            checkpoint.unlink()
         shutil.copytree(settings.archive_root, tmp_path / "before")
+
+        older = tmp_path / "older-checkpoint-missing"  # only the newest lot's may be missing
+        shutil.copytree(settings.archive_root, older)
+        next(older.rglob("checkpoints/0099-7-0000000002.xml")).unlink()
+        refused = restore(
+            Stack(settings.model_copy(update={"archive_dir": older}), bootstrap=kafka_bootstrap)
+        )
+        assert refused.returncode == 1 and "no checkpoint in the archive for lot 2" in refused.stderr
+        assert not (settings.data_dir / "vault" / "journal" / "0099" / "7").exists()
 
         tampered = tmp_path / "tampered"
         shutil.copytree(settings.archive_root, tampered)
@@ -72,6 +88,7 @@ def test_a_lost_vault_volume_is_restored_from_the_archive(kafka_bootstrap, topic
 
         result = restore(stack)
         assert result.returncode == 0, result.stderr
+        assert list(settings.archive_root.rglob("checkpoints/0099-7-0000000004.xml")), "not mended"
         assert "coffre 0099/7: 4 lot(s), IDEvt 1..20: restored" in result.stdout
         assert "rewound" in result.stdout
         again = restore(stack, "--rewind", "none")
