@@ -52,9 +52,10 @@ from pipeline import (
     PhaseTimeout,
     Session,
     event,
-    percentile,
+    is_ingest,
     say,
     send,
+    spread,
     start_stack,
     text_to,
 )
@@ -194,13 +195,9 @@ async def scenario(session: Session, args: argparse.Namespace, names: list[str],
         outcome.problems.append("acquittals missing at the end")
     arrived = session.reader.arrived
     outcome.acquitted = sum(1 for cid in platform.sent if cid in arrived)
-    latencies = sorted((arrived[c] - t) * 1000 for c, t in platform.sent.items() if c in arrived)
-    if latencies:
-        outcome.latency_ms = {
-            "p50": round(percentile(latencies, 0.50), 1),
-            "p99": round(percentile(latencies, 0.99), 1),
-            "max": round(latencies[-1], 1),
-        }
+    latency = spread([(arrived[c] - t) * 1000 for c, t in platform.sent.items() if c in arrived])
+    if latency:
+        outcome.latency_ms = {name: round(value, 1) for name, value in latency.items()}
     statuses = {session.reader.status[c] for c in platform.sent if c in arrived}
     if statuses - {"recorded"}:
         outcome.problems.append(f"acquittal statuses {sorted(statuses)}")
@@ -249,7 +246,7 @@ def measure(args: argparse.Namespace, code: Code) -> Outcome:
             api_port=0,
         )
         stack = start_stack(settings, bootstrap, code, replicas, data)
-        names = [name for name in stack.children if name == "ingest" or name.startswith("ingest-")]
+        names = [name for name in stack.children if is_ingest(name)]
 
         async def run() -> None:
             async with Session(stack, args) as session:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -27,17 +26,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from coffre.adapters.broker import EmbeddedBroker
 from coffre.adapters.kafka import ensure_topics
 
+from pipeline import CpuMeter, spread
+
 PARTITIONS = 6
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def percentile(ordered: list[float], q: float) -> float:
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 async def measure(wait_ms: int, consumers: int, rate: float, seconds: float) -> dict[str, float]:
@@ -71,22 +62,23 @@ async def measure(wait_ms: int, consumers: int, rate: float, seconds: float) -> 
             tasks.append(asyncio.create_task(poll()))
         await producer.start()
         await asyncio.sleep(2)  # every consumer polling
-        before, began = cpu_seconds(broker.pid), time.perf_counter()
+        meter = CpuMeter({"broker": broker.pid})
+        meter.start()
+        began = time.perf_counter()
         sent = 0
         while time.perf_counter() - began < seconds:
             await producer.send("fetch-wait", str(time.perf_counter()).encode(), partition=sent % PARTITIONS)
             sent += 1
             await asyncio.sleep(max(0.0, began + sent / rate - time.perf_counter()))
-        elapsed = time.perf_counter() - began
-        broker_share = (cpu_seconds(broker.pid) - before) / elapsed
+        meter.stop()
         await asyncio.sleep(1 + wait_ms / 1000)
-        latencies.sort()
+        latency = spread(latencies) or {"p50": 0.0, "p99": 0.0}
         return {
             "wait_ms": wait_ms,
-            "broker_cpu_percent": round(broker_share * 100),
+            "broker_cpu_percent": round(meter.percent().get("broker", 0.0)),
             "sent": sent,
-            "p50_ms": round(percentile(latencies, 0.5), 1),
-            "p99_ms": round(percentile(latencies, 0.99), 1),
+            "p50_ms": round(latency["p50"], 1),
+            "p99_ms": round(latency["p99"], 1),
         }
     finally:
         for task in tasks:
