@@ -243,6 +243,11 @@ class Settings(BaseSettings):
         return self.access_log_dir or Path(self.data_dir) / "access"
 
     @property
+    def journal_root(self) -> Path:
+        """The vault's journals, one folder per coffre (``coffre up`` seeds ingest from them too)."""
+        return Path(self.data_dir) / "vault" / "journal"
+
+    @property
     def archive_root(self) -> Path:
         return self.archive_dir or Path(self.data_dir) / "archive"
 

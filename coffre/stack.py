@@ -53,7 +53,7 @@ class Stack:
         if self.broker is not None:  # in memory, empty: ingest's counters start from the journals
             from coffre_ingest.seed import seed_from_journals
 
-            asyncio.run(seed_from_journals(settings, Path(settings.data_dir) / "vault" / "journal"))
+            asyncio.run(seed_from_journals(settings, settings.journal_root))
         for name in services:
             self.spawn(name)
             if name == "ingest":

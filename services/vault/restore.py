@@ -77,7 +77,7 @@ def restore_journals(
     verify; coffres restored before it stay restored."""
     storage = storage or archive_storage(settings)
     trust = trust_store(settings)
-    root = Path(settings.data_dir) / "vault" / "journal"
+    root = settings.journal_root
     scratch = Path(settings.data_dir) / "vault" / "restoring"
     shutil.rmtree(scratch, ignore_errors=True)  # what a crashed restore left
     journals = JournalSet(root)

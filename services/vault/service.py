@@ -10,7 +10,6 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
@@ -60,7 +59,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     topics = settings.topics
     stop = stop or asyncio.Event()
     owns = partition_owner(settings)
-    journal_dir = Path(settings.data_dir) / "vault" / "journal"
+    journal_dir = settings.journal_root
     journal_dir.mkdir(parents=True, exist_ok=True)
     journals = JournalSet(journal_dir)
     recorder = Recorder(journals)
