@@ -45,7 +45,6 @@ __all__ = [
     "drain",
     "ensure_topics",
     "kafka_available",
-    "led_current_generation",
     "partitions_for",
     "stop_consumer",
     "track_leadership",
@@ -115,7 +114,7 @@ async def ensure_topics(
 
     With ``max_message_bytes`` (the largest record coffre will publish), the topics created take
     records that large, and a topic whose ``max.message.bytes`` is smaller raises
-    :class:`TopicMismatchError`: a record the broker refuses would stay in ingest's outbox for ever.
+    :class:`TopicMismatchError`: a record the broker refuses would stop ingest's partition at every retry.
     A broker that does not report the setting (Tansu takes any size) is not checked.
     """
     for name, count in topics.items():
@@ -256,7 +255,7 @@ def track_leadership(consumer: AIOKafkaConsumer) -> None:
     coordinator._perform_assignment = perform_assignment
 
 
-def led_current_generation(consumer: AIOKafkaConsumer) -> bool:
+def _led_current_generation(consumer: AIOKafkaConsumer) -> bool:
     """Whether ``consumer`` (under :func:`track_leadership`) led the generation it is in."""
     coordinator = getattr(consumer, "_coordinator", None)
     led = getattr(coordinator, "_coffre_led_generation", None)
@@ -285,7 +284,7 @@ async def stop_consumer(consumer: AIOKafkaConsumer, *, leave_as_leader: bool = T
     if coordinator is not None and original is not None:
 
         async def leave_group() -> None:
-            if not leave_as_leader and led_current_generation(consumer):
+            if not leave_as_leader and _led_current_generation(consumer):
                 log.info(
                     "not leaving the group as its leader: the broker drops this member when its session expires"
                 )

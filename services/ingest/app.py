@@ -171,6 +171,7 @@ class Ingest(ConsumerRebalanceListener):
             for partition in mine:
                 del self.owned[partition]
                 self.published_below.pop(partition, None)
+                self.snapshotted.pop(partition, None)
             metrics.PARTITIONS_OWNED.set(len(self.owned))
             if mine:
                 log.info("partitions %s of %s handed over", mine, self.topics.events_in)

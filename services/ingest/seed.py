@@ -58,6 +58,7 @@ async def seed_from_journals(settings: Settings, journal_root: Path) -> list[Par
     reader = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers, enable_auto_commit=False)
     await reader.start()
     try:
+        await reader.topics()  # the metadata of every topic, as ingest reads it at its start
         partitions = len(reader.partitions_for_topic(topics.events_in) or ()) or settings.partitions
         candidates = seed_states(heads, partitions)
         tps = [

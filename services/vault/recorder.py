@@ -6,10 +6,10 @@ redelivered event (same IDEvt, same bytes) is recorded once and its receipt re-e
 
 Two kinds of message are passed over, never recorded, and counted:
 
-* one *ahead* of its coffre's chain (IDEvt > last + 1). Ingest publishes its outbox in
-  IDEvt order and, when a delivery fails, dies and publishes again everything from the first
-  row not confirmed, so a later copy of the missing events and of this one follows on the
-  same partition. Halting there instead would stop the vault for good: the offset of the
+* one *ahead* of its coffre's chain (IDEvt > last + 1). Ingest publishes in IDEvt order
+  and, when a delivery fails, dies without committing; whoever folds the partition next
+  publishes again everything after the committed offset, so a later copy of the missing
+  events and of this one follows on the same partition. Halting there instead would stop the vault for good: the offset of the
   early copy would be read again at every restart.
 * one that ingest did not write (coffre headers missing or not matching the bytes): the
   topic is internal, but a stray producer must not stop the recording of everyone else.

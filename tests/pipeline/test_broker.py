@@ -131,7 +131,7 @@ def test_topics_must_take_the_largest_record_coffre_publishes(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
     """A topic whose max.message.bytes is below COFFRE_MAX_MESSAGE_BYTES would refuse a record ingest
-    already committed to its outbox: it is a configuration error at start-up, not a jam later."""
+    must publish before it commits its input: it is a configuration error at start-up, not a jam later."""
     small, created = f"{topic_prefix}small", f"{topic_prefix}created"
 
     async def limit_of(admin: AIOKafkaAdminClient, topic: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Property: whatever one input holds, normalize → outbox → publish answers it with exactly one
+"""Property: whatever one input holds, normalize → fold → publish answers it with exactly one
 record the producer takes, never raises, and the valid event after it still gets its IDEvt."""
 
 from __future__ import annotations
