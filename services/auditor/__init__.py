@@ -1,0 +1,1 @@
+"""The auditor service (``coffre auditor``): findings of recorded events to ``coffre.audit``."""
