@@ -259,3 +259,14 @@ def test_closed_techs_are_remembered_up_to_the_bound(techs, monkeypatch):
     assert [c[0] for c in closed] == ["T-1", "T-2"]
     assert not any("/ins/" in k or "/tech/" in k for k in trail.store)
     assert CLOSED_TECHS_KEPT == 4096
+
+
+def test_the_codes_table_of_the_docs_is_the_registered_one():
+    import re
+
+    import coffre.domain.audit.events  # noqa: F401  (every checking module registers its codes)
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "money-trail.md").read_text(encoding="utf-8")
+    documented = dict(re.findall(r"^\| `([A-Z_]+)` \| (trail|identity) \|", text, re.MULTILINE))
+    registered = {code: family for code, (family, _) in CODES.items() if family in ("trail", "identity")}
+    assert documented == registered
