@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .errors import Problem, Rejected
-from .limits import MAX_HEADER_BYTES, clip
+from .limits import MAX_HEADER_BYTES, MAX_PROBLEM_TEXT, clip
 
 # headers -------------------------------------------------------------------------------
 CORRELATION_ID = "correlation-id"
@@ -24,6 +24,14 @@ ID_EVT = "coffre-idevt"
 SUPERVISED = "coffre-supervised"
 INGESTED_AT = "coffre-ingested-at"
 """Seconds since the epoch (float, text) when ingest published the event: the start of the acquittal latency."""
+FINDINGS = "coffre-findings"
+"""The findings of the event's own checks (``coffre.domain.audit.single``), compact JSON
+``{"findings":[{"code":…,"message":…},…],"omitted":n}``: they travel to the receipt and the
+acquittal. Absent when there are none. Bounded by :data:`MAX_FINDINGS_HEADER_BYTES`."""
+MAX_FINDINGS_HEADER_BYTES = 4096
+"""The findings header at most (and never more than what keeps the record within
+``COFFRE_MAX_MESSAGE_BYTES``): the first findings that fit, each message cut to MAX_PROBLEM_TEXT,
+and how many were left out."""
 
 Headers = list[tuple[str, bytes]]
 
@@ -63,6 +71,48 @@ _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 def _dumps(value: dict[str, Any]) -> bytes:
     return _JSON.encode(value).encode()
+
+
+# findings ------------------------------------------------------------------------------
+
+
+def encode_findings(
+    findings: list[dict[str, Any]], max_bytes: int = MAX_FINDINGS_HEADER_BYTES
+) -> bytes | None:
+    """The findings header's value: as many of ``findings`` (``Finding.as_dict()``) as fit in
+    ``max_bytes``, in order, and how many did not; None when there are none, or when not even
+    the count of those left out fits."""
+    if not findings:
+        return None
+    kept = [{**f, "message": clip(str(f.get("message", "")), MAX_PROBLEM_TEXT)} for f in findings]
+    omitted = 0
+    while True:
+        doc: dict[str, Any] = {"findings": kept}
+        if omitted:
+            doc["omitted"] = omitted
+        data = _dumps(doc)
+        if len(data) <= max_bytes:
+            return data
+        if not kept:
+            return None
+        # drop enough from the end at once to fit, then adjust one by one
+        keep = max(0, min(len(kept) - 1, len(kept) * max_bytes // len(data)))
+        omitted += len(kept) - keep
+        kept = kept[:keep]
+
+
+def decode_findings(raw: bytes | str | None) -> tuple[list[dict[str, Any]] | None, int | None]:
+    """The findings and the count of those left out, from the header's value; (None, None) when
+    absent or unreadable (the findings are evidence beside the event, never a reason to lose it)."""
+    if not raw:
+        return None, None
+    try:
+        doc = json.loads(raw)
+        findings = [f for f in doc["findings"] if isinstance(f, dict) and "code" in f]
+        omitted = int(doc.get("omitted") or 0)
+    except (ValueError, KeyError, TypeError):
+        return None, None
+    return findings, omitted or None
 
 
 # rejections ----------------------------------------------------------------------------
@@ -180,22 +230,29 @@ class Receipt:
     """When ingest published the event (seconds since the epoch), from its ``coffre-ingested-at`` header."""
     recorded_at: str = field(default_factory=now_iso)
     """When the vault published this receipt, after the fsync (ISO 8601, UTC, milliseconds)."""
+    findings: list[dict[str, Any]] | None = None
+    """The findings of the event's own checks, from ingest's ``coffre-findings`` header (absent: none)."""
+    findings_omitted: int | None = None
+    """How many findings ingest left out of the header to keep it bounded (only when some were)."""
 
     def encode(self) -> bytes:
         # the fields by hand: dataclasses.asdict deep-copies, and a receipt is sent per event
-        return _dumps(
-            {
-                "id_oper": self.id_oper,
-                "id_coffre": self.id_coffre,
-                "id_evt": self.id_evt,
-                "event_type": self.event_type,
-                "chain_hash": self.chain_hash,
-                "correlation_id": self.correlation_id,
-                "supervised": self.supervised,
-                "ingested_at": self.ingested_at,
-                "recorded_at": self.recorded_at,
-            }
-        )
+        data: dict[str, Any] = {
+            "id_oper": self.id_oper,
+            "id_coffre": self.id_coffre,
+            "id_evt": self.id_evt,
+            "event_type": self.event_type,
+            "chain_hash": self.chain_hash,
+            "correlation_id": self.correlation_id,
+            "supervised": self.supervised,
+            "ingested_at": self.ingested_at,
+            "recorded_at": self.recorded_at,
+        }
+        if self.findings:
+            data["findings"] = self.findings
+            if self.findings_omitted:
+                data["findings_omitted"] = self.findings_omitted
+        return _dumps(data)
 
     def recorded_after(self) -> float | None:
         """Seconds from ingest's publication of the event to this receipt (None when either time
@@ -231,6 +288,11 @@ class Acquittal:
     reasons: list[dict[str, str]] | None = None
     reasons_omitted: int | None = None
     """How many reasons the rejection had beyond those listed (only when some were left out)."""
+    findings: list[dict[str, Any]] | None = None
+    """A recorded event's findings (its own checks, as ingest ran them): evidence, the event is
+    recorded all the same. Absent when there are none."""
+    findings_omitted: int | None = None
+    """How many findings were left out to keep the messages bounded (only when some were)."""
 
     @classmethod
     def recorded(cls, receipt: Receipt) -> Acquittal:
@@ -243,6 +305,8 @@ class Acquittal:
             receipt.id_evt,
             receipt.chain_hash,
             receipt.recorded_at,
+            findings=receipt.findings or None,
+            findings_omitted=receipt.findings_omitted or None,
         )
 
     @classmethod
@@ -268,4 +332,13 @@ class Acquittal:
 
 _ACQUITTAL_FIELDS = tuple(f.name for f in fields(Acquittal))
 
-__all__ = ["Acquittal", "Headers", "Problem", "Receipt", "Rejection", "header"]
+__all__ = [
+    "Acquittal",
+    "Headers",
+    "Problem",
+    "Receipt",
+    "Rejection",
+    "decode_findings",
+    "encode_findings",
+    "header",
+]

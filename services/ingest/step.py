@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from coffre import metrics
 from coffre.config import Topics
+from coffre.domain.audit.single import check_event
+from coffre.domain.catalogue.base import Event
 from coffre.domain.codec import Limits, canonical_bytes
 from coffre.domain.errors import Problem, ReasonCode, Rejected
 from coffre.domain.limits import MAX_HEADER_BYTES
@@ -34,15 +36,18 @@ from coffre.domain.messages import (
     CORRELATION_ID,
     DEFAULT_MAX_MESSAGE_BYTES,
     EVENT_TYPE,
+    FINDINGS,
     ID_COFFRE,
     ID_EVT,
     ID_OPER,
     INGESTED_AT,
+    MAX_FINDINGS_HEADER_BYTES,
     RECORD_FRAMING,
     SOURCE_ID,
     SUPERVISED,
     Headers,
     Rejection,
+    encode_findings,
     record_size,
 )
 from coffre.domain.normalize import internal_error, normalize
@@ -152,6 +157,8 @@ class StepCounts:
     """Inputs folded again after a take-over whose outputs were already on Kafka (not published again)."""
     event_types: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
+    findings: Counter[str] = field(default_factory=Counter)
+    """The codes of the findings of the events accepted (their own checks), each as often as found."""
 
     def count(self, output: Output) -> None:
         if output.forward:
@@ -159,6 +166,7 @@ class StepCounts:
         elif output.coffre is not None:
             self.accepted += 1
             self.event_types[output.event_type or ""] += 1
+            self.findings.update(output.findings)
         else:
             self.rejected += 1
             self.reasons.update(set(output.reasons))
@@ -171,6 +179,7 @@ class StepCounts:
         self.redelivered += other.redelivered
         self.event_types.update(other.event_types)
         self.reasons.update(other.reasons)
+        self.findings.update(other.findings)
 
     def publish_metrics(self) -> None:
         """Count the batch on /metrics, once its outputs are on Kafka."""
@@ -184,6 +193,8 @@ class StepCounts:
             metrics.EVENTS_NORMALIZED.labels(event_type).inc(n)
         for reason, n in self.reasons.items():
             metrics.EVENTS_REJECTED.labels(reason).inc(n)
+        for code, n in self.findings.items():
+            metrics.FINDINGS.labels(code, "ingest").inc(n)
         metrics.INTERNAL_ERRORS.labels("ingest").inc(self.reasons[ReasonCode.INTERNAL_ERROR])
 
 
@@ -204,6 +215,8 @@ class Output:
     partition: int | None = None
     """The partition to publish to; None: the producer's (by key)."""
     forward: bool = False
+    findings: tuple[str, ...] = ()
+    """The codes of the event's own findings (all of them, also those the header left out)."""
 
 
 @dataclass
@@ -315,6 +328,7 @@ class IngestStep:
                 ],
                 event.xml_tag,
             )
+        codes = self._findings(event, headers, size)
         # taken only now that its record is built and bounded: a refusal costs no number
         if last is None:
             state.size += PartitionState.counter_bytes(*coffre)
@@ -327,7 +341,27 @@ class IngestStep:
             offset=message.offset,
             event_type=event.xml_tag,
             coffre=coffre,
+            findings=codes,
         )
+
+    def _findings(self, event: Event, headers: Headers, size: int) -> tuple[str, ...]:
+        """Run the event's own checks; add their header to ``headers`` within what the record leaves
+        (never past COFFRE_MAX_MESSAGE_BYTES: the findings are cut, the event never refused for them).
+        A defect of a check costs the findings, never the event."""
+        try:
+            findings = check_event(event)
+        except Exception:
+            log.exception(
+                "the checks of a %s met a defect of coffre's; recorded without findings", event.xml_tag
+            )
+            return ()
+        if not findings:
+            return ()
+        room = self.max_message_bytes - size - len(FINDINGS) - 10
+        value = encode_findings([f.as_dict() for f in findings], min(MAX_FINDINGS_HEADER_BYTES, room))
+        if value is not None:
+            headers.append((FINDINGS, value))
+        return tuple(f.code for f in findings)
 
     def _forward(self, state: PartitionState, message: InputMessage, target: int, key: bytes) -> Output:
         headers = [

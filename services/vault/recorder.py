@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from coffre import metrics
 from coffre.adapters.journal import Journal, JournalSet
 from coffre.domain.messages import (
     CORRELATION_ID,
     EVENT_TYPE,
+    FINDINGS,
     ID_COFFRE,
     ID_EVT,
     ID_OPER,
@@ -34,6 +36,7 @@ from coffre.domain.messages import (
     SUPERVISED,
     Headers,
     Receipt,
+    decode_findings,
     now_iso,
 )
 from coffre.logs import log_context
@@ -61,6 +64,9 @@ class NormalizedMessage:
     correlation_id: str | None
     supervised: bool
     ingested_at: float | None
+    findings: list[dict[str, Any]] | None = None
+    """The event's own findings, from ingest's ``coffre-findings`` header: copied into the receipt."""
+    findings_omitted: int | None = None
 
     @classmethod
     def parse(cls, value: bytes, headers: Headers) -> NormalizedMessage:
@@ -84,6 +90,7 @@ class NormalizedMessage:
                 f"headers {id_oper}/{id_coffre}/{id_evt} {event_type} do not match the event bytes"
             )
         correlation_id = named.get(CORRELATION_ID)
+        findings, omitted = decode_findings(named.get(FINDINGS))
         return cls(
             id_oper,
             id_coffre,
@@ -93,6 +100,8 @@ class NormalizedMessage:
             correlation_id.decode("utf-8", "replace") if correlation_id is not None else None,
             named.get(SUPERVISED) == b"1",
             _seconds(named.get(INGESTED_AT)),
+            findings,
+            omitted,
         )
 
 
@@ -203,6 +212,8 @@ class Recorder:
                 m.supervised,
                 m.ingested_at,
                 stamp,
+                m.findings,
+                m.findings_omitted,
             )
             for m, chain in recorded
         ]

@@ -1,6 +1,8 @@
 """Nothing jams it: each class of input that once stopped the pipeline is published by a platform
 (librdkafka, through confluent-kafka), then valid events; every valid event is acknowledged, every
-hostile one answered ``rejected``, the valid extremes ``recorded``, and no service stops or restarts."""
+hostile one answered ``rejected``, the valid extremes ``recorded``, and no service stops or restarts.
+An event whose own balance does not add up is recorded all the same, and its acquittal carries the
+finding (the correct ones carry none)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from pipeline.ops_http import get, metric, wait_ready
 from pipeline.stack_settings import stack_settings
 
 VALID = 20
+WRONG_BALANCE = POINSCRIT.replace(b"<SoldeApr\xc3\xa8s>90.05<", b"<SoldeApr\xc3\xa8s>90.50<")
+"""A POINSCRIT whose SoldeApres is not SoldeAvant − SoldeMouvement: a finding, not a refusal."""
 
 
 def publish(bootstrap: str, topic: str, messages: list[tuple[bytes, list[tuple[str, bytes]]]]) -> None:
@@ -69,6 +73,7 @@ def test_no_input_stops_the_acquittals_of_the_others(kafka_bootstrap, topic_pref
             (case.value, [(CORRELATION_ID, f"extreme-{i}".encode())]) for i, case in enumerate(extremes)
         ]
         messages += [(POINSCRIT, [(CORRELATION_ID, f"valid-{i}".encode())]) for i in range(VALID)]
+        messages.append((WRONG_BALANCE, [(CORRELATION_ID, b"wrong-balance")]))
         publish(kafka_bootstrap, settings.topics.events_in, messages)
 
         expected = len(messages)
@@ -83,6 +88,13 @@ def test_no_input_stops_the_acquittals_of_the_others(kafka_bootstrap, topic_pref
             assert acquittals.get(f"valid-{i}", {}).get("status") == "recorded", (
                 f"valid-{i}: {acquittals.get(f'valid-{i}')}"
             )
+            assert "findings" not in acquittals[f"valid-{i}"]
+        wrong = acquittals.get("wrong-balance")
+        assert wrong is not None and wrong["status"] == "recorded", wrong
+        assert [f["code"] for f in wrong["findings"]] == ["BALANCE_ARITHMETIC"], wrong
+        assert (
+            "SoldeApres 90.50" in wrong["findings"][0]["message"] and wrong["findings"][0]["player"] == "p-1"
+        )
         for i, case in enumerate(extremes):
             assert acquittals[f"extreme-{i}"]["status"] == "recorded", (case.name, acquittals[f"extreme-{i}"])
         for i, case in enumerate(hostile):
@@ -114,6 +126,9 @@ def test_no_input_stops_the_acquittals_of_the_others(kafka_bootstrap, topic_pref
         for name in SERVICES:
             assert get(f"http://127.0.0.1:{stack.ops_port(name)}/healthz")[0] == 200
         assert metric(stack, "ingest", "coffre_internal_errors_total") == 0
+        assert (
+            metric(stack, "ingest", "coffre_findings_total", 'code="BALANCE_ARITHMETIC",source="ingest"') >= 1
+        )
     finally:
         codes = stack.stop()
     assert all(code == 0 for code in codes.values()), f"{codes} (logs in {tmp_path}/logs)"
