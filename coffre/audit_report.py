@@ -269,8 +269,8 @@ def _seat(view: SeatView, cx: float, cy: float) -> str:
     out = [
         f'<g class="seat{" flagged" if view.flagged else ""}"><title>{_e(f"Siège {_amount(view.seat)}: {player}")}</title>',
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{SEAT_W}" height="{h}" rx="8" fill="{SEAT}" {edge}/>',
-        f'<text x="{x + 7:.1f}" y="{y + 16:.1f}" fill="#fff" font-size="12" font-weight="bold">'
-        f"{_e(f'Siège {_amount(view.seat)} · ' + _short(player, 14))}</text>",
+        f'<text x="{x + 7:.1f}" y="{y + 16:.1f}" fill="#fff" font-size="11.5" font-weight="bold">'
+        f"{_e(f'Siège {_amount(view.seat)} · ' + _short(player, 13))}</text>",
         f'<text x="{x + 7:.1f}" y="{y + 31:.1f}" fill="#fff" font-size="11">'
         f"{_e(f'{_amount(view.before)} → {_amount(view.after)}')}</text>",
         f'<text x="{x + 7:.1f}" y="{y + 46:.1f}" fill="#fff" font-size="11">{_e(net)}</text>',
