@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from html import escape
+from pathlib import Path
 
 from .audit_command import MAX_PICTURES, AuditRun, FlaggedHand, Located
 from .domain.audit.findings import CODES, Finding
@@ -450,7 +451,7 @@ def render_report(run: AuditRun, max_pictures: int = MAX_PICTURES, title: str = 
     ]
     verdicts = {v.archive: v for v in run.verifications}
     for path, kind in run.inputs:
-        verification = next((v for a, v in verdicts.items() if a == path or a == str(path)), None)
+        verification = verdicts.get(str(Path(path)))
         cell = ""
         if kind == "archive" and verification is not None:
             cell = (

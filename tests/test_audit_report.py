@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from audit_hands import TOURNAMENT, duplicated_card_hand
+from audit_hands import TOURNAMENT, build_archive, duplicated_card_hand
 from lxml import html as lxml_html
 
 from coffre.audit_command import audit_paths
@@ -122,3 +122,11 @@ def test_a_clean_run_says_so_and_draws_nothing():
     run = audit_paths([str(TOURNAMENT)])
     page = render_report(run)
     assert "no finding, no problem" in page and "<svg" not in page
+
+
+def test_an_archive_input_shows_its_verification(tmp_path, capsys):
+    root, cert = build_archive(tmp_path)
+    run = audit_paths([f"{root}/"], [cert])
+    assert run.verifications and run.verifications[0].ok
+    page = render_report(run)
+    assert '<td>archive</td><td><span class="ok">verified</span>' in page
