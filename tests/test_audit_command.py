@@ -12,7 +12,6 @@ from audit_hands import TOURNAMENT, build_archive, duplicated_card_hand
 from coffre.cli import main
 
 
-
 def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["audit", *args])
     out, err = capsys.readouterr()
