@@ -78,6 +78,13 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``coffre audit``: coffre/audit_command.py (imported here, not before: it loads the hand audit)."""
+    from .audit_command import run_audit
+
+    return run_audit(args)
+
+
 def cmd_annex_examples(args: argparse.Namespace) -> int:
     """Write the annex 1.4.3 examples (read from the annex text) into a folder: a cross-check
     of the demo's annex events, for whoever holds the regulator's text."""
@@ -474,6 +481,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--since-size", type=int, default=None, help="prove the tree of this size is a prefix of today's"
     )
     p.set_defaults(func=cmd_proof)
+
+    p = sub.add_parser(
+        "audit",
+        help="audit event files, folders or archives offline: each hand replayed, each money trail "
+        "checked; findings listed (exit 1 when any), optionally as an HTML report",
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="event files (XML or JSON, one or several events each), folders of them, or archive folders",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument(
+        "--cert",
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="a certificate trusted to verify an archive (repeatable; needed when a PATH is an archive)",
+    )
+    p.add_argument(
+        "--max-pictures",
+        type=int,
+        default=None,
+        metavar="N",
+        help="flagged hands drawn in the HTML report (default 200; the others are counted)",
+    )
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("publish", help="publish events and print each acquittal or rejection")
     p.add_argument("files", nargs="+", help="event files or folders (XML or JSON)")

@@ -1,0 +1,346 @@
+"""``coffre audit PATH…``: the offline audit of event files, folders and archives.
+
+Each input event is normalized and audited with :func:`coffre.domain.audit.events.audit_event`,
+fed to a :class:`~coffre.domain.audit.trail.MoneyTrail` in order: the files (and folders) in sorted
+path order, an archive coffre by coffre in IDEvt order once it verifies exactly as ``coffre verify``
+checks it. An archive that does not verify is reported and not audited: its events are no evidence.
+
+Findings are evidence, not refusals; an input that cannot be normalized, or an archive that does
+not verify, is a *problem*. Exit codes: 0 when neither, 1 when any, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .adapters.storage import TMP_PREFIX
+from .domain.audit.events import audit_event
+from .domain.audit.findings import Finding
+from .domain.audit.trail import MoneyTrail
+from .domain.catalogue.base import Event
+from .domain.catalogue.poker import POJEU
+from .domain.errors import Rejected
+from .domain.lot import LotFormatError, parse_document, parse_lot_name, read_lot
+from .domain.normalize import normalize
+
+MAX_PICTURES = 200
+"""Flagged hands pictured in the HTML report by default; the others are counted, not drawn."""
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A finding and the event it was found in."""
+
+    source: str
+    """``file`` or ``file#n`` (the n-th event of a file), or ``archive@IDOper/IDCoffre``."""
+    id_oper: str
+    id_coffre: int
+    id_evt: int
+    event_type: str
+    finding: Finding
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "id_oper": self.id_oper,
+            "id_coffre": self.id_coffre,
+            "id_evt": self.id_evt,
+            "event_type": self.event_type,
+            **self.finding.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """An input that could not be audited: ``rejected`` (normalize's reason codes), ``unverified``
+    (an archive that fails verification), ``unreadable``, ``empty`` (no event), ``error`` (a check
+    that failed on the event: a defect of coffre's, reported rather than hidden)."""
+
+    source: str
+    kind: str
+    message: str
+    codes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "kind": self.kind, "message": self.message, "codes": list(self.codes)}
+
+    def __str__(self) -> str:
+        codes = f" {' '.join(self.codes)}" if self.codes else ""
+        return f"{self.source}: {self.kind.upper()}{codes}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """An archive's verification, as ``coffre verify`` prints it."""
+
+    archive: str
+    ok: bool
+    lines: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"archive": self.archive, "ok": self.ok, "report": list(self.lines)}
+
+
+@dataclass(frozen=True, slots=True)
+class FlaggedHand:
+    """A ``POJEU`` with findings, kept for the report's picture."""
+
+    source: str
+    event: POJEU
+    findings: tuple[Finding, ...]
+
+
+@dataclass
+class AuditRun:
+    inputs: list[tuple[str, str]] = field(default_factory=list)
+    """(PATH, kind): ``file``, ``folder`` or ``archive``."""
+    events: int = 0
+    hands: int = 0
+    findings: list[Located] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    verifications: list[Verification] = field(default_factory=list)
+    flagged: list[FlaggedHand] = field(default_factory=list)
+    """The first flagged hands, up to the run's picture limit."""
+    flagged_total: int = 0
+    """Every flagged hand, pictured or not."""
+
+    @property
+    def codes(self) -> dict[str, int]:
+        return dict(sorted(Counter(f.finding.code for f in self.findings).items()))
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings and not self.problems
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "findings": [f.as_dict() for f in self.findings],
+            "hands": self.hands,
+            "events": self.events,
+            "codes": self.codes,
+            "problems": [p.as_dict() for p in self.problems],
+            "verified": [v.as_dict() for v in self.verifications] if self.verifications else None,
+            "inputs": [{"path": path, "kind": kind} for path, kind in self.inputs],
+            "flagged_hands": self.flagged_total,
+        }
+
+
+class Auditor:
+    """Runs the audit of one input after the other into an :class:`AuditRun`."""
+
+    def __init__(self, max_pictures: int = MAX_PICTURES) -> None:
+        self.run = AuditRun()
+        self.max_pictures = max_pictures
+
+    def event(self, source: str, raw: bytes, trail: MoneyTrail) -> None:
+        """Normalize and audit one event's bytes (its input's IDEvt is kept)."""
+        try:
+            event = normalize(raw)
+        except Rejected as exc:
+            self.run.problems.append(
+                Problem(source, "rejected", "; ".join(p.message for p in exc.problems), tuple(exc.codes))
+            )
+            return
+        try:
+            findings = audit_event(event, trail)
+        except Exception as exc:  # a defect of a check: reported as a problem, the run goes on
+            self.run.problems.append(
+                Problem(source, "error", f"the audit failed: {type(exc).__name__}: {exc}")
+            )
+            return
+        self.record(source, event, findings)
+
+    def record(self, source: str, event: Event, findings: list[Finding]) -> None:
+        run = self.run
+        run.events += 1
+        tag = str(type(event).xml_tag)  # type: ignore[attr-defined]
+        run.findings += [
+            Located(source, event.id_oper, event.id_coffre, event.id_evt, tag, f) for f in findings
+        ]
+        if isinstance(event, POJEU):
+            run.hands += 1
+            if findings:
+                run.flagged_total += 1
+                if len(run.flagged) < self.max_pictures:
+                    run.flagged.append(FlaggedHand(source, event, tuple(findings)))
+
+    def files(self, paths: Sequence[str]) -> None:
+        """Event files and folders (recursively), in sorted path order, through one money trail."""
+        from .cli import _inputs
+
+        trail = MoneyTrail()
+        for path in sorted(paths):
+            found = 0
+            try:
+                for label, raw in _inputs([path]):
+                    found += 1
+                    self.event(label, raw, trail)
+            except OSError as exc:
+                self.run.problems.append(Problem(path, "unreadable", str(exc)))
+                continue
+            if found == 0:
+                self.run.problems.append(Problem(path, "empty", "no event (.xml or .json file) found"))
+
+    def archive(self, path: Path, certificates: Sequence[Path]) -> None:
+        """Verify the archive under ``path`` as ``coffre verify`` does; audit it only if it verifies."""
+        from .audit import verify_archive
+
+        report = verify_archive(path, certificates)
+        lines = tuple(report.lines())
+        self.run.verifications.append(Verification(str(path), report.ok, lines))
+        if not report.ok:
+            failed = report.problems + [str(f) for coffre in report.coffres for f in coffre.failures]
+            failed = failed or ["no lot found"]
+            self.run.problems.append(
+                Problem(
+                    str(path),
+                    "unverified",
+                    "the archive does not verify, its events are not audited: " + "; ".join(failed[:5]),
+                )
+            )
+            return
+        for (oper, coffre), files in sorted(archive_lots(path).items()):
+            trail = MoneyTrail()
+            source = f"{path}@{oper}/{coffre}"
+            for _number, file in files:
+                try:
+                    lot = read_lot(parse_document(file.read_bytes()))
+                except (OSError, LotFormatError) as exc:  # changed since it verified
+                    self.run.problems.append(Problem(str(file), "unreadable", str(exc)))
+                    break
+                for item in lot.events:
+                    self.event(f"{source}#{item.id_evt}", item.canonical, trail)
+
+
+def archive_lots(path: Path) -> dict[tuple[str, int], list[tuple[int, Path]]]:
+    """The lot files under ``path`` by coffre, each coffre's in lot-number order (checkpoints,
+    temporary files and other files left out, as ``coffre verify`` leaves them out)."""
+    lots: dict[tuple[str, int], list[tuple[int, Path]]] = {}
+    for file in _lot_files(path):
+        if file.parent.name == "checkpoints":
+            continue
+        parsed = parse_lot_name(file.name)
+        assert parsed is not None
+        lots.setdefault((parsed[0], parsed[1]), []).append((parsed[2], file))
+    return {key: sorted(files) for key, files in lots.items()}
+
+
+def _lot_files(path: Path) -> Iterator[Path]:
+    for file in sorted(path.rglob("*.xml")):
+        if (
+            file.is_file()
+            and parse_lot_name(file.name)
+            and not any(part.startswith(TMP_PREFIX) for part in file.relative_to(path).parts)
+        ):
+            yield file
+
+
+def is_archive(path: Path) -> bool:
+    """A folder holding at least one file named as the vault names lots and checkpoints."""
+    return path.is_dir() and next(_lot_files(path), None) is not None
+
+
+def audit_paths(
+    paths: Sequence[str], certificates: Sequence[Path] = (), max_pictures: int = MAX_PICTURES
+) -> AuditRun:
+    """The audit of every PATH: archives (verified first) and event files or folders."""
+    auditor = Auditor(max_pictures)
+    files: list[str] = []
+    archives: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        kind = "archive" if is_archive(path) else "folder" if path.is_dir() else "file"
+        auditor.run.inputs.append((name, kind))
+        if kind == "archive":
+            archives.append(path)
+        else:
+            files.append(name)
+    if files:
+        auditor.files(files)
+    for archive in sorted(archives):
+        auditor.archive(archive, certificates)
+    return auditor.run
+
+
+def text_lines(run: AuditRun) -> Iterator[str]:
+    """One line per finding, per problem, per archive verified, and the summary."""
+    for located in run.findings:
+        f = located.finding
+        where = "".join(
+            f" {name} {value}"
+            for name, value in (("round", f.round), ("seat", f.seat), ("player", f.player))
+            if value is not None
+        )
+        yield f"{located.source}: IDEvt {located.id_evt} {located.event_type} {f.code}{where}: {f.message}"
+    for problem in run.problems:
+        yield str(problem)
+    for verification in run.verifications:
+        verdict = "verified" if verification.ok else "does not verify, not audited"
+        yield f"archive {verification.archive}: {verdict}"
+    codes = ", ".join(f"{code} ×{count}" for code, count in run.codes.items())
+    yield (
+        f"{run.events} event(s), {run.hands} hand(s), {len(run.findings)} finding(s)"
+        f"{f' ({codes})' if codes else ''}, {len(run.problems)} problem(s)"
+    )
+
+
+def _usage_error(message: str) -> int:
+    print(f"coffre audit: {message}", file=sys.stderr)
+    return 2
+
+
+def _html_target_error(target: Path) -> str | None:
+    """Why the report cannot be written to ``target`` (checked before the audit runs), or None."""
+    if target.is_dir():
+        return f"--html {target} is a folder"
+    parent = target.parent
+    if not parent.is_dir():
+        return f"--html {target}: no folder {parent}"
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"--html {target}: not writable"
+    return None
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """``coffre audit``'s arguments checked (exit 2), the audit run, its output written."""
+    for name in args.paths:
+        if not Path(name).exists():
+            return _usage_error(f"no file or folder {name}")
+    for name in args.cert:
+        if not Path(name).is_file():
+            return _usage_error(f"no file {name}")
+    max_pictures = MAX_PICTURES if args.max_pictures is None else args.max_pictures
+    if max_pictures < 0:
+        return _usage_error("--max-pictures must be 0 or more")
+    html = Path(args.html) if args.html else None
+    if html is not None and (why := _html_target_error(html)):
+        return _usage_error(why)
+    archives = [name for name in args.paths if is_archive(Path(name))]
+    if archives and not args.cert:
+        return _usage_error(
+            f"{archives[0]} is an archive: name the certificate(s) you trust with --cert PEM, "
+            "it is verified before it is audited"
+        )
+    run = audit_paths(args.paths, [Path(c) for c in args.cert], max_pictures)
+    if args.json:
+        print(json.dumps(run.as_json(), ensure_ascii=False))
+    else:
+        for line in text_lines(run):
+            print(line)
+    if html is not None:
+        from .audit_report import render_report
+
+        try:
+            html.write_text(render_report(run, max_pictures=max_pictures), encoding="utf-8")
+        except OSError as exc:
+            return _usage_error(f"--html {html}: {exc}")
+        print(f"report: {html}", file=sys.stderr)
+    return 0 if run.clean else 1

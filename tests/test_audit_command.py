@@ -1,0 +1,173 @@
+"""``coffre audit``: files, folders and archives audited offline; exit codes, text and JSON output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from audit_hands import TOURNAMENT, build_archive, duplicated_card_hand
+
+from coffre.cli import main
+
+
+def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["audit", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def audit_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code, out, _ = audit(capsys, "--json", *args)
+    return code, json.loads(out)
+
+
+@pytest.fixture
+def flagged_hand(tmp_path: Path) -> Path:
+    path = tmp_path / "hand.xml"
+    path.write_bytes(duplicated_card_hand())
+    return path
+
+
+# -- files and folders ----------------------------------------------------------------------------
+
+
+def test_the_demo_tournament_gives_no_finding_and_exit_0(capsys):
+    code, out, _ = audit(capsys, str(TOURNAMENT))
+    assert code == 0, out
+    assert out.strip().splitlines()[-1] == "21 event(s), 5 hand(s), 0 finding(s), 0 problem(s)"
+
+
+def test_a_card_dealt_twice_is_a_finding_and_exit_1(capsys, flagged_hand):
+    code, out, _ = audit(capsys, str(flagged_hand))
+    assert code == 1
+    line = next(line for line in out.splitlines() if "CARD_DEALT_TWICE" in line)
+    assert line.startswith(f"{flagged_hand}: IDEvt 1360 POJEU CARD_DEALT_TWICE round preflop seat 3: card 32")
+    assert "1 hand(s)" in out.splitlines()[-1]
+
+
+def test_json_output_carries_each_finding_where_it_was_found(capsys, flagged_hand):
+    code, report = audit_json(capsys, str(flagged_hand), str(TOURNAMENT))
+    assert code == 1
+    assert set(report) >= {"findings", "hands", "events", "codes", "problems", "verified"}
+    assert (report["events"], report["hands"], report["problems"], report["verified"]) == (22, 6, [], None)
+    assert report["codes"].get("CARD_DEALT_TWICE") == 1
+    dealt_twice = [f for f in report["findings"] if f["code"] == "CARD_DEALT_TWICE"]
+    assert dealt_twice == [
+        {
+            "source": str(flagged_hand),
+            "id_oper": "0099",
+            "id_coffre": 1,
+            "id_evt": 1360,
+            "event_type": "POJEU",
+            "code": "CARD_DEALT_TWICE",
+            "message": dealt_twice[0]["message"],
+            "round": "preflop",
+            "seat": 3,
+        }
+    ]
+    assert "32" in dealt_twice[0]["message"]
+    assert sum(report["codes"].values()) == len(report["findings"])
+
+
+def test_a_file_of_several_events_is_split_and_a_rejected_one_is_a_problem(capsys, tmp_path):
+    alice, bruno = (TOURNAMENT / name for name in ("02-POINSCRIT-alice.xml", "03-POINSCRIT-bruno.xml"))
+    broken = alice.read_bytes().replace(b"<IDJoueur>alice</IDJoueur>", b"")
+    several = tmp_path / "several.xml"
+    several.write_bytes(alice.read_bytes() + b"\n" + broken + b"\n" + bruno.read_bytes())
+    code, report = audit_json(capsys, str(several))
+    assert code == 1
+    assert report["events"] == 2 and report["findings"] == []
+    [problem] = report["problems"]
+    assert problem["source"] == f"{several}#2" and problem["kind"] == "rejected"
+    assert problem["codes"], problem
+
+
+def test_files_feed_the_money_trail_in_sorted_path_order(capsys, tmp_path):
+    """Alice's deposit, then her registration paid from it: her balances chain in that order only."""
+    deposit, registration = TOURNAMENT / "01-CPTEALIM-alice.json", TOURNAMENT / "02-POINSCRIT-alice.xml"
+    (tmp_path / "a.json").write_bytes(deposit.read_bytes())
+    (tmp_path / "b.xml").write_bytes(registration.read_bytes())
+    # named registration first: still read in path order, deposit first
+    assert audit(capsys, str(tmp_path / "b.xml"), str(tmp_path / "a.json"))[0] == 0
+    (tmp_path / "a.json").rename(tmp_path / "c.json")  # now the registration comes first
+    code, report = audit_json(capsys, str(tmp_path / "c.json"), str(tmp_path / "b.xml"))
+    assert code == 1
+    assert [(f["code"], f["source"], f["player"]) for f in report["findings"]] == [
+        ("BALANCE_CHAIN_BROKEN", str(tmp_path / "c.json"), "alice")
+    ]
+
+
+# -- usage errors ---------------------------------------------------------------------------------
+
+
+def test_no_path_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["audit"])
+    assert exc.value.code == 2
+
+
+def test_a_missing_path_is_a_usage_error(capsys, tmp_path):
+    code, out, err = audit(capsys, str(TOURNAMENT), str(tmp_path / "absent.xml"))
+    assert code == 2 and out == ""
+    assert "absent.xml" in err
+
+
+@pytest.mark.parametrize("target", ["folder", "no-such-folder/report.html"])
+def test_an_unwritable_html_target_is_a_usage_error_before_the_audit(capsys, tmp_path, target):
+    (tmp_path / "folder").mkdir()
+    code, out, err = audit(capsys, str(TOURNAMENT), "--html", str(tmp_path / target))
+    assert code == 2 and out == ""
+    assert "--html" in err
+
+
+def test_bad_options_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["audit", str(TOURNAMENT), "--max-pictures", "many"])
+    assert exc.value.code == 2
+    assert main(["audit", str(TOURNAMENT), "--max-pictures", "-1"]) == 2
+
+
+# -- archives -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> tuple[Path, Path]:
+    return build_archive(tmp_path_factory.mktemp("archive"))
+
+
+def test_an_archive_is_verified_then_audited_coffre_by_coffre(capsys, pristine):
+    root, cert = pristine
+    code, report = audit_json(capsys, str(root), "--cert", str(cert))
+    assert code == 1
+    assert report["verified"] == [
+        {"archive": str(root), "ok": True, "report": report["verified"][0]["report"]}
+    ]
+    assert report["inputs"] == [{"path": str(root), "kind": "archive"}]
+    assert (report["events"], report["hands"], report["problems"]) == (22, 6, [])
+    [finding] = [f for f in report["findings"] if f["code"] == "CARD_DEALT_TWICE"]
+    assert finding["source"] == f"{root}@0099/1#1"
+    assert (finding["id_oper"], finding["id_coffre"], finding["id_evt"]) == ("0099", 1, 1)
+
+
+def test_an_archive_needs_a_trusted_certificate(capsys, pristine):
+    code, _, err = audit(capsys, str(pristine[0]))
+    assert code == 2 and "--cert" in err
+
+
+def test_a_tampered_archive_is_refused_before_its_events_are_audited(capsys, pristine, tmp_path):
+    root, cert = pristine
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    lot = sorted(p for p in (copy / "0099" / "2").rglob("*.xml") if p.parent.name != "checkpoints")[0]
+    lot.write_bytes(lot.read_bytes().replace(b"alice", b"alicf", 1))
+    code, report = audit_json(capsys, str(copy), "--cert", str(cert))
+    assert code == 1
+    assert report["verified"][0]["ok"] is False
+    assert (report["events"], report["hands"], report["findings"]) == (0, 0, [])
+    [problem] = report["problems"]
+    assert problem["kind"] == "unverified" and problem["source"] == str(copy)
+    assert lot.name in problem["message"]
+    code, out, _ = audit(capsys, str(copy), "--cert", str(cert))
+    assert f"archive {copy}: does not verify, not audited" in out
