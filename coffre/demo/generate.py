@@ -10,10 +10,14 @@ their chips from one hand to the next.
 ``events/annex/``: the facts of the annex 1.4.3 examples (a to f), read from the annex text
 with :func:`coffre.domain.annex.annex_examples` and written in the schema form coffre emits.
 
-pokerkit is not one of coffre's dependencies; install it beside coffre to regenerate::
+``events/mixed/``: tournament T-77, 31 hands of mixed games (the eleven variants of annex 1.3.6.d.5
+in turn) whose every card and decision pokerkit draws from one seeded random
+(:func:`coffre.domain.audit.play.play_hand`). ``events/cash/``: cash table CG-9, one hand played
+to a showdown and then falsified (the players' results swapped): the demo's inconsistent hand.
 
-    pip install --target /tmp/pokerkit pokerkit
-    PYTHONPATH=/tmp/pokerkit .venv/bin/python -m coffre.demo.generate [--annex det-annexe-….md]
+Regenerate (fixed seeds: the same files every time)::
+
+    .venv/bin/python -m coffre.demo.generate [--annex det-annexe-….md]
 """
 
 from __future__ import annotations
@@ -612,8 +616,15 @@ def mixed() -> Iterator[tuple[str, bytes]]:
 
     for p in players.values():
         p.chips = MIXED_STACK
-        po("POINSCRIT", p.name, f"{p.name} registers.", **_mixed_header(p, at()),
-           Description=MIXED_TITLE, Format="T/AG", **move(p, -MIXED_BUY_IN))
+        po(
+            "POINSCRIT",
+            p.name,
+            f"{p.name} registers.",
+            **_mixed_header(p, at()),
+            Description=MIXED_TITLE,
+            Format="T/AG",
+            **move(p, -MIXED_BUY_IN),
+        )
     alive = [p.name for p in sorted(players.values(), key=lambda p: p.seat)]
     buy_ins = len(alive)
     bounties = 0
@@ -624,7 +635,9 @@ def mixed() -> Iterator[tuple[str, bytes]]:
         level = (number - 1) // HANDS_PER_LEVEL
         regle, base = MIXED_LEVELS[level % len(MIXED_LEVELS)]
         rise = 1 + level // len(MIXED_LEVELS)  # once round the rotation, the stakes double
-        stakes = {k: tuple(x * rise for x in v) if isinstance(v, tuple) else v * rise for k, v in base.items()}
+        stakes = {
+            k: tuple(x * rise for x in v) if isinstance(v, tuple) else v * rise for k, v in base.items()
+        }
         seats = {players[n].seat: players[n].chips for n in alive}
         if regle[0] != "7":  # the button moves on to the next seat still playing
             ordered = sorted(seats)
@@ -638,8 +651,13 @@ def mixed() -> Iterator[tuple[str, bytes]]:
                 players[n].seat: {"IDJoueur": n, "IPJoueur": players[n].ip, "Inscription": f"T77-{n}"}
                 for n in alive
             },
-            header={"IDCoffre": MIXED_COFFRE, "IDEvt": None, "Tech": MIXED_TECH, "Pool": str(number),
-                    "Info": f"T-77, main {number}"},
+            header={
+                "IDCoffre": MIXED_COFFRE,
+                "IDEvt": None,
+                "Tech": MIXED_TECH,
+                "Pool": str(number),
+                "Info": f"T-77, main {number}",
+            },
             when=datetime.fromisoformat(f"{MIXED_DAY}T{at(55)}{ZONE}"),
             aggression=0.15,
             fold_rate=0.3,
@@ -658,21 +676,45 @@ def mixed() -> Iterator[tuple[str, bytes]]:
             if number <= REBUY_HANDS:
                 p.chips = MIXED_STACK
                 buy_ins += 1
-                po("POACHAT", n, f"{n} buys {MIXED_STACK} chips again.", **_mixed_header(p, at()),
-                   Description=f"Recave : {MIXED_STACK} jetons", **move(p, -MIXED_BUY_IN))
+                po(
+                    "POACHAT",
+                    n,
+                    f"{n} buys {MIXED_STACK} chips again.",
+                    **_mixed_header(p, at()),
+                    Description=f"Recave : {MIXED_STACK} jetons",
+                    **move(p, -MIXED_BUY_IN),
+                )
                 continue
             w = players[winner]
             bounties += 1
-            po("POGAIN", f"{winner}-{n}", f"{winner}'s bounty on {n}.", **_mixed_header(w, at()),
-               Description=f"Bounty pour avoir éliminé {n}", **move(w, MIXED_BOUNTY))
+            po(
+                "POGAIN",
+                f"{winner}-{n}",
+                f"{winner}'s bounty on {n}.",
+                **_mixed_header(w, at()),
+                Description=f"Bounty pour avoir éliminé {n}",
+                **move(w, MIXED_BOUNTY),
+            )
             place = len(alive)
             alive.remove(n)
             prize = _mixed_prize(place, buy_ins, bounties)
-            po("POBILAN", n, f"{n} ends in place {place}.", **_mixed_header(p, at()),
-               Classement=place, **move(p, prize))
+            po(
+                "POBILAN",
+                n,
+                f"{n} ends in place {place}.",
+                **_mixed_header(p, at()),
+                Classement=place,
+                **move(p, prize),
+            )
     champion = players[alive[0]]
-    po("POBILAN", champion.name, f"{champion.name} wins T-77.", **_mixed_header(champion, at()),
-       Classement=1, **move(champion, _mixed_prize(1, buy_ins, bounties)))
+    po(
+        "POBILAN",
+        champion.name,
+        f"{champion.name} wins T-77.",
+        **_mixed_header(champion, at()),
+        Classement=1,
+        **move(champion, _mixed_prize(1, buy_ins, bounties)),
+    )
     regles = {json.loads(c)["POJEU"]["Regle"] for n, c in story.files if "POJEU" in n}
     assert number >= 20 and len(regles) >= 5, (number, regles)
     return iter(story.files)
@@ -729,9 +771,15 @@ def cash_table() -> Iterator[tuple[str, bytes]]:
         }
 
     for p, at in zip(players.values(), ("21:00:05", "21:00:40"), strict=True):
-        story.po("POINSCRIT", p.name, f"{p.name} sits down at CG-9.", **header(p, at),
-                 Description="Table cash-game CG-9, Texas Hold'em No Limit 0,10/0,20 €", Format="CG",
-                 **move(p, -CASH_BUY_IN))
+        story.po(
+            "POINSCRIT",
+            p.name,
+            f"{p.name} sits down at CG-9.",
+            **header(p, at),
+            Description="Table cash-game CG-9, Texas Hold'em No Limit 0,10/0,20 €",
+            Format="CG",
+            **move(p, -CASH_BUY_IN),
+        )
     rng = random.Random(CASH_SEED)
     while True:
         hand = play_hand(
@@ -741,10 +789,17 @@ def cash_table() -> Iterator[tuple[str, bytes]]:
             blinds=("0.10", "0.20"),
             button=2,
             rake="0.05",
-            players={p.seat: {"IDJoueur": p.name, "IPJoueur": p.ip, "Inscription": f"CG9-{p.name}-1"}
-                     for p in players.values()},
-            header={"IDCoffre": CASH_COFFRE, "IDEvt": None, "Tech": CASH_TECH, "Pool": "1",
-                    "Info": "CG-9, main 1. Falsified by the demo: the results of the two players are swapped."},
+            players={
+                p.seat: {"IDJoueur": p.name, "IPJoueur": p.ip, "Inscription": f"CG9-{p.name}-1"}
+                for p in players.values()
+            },
+            header={
+                "IDCoffre": CASH_COFFRE,
+                "IDEvt": None,
+                "Tech": CASH_TECH,
+                "Pool": "1",
+                "Info": "CG-9, main 1. Falsified by the demo: the results of the two players are swapped.",
+            },
             when=datetime.fromisoformat(f"{CASH_DAY}T21:01:00{ZONE}"),
         )
         nets = sorted(Decimal(j["Finance"]["Net"]) for j in hand.event["POJEU"]["Participants"]["Joueur"])
@@ -759,8 +814,13 @@ def cash_table() -> Iterator[tuple[str, bytes]]:
     story.add("POJEU-hand-1-falsified", "json", text.encode())
     for j, at in zip(values["Participants"]["Joueur"], ("21:03:40", "21:03:55"), strict=True):
         p = players[j["IDJoueur"]]
-        story.po("POBILAN", p.name, f"{p.name} leaves CG-9 with what the hand declared.", **header(p, at),
-                 **move(p, Decimal(j["Finance"]["CaveApres"])))
+        story.po(
+            "POBILAN",
+            p.name,
+            f"{p.name} leaves CG-9 with what the hand declared.",
+            **header(p, at),
+            **move(p, Decimal(j["Finance"]["CaveApres"])),
+        )
     return iter(story.files)
 
 
