@@ -371,12 +371,33 @@ class Hand:
         street = dict.fromkeys(range(len(players)), 0)  # what each put in during this street
         stacks = {i: p.chips for i, p in enumerate(players)}
         totals = dict.fromkeys((p.name for p in players), 0)
+        street_bets: list[tuple[str, int, int]] = []  # (round, player, amount) of this street's bets
+        returned: dict[str, int] = {}  # per round, the uncalled amount given back
 
         def bet(kind: str, i: int, added: int) -> ET.Element:
             street[i] += added
             stacks[i] -= added
             totals[players[i].name] += added
+            street_bets.append((rounds[-1][0], i, added))
             return element("Bet", *fields(Siege=players[i].seat, Valeur=added), name=kind)
+
+        def settle() -> None:
+            """The street is over: what its biggest bettor put in beyond the next one is given back
+            (an uncalled bet), and left out of the Totals (annex 1.4.3.f's river, docs/hand-audit.md)."""
+            put: dict[int, int] = {}
+            for _, i, added in street_bets:
+                put[i] = put.get(i, 0) + added
+            ranked = [*sorted(put.values(), reverse=True), 0, 0]
+            if ranked[0] > ranked[1]:
+                top = next(i for i, a in put.items() if a == ranked[0])
+                excess = ranked[0] - ranked[1]
+                totals[players[top].name] -= excess
+                for name, i, added in reversed(street_bets):
+                    if i == top and excess:
+                        back = min(excess, added)
+                        returned[name] = returned.get(name, 0) + back
+                        excess -= back
+            street_bets.clear()
 
         def card(action: str, i: int | None, value: Any, **attributes: str) -> ET.Element:
             seat = None if i is None else players[i].seat
@@ -394,6 +415,7 @@ class Hand:
                     rounds.append(("pre-flop", actions))
                 actions.extend(card("Draw", op.player_index, c) for c in op.cards)
             elif isinstance(op, BoardDealing):
+                settle()
                 street = dict.fromkeys(street, 0)
                 actions = []
                 rounds.append((next(streets), actions))
@@ -414,11 +436,14 @@ class Hand:
                 actions.append(element("Fold", *fields(Siege=players[op.player_index].seat)))
             elif isinstance(op, HoleCardsShowingOrMucking):
                 reveals.extend(card("Reveal", op.player_index, c) for c in op.hole_cards)
+        settle()
         if reveals:
             rounds.append(("reveal", reveals))
         tours = []
         for step, (name, actions) in enumerate(rounds):
-            staked = sum(int(a.findtext("Valeur") or 0) for a in actions if a.tag == "Bet")
+            staked = sum(int(a.findtext("Valeur") or 0) for a in actions if a.tag == "Bet") - returned.get(
+                name, 0
+            )
             total = fields(Total=staked) if any(a.tag == "Bet" for a in actions) else []
             tours.append(
                 element("Tour", *fields(Timestamp=when(self.clock(step))), *actions, *total, name=name)
