@@ -61,7 +61,7 @@ register(
 )
 register(
     "showdown",
-    PAYOFF_WRONG="a player's result (Net + Rake) is not what the cards give (winners, split, side pots)",
+    PAYOFF_WRONG="a player's result (CaveApres − CaveAvant + Rake) is not what the cards give (winners, split, side pots)",
     REVEAL_INCOMPLETE="a player shows only part of the hole cards at showdown",
 )
 
@@ -100,6 +100,7 @@ class _Hand:
         self.tours: list[tuple[int, Round]] = []  # (round index, tour) of the known rounds
         self.findings: list[Finding] = []
         self.blocking = False  # a structure or card finding: no engine replay
+        self.payoffs_comparable = True  # the finance adds up: who got what can be held against the cards
 
     def add(self, code: str, message: str, round: str | None = None, seat: int | None = None) -> None:
         self.findings.append(Finding(code, message, round, seat))
@@ -254,7 +255,6 @@ def _expected_cards(
 
 
 def _money(hand: _Hand) -> None:
-    kind = hand.variant.kind
     bets_of: dict[int, list[tuple[str, Decimal]]] = {s: [] for s in hand.players}
     street_in: dict[int, dict[int, Decimal]] = {}
     round_sum: dict[str, Decimal] = {}
@@ -287,7 +287,6 @@ def _money(hand: _Hand) -> None:
                 excess -= back
                 if not excess:
                     break
-    del kind
     for _, tour in hand.tours:
         if tour.Total is not None:
             want = round_sum.get(tour.name, Decimal(0)) - round_back.get(tour.name, Decimal(0))
@@ -326,6 +325,7 @@ def _money(hand: _Hand) -> None:
             )
         won = f.CaveApres - f.CaveAvant + f.Total
         if won < 0:
+            hand.payoffs_comparable = False
             hand.add(
                 "WINNINGS_NEGATIVE",
                 f"seat {seat} CaveApres {f.CaveApres} < CaveAvant {f.CaveAvant} − Total {f.Total}",
@@ -333,6 +333,7 @@ def _money(hand: _Hand) -> None:
             )
         net_sum += f.Net + (f.Rake or 0)
     if net_sum:
+        hand.payoffs_comparable = False
         hand.add("NOT_ZERO_SUM", f"Σ Net + Σ Rake = {net_sum}, not 0")
 
 
@@ -356,6 +357,7 @@ class _Replay:
         self.pending_discard: dict[int, list[int]] = {}
         self.revealed: dict[int, list[int]] = {}
         self.round = ""
+        self.lacking = ""
 
     def stop(self, code: str, message: str, seat: int | None = None) -> _Stop:
         self.hand.add(code, message, self.round or None, seat)
@@ -464,7 +466,7 @@ class _Replay:
                         f"the big blind is posted by seat {bb_seat}, not by seat {self.order[1]} after the small blind",
                         bb_seat,
                     )
-            blinds = (sb, bb) if len(seats) > 2 else (sb, bb)
+            blinds = (sb, bb)  # pokerkit reverses them heads-up: the order above puts the big blind first
             bring = 0
             small = max(bb, 1)
         self.index = {s: i for i, s in enumerate(self.order)}
@@ -594,6 +596,7 @@ class _Replay:
     def _advance(self) -> None:
         state = self.state
         assert state is not None
+        self.lacking = ""
         while state.status:
             if (i := state.stand_patter_or_discarder_index) is not None:
                 thrown = self.pending_discard.pop(self.order[i], [])
@@ -602,18 +605,14 @@ class _Replay:
                 state.burn_card(UNKNOWN_CARD)
             elif (i := state.hole_dealee_index) is not None:
                 cards = self.pending_hole.get(self.order[i])
-                if not cards:
-                    raise self.stop(
-                        "CARD_COUNT_WRONG",
-                        f"seat {self.order[i]} is owed a card the hand does not deal",
-                        self.order[i],
-                    )
+                if not cards:  # a later round's, or never dealt: _finish tells
+                    self.lacking = f"seat {self.order[i]} is owed a card the hand does not deal"
+                    return
                 state.deal_hole(CARDS[cards.pop(0)], i)
             elif (count := state.board_dealing_count) is not None:
                 if len(self.pending_board) < count:
-                    raise self.stop(
-                        "CARD_COUNT_WRONG", f"the board is owed {count} cards the hand does not deal"
-                    )
+                    self.lacking = f"the board is owed {count} cards the hand does not deal"
+                    return
                 state.deal_board(tuple(CARDS[self.pending_board.pop(0)] for _ in range(count)))
             elif (i := state.showdown_index) is not None:
                 seat = self.order[i]
@@ -647,6 +646,8 @@ class _Replay:
         state = self.state
         assert state is not None
         if state.status:
+            if self.lacking:
+                raise self.stop("CARD_COUNT_WRONG", self.lacking)
             if state.actor_index is not None:
                 seat = self.order[state.actor_index]
                 raise self.stop("ROUND_INCOMPLETE", f"the hand ends while seat {seat} has to act", seat)
@@ -654,6 +655,8 @@ class _Replay:
         leftover = sum(map(len, self.pending_hole.values())) + len(self.pending_board)
         if leftover:
             raise self.stop("CARD_COUNT_WRONG", f"{leftover} cards are dealt after the hand is over")
+        if not self.hand.payoffs_comparable:
+            return  # money is created or lost: NOT_ZERO_SUM / WINNINGS_NEGATIVE say so, per-seat blame would be noise
         tolerance: Counter[int] = Counter()
         for op in state.operations:
             if isinstance(op, ChipsPushing):
@@ -662,12 +665,13 @@ class _Replay:
                     tolerance.update(winners)  # an odd chip may go to any of them
         for i, seat in enumerate(self.order):
             f = self.hand.players[seat].Finance
-            recorded = self.units(f.Net + (f.Rake or 0))
+            result = f.CaveApres - f.CaveAvant + (f.Rake or 0)
+            recorded = self.units(result)
             engine = state.payoffs[i]
             if abs(recorded - engine) > tolerance[i]:
                 self.hand.add(
                     "PAYOFF_WRONG",
-                    f"seat {seat}: Net + Rake = {f.Net + (f.Rake or 0)}, the cards give {Decimal(engine) / self.scale}",
+                    f"seat {seat}: CaveApres − CaveAvant + Rake = {result}, the cards give {Decimal(engine) / self.scale}",
                     seat=seat,
                 )
 
