@@ -64,3 +64,31 @@ def test_scale():
     assert scale_of([Decimal("1.52"), Decimal("0.5"), Decimal("3")]) == 100
     assert scale_of([Decimal("10"), Decimal("2")]) == 1
     assert scale_of([Decimal("0.125")]) == 1000
+
+
+def test_the_fast_evaluation_is_pokerkits():
+    """variants._evaluate looks five-card combinations up in pokerkit's own table: the same hand
+    (entry) as pokerkit's from_game, for every hand type of the eleven variants."""
+    import random
+
+    from coffre.domain.audit.variants import _evaluate
+
+    types = {t for v in ENGINE_VARIANTS.values() for t in v.hand_types}
+    rng = random.Random(0)
+    for hand_type in types:
+        for _ in range(150):
+            c = rng.sample(CARDS, 12)
+            for hole, board in (
+                (c[:2], c[2:7]),
+                (c[:4], c[4:9]),
+                (c[:5], c[5:10]),
+                (c[:7], ()),
+                (c[:3], c[3:6]),
+            ):
+                ours = _evaluate(hand_type, tuple(hole), tuple(board))
+                try:
+                    theirs = hand_type.from_game(hole, board)
+                except ValueError:
+                    theirs = None
+                assert (ours is None) == (theirs is None)
+                assert ours is None or ours.entry == theirs.entry

@@ -27,7 +27,7 @@ from pokerkit import ChipsPushing, State
 
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
 from .findings import Finding, register
-from .variants import CARDS, UNKNOWN_CARD, EngineVariant, engine_variant, scale_of
+from .variants import CARDS, UNKNOWN_CARD, EngineVariant, clear_evaluations, engine_variant, scale_of
 
 register(
     "cards",
@@ -367,6 +367,7 @@ class _Replay:
         return int(amount * self.scale)
 
     def run(self) -> None:
+        clear_evaluations()  # a hand's evaluations are its own
         try:
             self._setup()
             for index, tour in self.hand.tours:
@@ -608,7 +609,8 @@ class _Replay:
                 if not cards:  # a later round's, or never dealt: _finish tells
                     self.lacking = f"seat {self.order[i]} is owed a card the hand does not deal"
                     return
-                state.deal_hole(CARDS[cards.pop(0)], i)
+                owed = min(len(cards), len(state.hole_dealing_statuses[i]))
+                state.deal_hole(tuple(CARDS[cards.pop(0)] for _ in range(owed)), i)
             elif (count := state.board_dealing_count) is not None:
                 if len(self.pending_board) < count:
                     self.lacking = f"the board is owed {count} cards the hand does not deal"
