@@ -2,33 +2,683 @@
 
 Entry point: :func:`audit_hand`. See docs/hand-audit.md for how each annex field maps to
 the engine, the interpretations coffre made, and the finding codes.
+
+Three passes, in this order, each independent of the engine's:
+
+1. the structure and the cards (rounds known and in order, seats known, each card dealt once,
+   the counts of cards per variant and round, a Reveal or a Discard only of a held card);
+2. the money, pure arithmetic (rounds' and players' totals net of an uncalled bet, Net, the sum
+   of Net and Rake, a player betting more than their stack);
+3. the replay by pokerkit, only when pass 1 found nothing (the engine needs consistent cards): each
+   action in turn and legal for the structure, names that say what the action does, the forced
+   bets, and at the end the payoffs the revealed cards give against the recorded finance. The
+   first illegal action stops the replay (what follows cannot be replayed faithfully); an
+   unexpected engine failure becomes ``REPLAY_FAILED``, never an exception.
 """
 
 from __future__ import annotations
 
-from ..catalogue.poker import POJEU, Draw
-from .findings import Finding, register
+import re
+import warnings
+from collections import Counter
+from decimal import Decimal
 
-register("cards", CARD_DEALT_TWICE="a card code is dealt (Draw) more than once in one hand")
+from pokerkit import ChipsPushing, State
+
+from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
+from .findings import Finding, register
+from .variants import CARDS, UNKNOWN_CARD, EngineVariant, clear_evaluations, engine_variant, scale_of
+
+register(
+    "cards",
+    CARD_DEALT_TWICE="a card code is dealt (Draw) more than once in one hand",
+    CARD_COUNT_WRONG="a round deals a number of cards (hole, up, board, replacements) the variant does not",
+    REVEAL_NOT_HELD="a Reveal shows a card that seat was not dealt (or had discarded)",
+    DISCARD_NOT_HELD="a Discard throws a card that seat does not hold",
+)
+register(
+    "order",
+    ROUND_UNKNOWN="a Tour's name is not a round of the hand's Regle (nor an accepted alias)",
+    ROUND_OUT_OF_ORDER="the Tours are not in the order of the variant's rounds",
+    SEAT_UNKNOWN="an action names a Siege that is not a participant's",
+    FORCED_BETS_WRONG="the antes, blinds or bring-in are missing, repeated, misplaced or by the wrong seat",
+    OUT_OF_TURN="a seat acts when it is not its turn (or when nobody is to act)",
+    ACTION_AFTER_FOLD="a seat acts after it folded",
+    BET_ILLEGAL="a bet, raise, call or bring-in of a size the betting structure forbids",
+    BET_NAME_MISMATCH="a Bet's name contradicts what it does (a call that raises, an allin that leaves chips…)",
+    CHECK_FACING_BET="a Check when there is a bet to call",
+    ROUND_INCOMPLETE="a betting round ends (or the hand does) while a seat still has to act",
+    REPLAY_FAILED="the engine could not replay the hand (the reason is in the message)",
+)
+register(
+    "money",
+    ROUND_TOTAL_WRONG="a Tour's Total is not the sum of its Bets less the uncalled amount returned in it",
+    PLAYER_TOTAL_WRONG="a player's Finance.Total is not the sum of their Bets less the uncalled amount returned",
+    NET_WRONG="a player's Net is not CaveApres − CaveAvant",
+    NOT_ZERO_SUM="the players' Net and Rake do not sum to zero",
+    BET_EXCEEDS_STACK="a player bets more than their CaveAvant",
+    WINNINGS_NEGATIVE="CaveApres is below CaveAvant − Total: the player lost more than they bet",
+)
+register(
+    "showdown",
+    PAYOFF_WRONG="a player's result (CaveApres − CaveAvant + Rake) is not what the cards give (winners, split, side pots)",
+    REVEAL_INCOMPLETE="a player shows only part of the hole cards at showdown",
+)
+
+FORCED = frozenset({"ante", "small blind", "big blind"})
+ALIASES = {"blinds": "bet", "showdown": "reveal"}
+"""Round names the annex's own example uses (compared without case, spaces or hyphens)."""
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.lower())
+
+
+_ROUND_KEYS: dict[str, dict[str, int]] = {}
+
+
+def _round_index(variant: EngineVariant, name: str) -> int | None:
+    """The position of ``name`` among the variant's rounds (``bet`` 0 … ``reveal`` last), or None."""
+    keys = _ROUND_KEYS.get(variant.regle)
+    if keys is None:
+        from ..catalogue.poker import VARIANTS
+
+        keys = {_key(r): i for i, r in enumerate(VARIANTS[variant.regle].rounds)}
+        for alias, target in ALIASES.items():
+            keys[alias] = keys[_key(target)]
+        _ROUND_KEYS[variant.regle] = keys
+    return keys.get(_key(name))
+
+
+class _Hand:
+    """What the passes share: the event read once."""
+
+    def __init__(self, event: POJEU) -> None:
+        self.event = event
+        self.variant = engine_variant(event.Regle)
+        self.players = {int(p.Siege): p for p in event.Participants.Joueur}
+        self.tours: list[tuple[int, Round]] = []  # (round index, tour) of the known rounds
+        self.findings: list[Finding] = []
+        self.blocking = False  # a structure or card finding: no engine replay
+        self.payoffs_comparable = True  # the finance adds up: who got what can be held against the cards
+
+    def add(self, code: str, message: str, round: str | None = None, seat: int | None = None) -> None:
+        self.findings.append(Finding(code, message, round, seat))
 
 
 def audit_hand(event: POJEU) -> list[Finding]:
-    """The findings of one hand, in the order of the hand (empty: consistent)."""
-    findings: list[Finding] = []
+    """The findings of one hand, pass by pass (empty: consistent). Never raises on a hand's content."""
+    hand = _Hand(event)
+    try:
+        _structure(hand)
+        _cards(hand)
+        _money(hand)
+        if not hand.blocking:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _Replay(hand).run()
+    except Exception as exc:  # a defect of coffre's or pokerkit's: evidence, not a crash
+        hand.add("REPLAY_FAILED", f"the audit failed: {type(exc).__name__}: {exc}")
+    return hand.findings
+
+
+# --------------------------------------------------------------------------- pass 1: structure, cards
+
+
+def _structure(hand: _Hand) -> None:
+    last = -1
+    for tour in hand.event.Jeu.Tour:
+        index = _round_index(hand.variant, tour.name)
+        if index is None:
+            hand.add("ROUND_UNKNOWN", f"'{tour.name}' is not a round of {hand.event.Regle}", tour.name)
+            hand.blocking = True
+            continue
+        if index <= last:
+            hand.add("ROUND_OUT_OF_ORDER", f"'{tour.name}' comes after a later round", tour.name)
+            hand.blocking = True
+        last = max(last, index)
+        hand.tours.append((index, tour))
+        for action in tour.Action:
+            seat = action.Siege
+            if seat is not None and int(seat) not in hand.players:
+                hand.add(
+                    "SEAT_UNKNOWN",
+                    f"{type(action).__name__} by seat {seat}, not a participant",
+                    tour.name,
+                    seat,
+                )
+                hand.blocking = True
+
+
+def _cards(hand: _Hand) -> None:
+    variant, kind = hand.variant, hand.variant.kind
+    rounds = len(variant.rounds) + 1  # the index of "reveal"
     dealt: dict[int, str] = {}
-    for tour in event.Jeu.Tour:
+    discarded: set[int] = set()
+    held: dict[int, set[int]] = {s: set() for s in hand.players}
+    folded: set[int] = set()
+    board = 0
+    for index, tour in hand.tours:
+        name = tour.name
+        hole: Counter[int] = Counter()
+        up: Counter[int] = Counter()
+        thrown: Counter[int] = Counter()
+        common = 0
         for action in tour.Action:
             if isinstance(action, Draw):
-                if action.Valeur in dealt:
-                    findings.append(
-                        Finding(
-                            "CARD_DEALT_TWICE",
-                            f"card {action.Valeur} ({action.card}) is dealt in '{tour.name}' "
-                            f"and already was in '{dealt[action.Valeur]}'",
-                            tour.name,
-                            action.Siege,
-                        )
+                code = action.Valeur
+                if code in dealt and not (code in discarded and len(dealt) >= 52):
+                    hand.add(
+                        "CARD_DEALT_TWICE",
+                        f"card {code} ({action.card}) is dealt in '{name}' and already was in '{dealt[code]}'",
+                        name,
+                        action.Siege,
                     )
+                    hand.blocking = True
+                dealt[code] = name
+                if action.commune:
+                    common += 1
                 else:
-                    dealt[action.Valeur] = tour.name
-    return findings
+                    seat = int(action.Siege)  # type: ignore[arg-type]
+                    hole[seat] += 1
+                    up[seat] += bool(action.ouverte)
+                    held[seat].add(code)
+            elif isinstance(action, Discard):
+                seat = int(action.Siege)  # type: ignore[arg-type]
+                if action.Valeur not in held[seat]:
+                    hand.add(
+                        "DISCARD_NOT_HELD",
+                        f"seat {seat} discards {action.Valeur} ({action.card}), which it does not hold",
+                        name,
+                        seat,
+                    )
+                    hand.blocking = True
+                held[seat].discard(action.Valeur)
+                discarded.add(action.Valeur)
+                thrown[seat] += 1
+            elif isinstance(action, Reveal):
+                seat = int(action.Siege)  # type: ignore[arg-type]
+                if action.Valeur not in held[seat]:
+                    hand.add(
+                        "REVEAL_NOT_HELD",
+                        f"seat {seat} reveals {action.Valeur} ({action.card}), which it does not hold",
+                        name,
+                        seat,
+                    )
+                    hand.blocking = True
+        expected = _expected_cards(
+            kind, variant, index, rounds, [s for s in hand.players if s not in folded], thrown
+        )
+        if expected is not None:
+            want_board, want_hole, want_up = expected
+            if common != want_board:
+                hand.add("CARD_COUNT_WRONG", f"'{name}' deals {common} board cards, not {want_board}", name)
+                hand.blocking = True
+            for seat in sorted(set(hole) | set(want_hole)):
+                got, want = hole.get(seat, 0), want_hole.get(seat, 0)
+                if got != want or (want_up is not None and up.get(seat, 0) != want_up.get(seat, 0)):
+                    faces = f" ({up.get(seat, 0)} face up, not {want_up.get(seat, 0)})" if want_up else ""
+                    hand.add(
+                        "CARD_COUNT_WRONG",
+                        f"'{name}' deals seat {seat} {got} cards, not {want}{faces}",
+                        name,
+                        seat,
+                    )
+                    hand.blocking = True
+        board += common
+        for action in tour.Action:
+            if isinstance(action, Fold):
+                folded.add(int(action.Siege))
+
+
+def _expected_cards(
+    kind: str, variant: EngineVariant, index: int, reveal: int, live: list[int], thrown: Counter[int]
+) -> tuple[int, dict[int, int], dict[int, int] | None] | None:
+    """(board cards, hole cards per seat, face-up cards per seat or None) a round deals; None: no rule."""
+    if index == 0 or index == reveal:
+        return 0, {}, None
+    street = index - 1
+    if kind == "holdem":
+        if street == 0:
+            return 0, dict.fromkeys(live, variant.hole_cards), None
+        return (3, 1, 1)[street - 1], {}, None
+    if kind == "stud":
+        per = (3, 1, 1, 1, 1)[street]
+        ups = (1, 1, 1, 1, 0)[street]
+        return 0, dict.fromkeys(live, per), dict.fromkeys(live, ups)
+    if street == 0:
+        return 0, dict.fromkeys(live, 5), None
+    return 0, {s: n for s, n in thrown.items() if n}, None
+
+
+# --------------------------------------------------------------------------- pass 2: money
+
+
+def _money(hand: _Hand) -> None:
+    bets_of: dict[int, list[tuple[str, Decimal]]] = {s: [] for s in hand.players}
+    street_in: dict[int, dict[int, Decimal]] = {}
+    round_sum: dict[str, Decimal] = {}
+    for index, tour in hand.tours:
+        for action in tour.Action:
+            if not isinstance(action, Bet):
+                continue
+            seat, value = int(action.Siege), action.Valeur
+            if seat not in bets_of:
+                continue
+            bets_of[seat].append((tour.name, value))
+            round_sum[tour.name] = round_sum.get(tour.name, Decimal(0)) + value
+            if action.name == "ante":
+                continue
+            street = max(index - 1, 0)  # blinds belong with the first betting round
+            street_in.setdefault(street, {})
+            street_in[street][seat] = street_in[street].get(seat, Decimal(0)) + value
+    returned: dict[int, Decimal] = {}
+    round_back: dict[str, Decimal] = {}
+    for contributions in street_in.values():
+        ranked = sorted(contributions.values(), reverse=True)
+        second = ranked[1] if len(ranked) > 1 else Decimal(0)
+        if ranked and ranked[0] > second:
+            top = next(s for s, a in contributions.items() if a == ranked[0])
+            excess = ranked[0] - second
+            returned[top] = returned.get(top, Decimal(0)) + excess
+            for round_name, value in reversed(bets_of[top]):
+                back = min(excess, value)
+                round_back[round_name] = round_back.get(round_name, Decimal(0)) + back
+                excess -= back
+                if not excess:
+                    break
+    for _, tour in hand.tours:
+        if tour.Total is not None:
+            want = round_sum.get(tour.name, Decimal(0)) - round_back.get(tour.name, Decimal(0))
+            if tour.Total != want:
+                back = round_back.get(tour.name)
+                detail = f" less {back} uncalled" if back else ""
+                hand.add(
+                    "ROUND_TOTAL_WRONG",
+                    f"'{tour.name}' Total {tour.Total} ≠ its Bets {round_sum.get(tour.name, 0)}{detail} = {want}",
+                    tour.name,
+                )
+    net_sum = Decimal(0)
+    for seat, player in hand.players.items():
+        f = player.Finance
+        put = sum((v for _, v in bets_of[seat]), Decimal(0))
+        back = returned.get(seat, Decimal(0))
+        if put > f.CaveAvant:
+            hand.add(
+                "BET_EXCEEDS_STACK",
+                f"seat {seat} bets {put}, more than its CaveAvant {f.CaveAvant}",
+                seat=seat,
+            )
+            hand.blocking = True
+        if f.Total != put - back:
+            detail = f" less {back} uncalled returned" if back else ""
+            hand.add(
+                "PLAYER_TOTAL_WRONG",
+                f"seat {seat} Total {f.Total} ≠ its Bets {put}{detail} = {put - back}",
+                seat=seat,
+            )
+        if f.Net != f.CaveApres - f.CaveAvant:
+            hand.add(
+                "NET_WRONG",
+                f"seat {seat} Net {f.Net} ≠ CaveApres {f.CaveApres} − CaveAvant {f.CaveAvant}",
+                seat=seat,
+            )
+        won = f.CaveApres - f.CaveAvant + f.Total
+        if won < 0:
+            hand.payoffs_comparable = False
+            hand.add(
+                "WINNINGS_NEGATIVE",
+                f"seat {seat} CaveApres {f.CaveApres} < CaveAvant {f.CaveAvant} − Total {f.Total}",
+                seat=seat,
+            )
+        net_sum += f.Net + (f.Rake or 0)
+    if net_sum:
+        hand.payoffs_comparable = False
+        hand.add("NOT_ZERO_SUM", f"Σ Net + Σ Rake = {net_sum}, not 0")
+
+
+# --------------------------------------------------------------------------- pass 3: the engine
+
+
+class _Stop(Exception):
+    """The replay cannot go on faithfully (the finding is already recorded)."""
+
+
+class _Replay:
+    def __init__(self, hand: _Hand) -> None:
+        self.hand = hand
+        self.variant = hand.variant
+        self.state: State | None = None
+        self.order: list[int] = []
+        self.index: dict[int, int] = {}
+        self.scale = 1
+        self.pending_hole: dict[int, list[int]] = {}
+        self.pending_board: list[int] = []
+        self.pending_discard: dict[int, list[int]] = {}
+        self.revealed: dict[int, list[int]] = {}
+        self.round = ""
+        self.lacking = ""
+
+    def stop(self, code: str, message: str, seat: int | None = None) -> _Stop:
+        self.hand.add(code, message, self.round or None, seat)
+        return _Stop()
+
+    def units(self, amount: Decimal) -> int:
+        return int(amount * self.scale)
+
+    def run(self) -> None:
+        clear_evaluations()  # a hand's evaluations are its own
+        try:
+            self._setup()
+            for index, tour in self.hand.tours:
+                self.round = tour.name
+                if index == 0:
+                    self._forced_round(tour)
+                    continue
+                street = index - 1
+                for action in tour.Action:
+                    self._action(action, street)
+            self.round = ""
+            self._advance()
+            self._finish()
+        except _Stop:
+            pass
+        except ValueError as exc:  # pokerkit refused something coffre's checks did not foresee
+            self.hand.add("REPLAY_FAILED", f"pokerkit: {exc}", self.round or None)
+
+    # -- setup: seats, forced bets, limits
+
+    def _setup(self) -> None:
+        hand, variant = self.hand, self.variant
+        forced: list[tuple[str, Bet]] = []
+        bring_in: Decimal | None = None
+        first_raise: Decimal | None = None
+        later_bet: tuple[int, Decimal] | None = None
+        amounts: list[Decimal] = []
+        for p in hand.players.values():
+            amounts += (p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Total)
+        for index, tour in hand.tours:
+            for action in tour.Action:
+                if not isinstance(action, Bet):
+                    continue
+                amounts.append(action.Valeur)
+                if action.name in FORCED:
+                    if index != 0:
+                        raise self.stop(
+                            "FORCED_BETS_WRONG",
+                            f"a {action.name} in '{tour.name}', not in the forced bets' round",
+                        )
+                    forced.append((action.name, action))
+                elif index == 0:
+                    raise self.stop(
+                        "FORCED_BETS_WRONG", f"a '{action.name}' among the forced bets ('{tour.name}')"
+                    )
+                elif action.name == "bring-in":
+                    if variant.kind != "stud" or index != 1 or bring_in is not None:
+                        raise self.stop(
+                            "FORCED_BETS_WRONG", f"a bring-in in '{tour.name}'", int(action.Siege)
+                        )
+                    bring_in = action.Valeur
+                elif variant.kind == "stud" and action.name in ("bet", "raise", "allin"):
+                    if index == 1 and first_raise is None:
+                        first_raise = action.Valeur  # a completion: to = its Valeur
+                    elif index > 1 and later_bet is None:
+                        later_bet = (index, action.Valeur)
+        self.scale = scale_of(amounts)
+        antes = {int(b.Siege): self.units(b.Valeur) for n, b in forced if n == "ante"}
+        if len([1 for n, _ in forced if n == "ante"]) != len(antes):
+            raise self.stop("FORCED_BETS_WRONG", "a seat posts two antes")
+        seats = sorted(hand.players)
+        if variant.kind == "stud":
+            if any(n != "ante" for n, _ in forced):
+                raise self.stop("FORCED_BETS_WRONG", "blinds in a stud hand")
+            self.order = seats
+            blinds: tuple[int, ...] | int = 0
+            bring = self.units(bring_in) if bring_in is not None else 0
+            if first_raise is not None:
+                small = self.units(first_raise)
+            elif later_bet is not None:
+                small = self.units(later_bet[1]) // (1 if later_bet[0] == 2 else 2)
+            else:
+                small = max(2 * bring, 2)
+            if not bring:
+                bring = max(small // 4, 1)
+            if bring >= small:
+                small = bring + 1
+        else:
+            small_blinds = [int(b.Siege) for n, b in forced if n == "small blind"]
+            big_blinds = [int(b.Siege) for n, b in forced if n == "big blind"]
+            if len(small_blinds) != 1 or len(big_blinds) != 1:
+                raise self.stop(
+                    "FORCED_BETS_WRONG",
+                    f"{len(small_blinds)} small blind(s) and {len(big_blinds)} big blind(s), not one of each",
+                )
+            sb_seat, bb_seat = small_blinds[0], big_blinds[0]
+            sb = next(self.units(b.Valeur) for n, b in forced if n == "small blind")
+            bb = next(self.units(b.Valeur) for n, b in forced if n == "big blind")
+            if len(seats) == 2:
+                self.order = [bb_seat, sb_seat]
+            else:
+                at = seats.index(sb_seat)
+                self.order = seats[at:] + seats[:at]
+                if self.order[1] != bb_seat:
+                    raise self.stop(
+                        "FORCED_BETS_WRONG",
+                        f"the big blind is posted by seat {bb_seat}, not by seat {self.order[1]} after the small blind",
+                        bb_seat,
+                    )
+            blinds = (sb, bb)  # pokerkit reverses them heads-up: the order above puts the big blind first
+            bring = 0
+            small = max(bb, 1)
+        self.index = {s: i for i, s in enumerate(self.order)}
+        self.state = variant.state(
+            tuple(self.units(hand.players[s].Finance.CaveAvant) for s in self.order),
+            antes=tuple(antes.get(s, 0) for s in self.order) if antes else 0,
+            blinds=blinds,
+            bring_in=bring,
+            small_bet=small,
+        )
+
+    def _forced_round(self, tour: Round) -> None:
+        """The engine posted the antes and blinds from this round's amounts; only the cards remain."""
+        for action in tour.Action:
+            if not isinstance(action, Bet):
+                raise self.stop("FORCED_BETS_WRONG", f"a {type(action).__name__} among the forced bets")
+
+    # -- the actions
+
+    def _action(self, action: object, street: int) -> None:
+        if isinstance(action, Draw):
+            if action.commune:
+                self.pending_board.append(action.Valeur)
+            else:
+                self.pending_hole.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
+            return
+        if isinstance(action, Discard):
+            self.pending_discard.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
+            return
+        if isinstance(action, Reveal):
+            self.revealed.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
+            return
+        self._advance()
+        state = self.state
+        assert state is not None
+        seat = int(action.Siege)  # type: ignore[attr-defined]
+        i = self.index[seat]
+        if state.street_index is not None and state.street_index < street and state.actor_index is not None:
+            raise self.stop(
+                "ROUND_INCOMPLETE",
+                f"seat {self.order[state.actor_index]} had still to act in '{self.variant.rounds[state.street_index]}'",
+                self.order[state.actor_index],
+            )
+        if not state.statuses[i]:
+            raise self.stop("ACTION_AFTER_FOLD", f"seat {seat} acts after folding", seat)
+        actor = state.actor_index
+        if actor is None:
+            raise self.stop("OUT_OF_TURN", f"seat {seat} acts when nobody is to act", seat)
+        if actor != i:
+            raise self.stop("OUT_OF_TURN", f"seat {seat} acts in the turn of seat {self.order[actor]}", seat)
+        if isinstance(action, Fold):
+            state.fold()
+        elif isinstance(action, Check):
+            owed = state.checking_or_calling_amount or 0
+            if state.bring_in_status:
+                raise self.stop("FORCED_BETS_WRONG", f"seat {seat} checks instead of the bring-in", seat)
+            if owed:
+                raise self.stop(
+                    "CHECK_FACING_BET", f"seat {seat} checks facing a bet of {owed / self.scale}", seat
+                )
+            state.check_or_call()
+        elif isinstance(action, Bet):
+            self._bet(action, seat, i)
+
+    def _bet(self, action: Bet, seat: int, i: int) -> None:
+        state = self.state
+        assert state is not None
+        added = self.units(action.Valeur)
+        stack = state.stacks[i]
+        name = action.name
+        if name == "bring-in":
+            try:
+                state.verify_bring_in_posting()
+            except ValueError as exc:
+                raise self.stop("FORCED_BETS_WRONG", f"seat {seat}'s bring-in: {exc}", seat) from None
+            if added != state.effective_bring_in_amount:
+                raise self.stop(
+                    "BET_ILLEGAL",
+                    f"seat {seat}'s bring-in {action.Valeur} is not {state.effective_bring_in_amount / self.scale}",
+                    seat,
+                )
+            state.post_bring_in()
+            return
+        owed = state.checking_or_calling_amount or 0
+        if added == owed and added > 0 and not state.bring_in_status:
+            want = "allin" if added == stack else "call"
+            if name != want and not (name == "call" and want == "allin"):
+                self.hand.add(
+                    "BET_NAME_MISMATCH",
+                    f"seat {seat}'s '{name}' of {action.Valeur} is a {want}",
+                    self.round,
+                    seat,
+                )
+            state.check_or_call()
+            return
+        if added <= owed:
+            raise self.stop(
+                "BET_ILLEGAL",
+                f"seat {seat} puts in {action.Valeur}, less than the {owed / self.scale} to call",
+                seat,
+            )
+        to = state.bets[i] + added
+        try:
+            state.verify_completion_betting_or_raising_to(to)
+        except ValueError as exc:
+            raise self.stop("BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {exc}", seat) from None
+        aggressive = "allin" if added == stack else None
+        if name == "call" or (name == "allin" and aggressive is None):
+            self.hand.add(
+                "BET_NAME_MISMATCH",
+                f"seat {seat}'s '{name}' of {action.Valeur} raises"
+                + (" and leaves chips behind" if name == "allin" else ""),
+                self.round,
+                seat,
+            )
+        elif aggressive and name != "allin":
+            self.hand.add(
+                "BET_NAME_MISMATCH",
+                f"seat {seat}'s '{name}' of {action.Valeur} puts its last chip in",
+                self.round,
+                seat,
+            )
+        state.complete_bet_or_raise_to(to)
+
+    # -- the engine's own steps: cards from the buffers, showdown from the reveals
+
+    def _advance(self) -> None:
+        state = self.state
+        assert state is not None
+        self.lacking = ""
+        while state.status:
+            if (i := state.stand_patter_or_discarder_index) is not None:
+                thrown = self.pending_discard.pop(self.order[i], [])
+                state.stand_pat_or_discard(tuple(CARDS[c] for c in thrown))
+            elif state.card_burning_status:
+                state.burn_card(UNKNOWN_CARD)
+            elif (i := state.hole_dealee_index) is not None:
+                cards = self.pending_hole.get(self.order[i])
+                if not cards:  # a later round's, or never dealt: _finish tells
+                    self.lacking = f"seat {self.order[i]} is owed a card the hand does not deal"
+                    return
+                owed = min(len(cards), len(state.hole_dealing_statuses[i]))
+                state.deal_hole(tuple(CARDS[cards.pop(0)] for _ in range(owed)), i)
+            elif (count := state.board_dealing_count) is not None:
+                if len(self.pending_board) < count:
+                    self.lacking = f"the board is owed {count} cards the hand does not deal"
+                    return
+                state.deal_board(tuple(CARDS[self.pending_board.pop(0)] for _ in range(count)))
+            elif (i := state.showdown_index) is not None:
+                seat = self.order[i]
+                shown = self.revealed.get(seat)
+                if shown:
+                    down = {
+                        c
+                        for c, up in zip(state.hole_cards[i], state.hole_card_statuses[i], strict=True)
+                        if not up
+                    }
+                    missing = [c for c in down if _code(c) not in shown]
+                    if missing:
+                        self.hand.add(
+                            "REVEAL_INCOMPLETE",
+                            f"seat {seat} shows {len(shown)} cards and keeps {len(missing)} face down",
+                            "reveal",
+                            seat,
+                        )
+                    state.show_or_muck_hole_cards(True, i)
+                else:
+                    try:
+                        state.show_or_muck_hole_cards(False, i)
+                    except ValueError:
+                        state.show_or_muck_hole_cards(True, i)
+            elif state.can_kill_hand():
+                state.kill_hand()
+            else:
+                return
+
+    def _finish(self) -> None:
+        state = self.state
+        assert state is not None
+        if state.status:
+            if self.lacking:
+                raise self.stop("CARD_COUNT_WRONG", self.lacking)
+            if state.actor_index is not None:
+                seat = self.order[state.actor_index]
+                raise self.stop("ROUND_INCOMPLETE", f"the hand ends while seat {seat} has to act", seat)
+            raise self.stop("REPLAY_FAILED", f"the hand ends before the engine does ({state.street_index=})")
+        leftover = sum(map(len, self.pending_hole.values())) + len(self.pending_board)
+        if leftover:
+            raise self.stop("CARD_COUNT_WRONG", f"{leftover} cards are dealt after the hand is over")
+        if not self.hand.payoffs_comparable:
+            return  # money is created or lost: NOT_ZERO_SUM / WINNINGS_NEGATIVE say so, per-seat blame would be noise
+        tolerance: Counter[int] = Counter()
+        for op in state.operations:
+            if isinstance(op, ChipsPushing):
+                winners = [i for i, a in enumerate(op.amounts) if a]
+                if len(winners) > 1:
+                    tolerance.update(winners)  # an odd chip may go to any of them
+        for i, seat in enumerate(self.order):
+            f = self.hand.players[seat].Finance
+            result = f.CaveApres - f.CaveAvant + (f.Rake or 0)
+            recorded = self.units(result)
+            engine = state.payoffs[i]
+            if abs(recorded - engine) > tolerance[i]:
+                self.hand.add(
+                    "PAYOFF_WRONG",
+                    f"seat {seat}: CaveApres − CaveAvant + Rake = {result}, the cards give {Decimal(engine) / self.scale}",
+                    seat=seat,
+                )
+
+
+def _code(card: object) -> int:
+    from .variants import CODES
+
+    return CODES[card]  # type: ignore[index]

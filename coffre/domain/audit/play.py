@@ -344,11 +344,11 @@ def _play(
         elif (i := state.actor_index) is not None:
             _act(state, variant, i, order, rng, rec, name, street or 0, aggression, fold_rate)
         elif (i := state.showdown_index) is not None:
+            faces = list(zip(state.hole_cards[i], state.hole_card_statuses[i], strict=True))  # before showing
             op = state.show_or_muck_hole_cards(None, i)
             if op.hole_cards:
                 shown.add(order[i])
-                cards = list(zip(state.hole_cards[i], state.hole_card_statuses[i], strict=True))
-                for card, up in cards:
+                for card, up in faces:
                     if variant.kind == "stud" and up:
                         continue  # already face up: the reveal shows the down cards
                     reveals.append({"Reveal": {"Siege": order[i], "Valeur": CODES[card]}})

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache
-from typing import Literal
+from functools import cache, lru_cache
+from itertools import combinations
+from typing import Any, Literal
 
 from pokerkit import (
     Automation,
@@ -31,6 +32,8 @@ from pokerkit import (
     FixedLimitSevenCardStudHighLowSplitEightOrBetter,
     FixedLimitTexasHoldem,
     Hand,
+    HoleBoardCombinationHand,
+    Lookup,
     Mode,
     NoLimitTexasHoldem,
     OmahaEightOrBetterLowHand,
@@ -100,6 +103,97 @@ def scale_of(amounts: Iterable[Decimal]) -> int:
 def to_int(amount: Decimal, scale: int) -> int:
     """``amount`` in the engine's units (exact: ``scale`` comes from :func:`scale_of`)."""
     return int(amount * scale)
+
+
+# --------------------------------------------------------------------------- hand evaluation, once
+
+
+_PRIMES: dict[Any, int] = Lookup._Lookup__multipliers  # type: ignore[attr-defined]
+"""pokerkit's prime per rank: a hand's lookup key is the product of its ranks' primes (and suitedness)."""
+
+
+@cache
+def _table(hand_type: type[Hand]) -> dict[tuple[int, bool], Any]:
+    return hand_type.lookup._Lookup__entries  # type: ignore[attr-defined]
+
+
+def _combinations(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[Card, ...]):
+    if issubclass(hand_type, HoleBoardCombinationHand):
+        for hole in combinations(cards, hand_type.hole_card_count):
+            for common in combinations(board, hand_type.board_card_count):
+                yield hole + common
+    else:
+        yield from combinations(cards + board, hand_type.card_count)  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=4096)
+def _evaluate(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[Card, ...]) -> Hand | None:
+    """The best hand ``hand_type`` makes of ``cards`` and ``board``: pokerkit's ``from_game``, the
+    five-card combinations looked up in pokerkit's own table by their key (rank primes' product,
+    suitedness) instead of through a ``Hand`` object each; one ``Hand`` is built, of the best."""
+    table = _table(hand_type)
+    low = hand_type.low
+    best: tuple[Card, ...] | None = None
+    best_index = 0
+    for combo in _combinations(hand_type, cards, board):
+        key = 1
+        for card in combo:
+            key *= _PRIMES[card.rank]
+        suit = combo[0].suit
+        entry = table.get((key, all(c.suit == suit for c in combo)))
+        if entry is None:
+            continue
+        if best is None or (entry.index < best_index if low else entry.index > best_index):
+            best, best_index = combo, entry.index
+    return None if best is None else hand_type(best)
+
+
+def clear_evaluations() -> None:
+    _evaluate.cache_clear()
+
+
+class CachedState(State):
+    """pokerkit's ``State``, each player's hand evaluated once per set of cards.
+
+    At a showdown, pokerkit asks every player's hand again for every other player (``can_win_now``
+    before killing the hands that cannot win: n² evaluations, and an Omaha or seven-card hand is
+    dozens of five-card lookups): 70 % of a replay's time before this cache (bench/audit.py). The
+    result depends only on the hand type and the cards, which are hashable: the same answer, once.
+    """
+
+    def _verify_cards_consumption(self, cards: Any) -> tuple[Card, ...]:
+        """Named cards are taken as they are: pokerkit would only *warn* when one is not in its
+        deck (a card dealt twice), which the audit reports itself before any replay."""
+        if isinstance(cards, Card):
+            return (cards,)
+        if isinstance(cards, tuple) and all(isinstance(c, Card) for c in cards):
+            return cards
+        return super()._verify_cards_consumption(cards)
+
+    def _consume_cards(self, cards: tuple[Card, ...]) -> None:
+        """The named cards leave the deck (pokerkit also compares the whole deck as a set, per card)."""
+        deck = self.deck_cards
+        for card in cards:
+            if card in deck:
+                deck.remove(card)
+
+    def get_hand(self, player_index: int, board_index: int, hand_type_index: int) -> Hand | None:
+        if not self.statuses[player_index]:
+            return None
+        return _evaluate(
+            self.hand_types[hand_type_index],
+            tuple(filter(None, self.hole_cards[player_index])),
+            tuple(self.get_board_cards(board_index)),
+        )
+
+    def get_up_hand(self, player_index: int, board_index: int, hand_type_index: int) -> Hand | None:
+        if not self.statuses[player_index]:
+            return None
+        return _evaluate(
+            self.hand_types[hand_type_index],
+            tuple(self.get_up_cards(player_index)),
+            tuple(self.get_board_cards(board_index)),
+        )
 
 
 # --------------------------------------------------------------------------- streets
@@ -193,7 +287,7 @@ class EngineVariant:
         and the button last; heads-up, the big blind first and the button, who posts the small blind,
         second), ``stacks`` in engine units."""
         big = big_bet if big_bet is not None else (2 * small_bet if self.fixed_limit else small_bet)
-        return State(
+        return CachedState(
             automations,
             self.deck,
             self.hand_types,
