@@ -234,7 +234,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.demo:
             print(
                 f"demo: {len(demo)} events shipped with coffre: the annex 1.4.3 examples' facts, "
-                "cash table CG-9 (one hand falsified on purpose), tournament T-77 (31 hands of mixed "
+                "cash table CG-9 (one hand falsified on purpose), tournament T-77 (24 hands of mixed "
                 "games played by pokerkit), then tournament T-42 from a deposit to a withdrawal",
                 flush=True,
             )
