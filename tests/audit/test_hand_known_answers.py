@@ -4,6 +4,7 @@ exactly that code (and a test that fails when a code has no such hand)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ from hands import ANNEX, audit, bet, check, codes, draw, finance, fixture, small
 
 from coffre.domain.audit import hand as hand_module
 from coffre.domain.audit.findings import CODES
+from coffre.domain.audit.play import play_hand
 from coffre.domain.audit.variants import ENGINE_VARIANTS
 from coffre.domain.normalize import normalize
 
@@ -28,6 +30,30 @@ def test_the_annex_long_example_is_consistent():
 def test_the_regulators_pojeu_sample_is_consistent():
     sample = reference_or_skip() / "samples" / "PO" / "POJEU.xml"
     assert hand_module.audit_hand(normalize(sample.read_bytes())) == []
+
+
+@pytest.mark.parametrize("regle", ["THL", "O4JL"])
+def test_a_blind_posted_all_in_for_less_takes_the_stakes_from_the_description(regle):
+    """The big blind has 45 of a 60 blind: the hand says 45; the table's blinds (30-60), and with
+    them the fixed-limit bet, come from the Description. Without them, a raise to 90 + 60 looks
+    too big for a 45 "big blind"."""
+    for seed in range(200):
+        played = play_hand(regle, {1: 1000, 2: 45, 3: 1000}, random.Random(seed), blinds=(30, 60), button=3)
+        pojeu = played.event["POJEU"]
+        posted = [a["Bet"] for a in pojeu["Jeu"]["Tour"][0]["Action"] if a["Bet"]["name"] == "big blind"]
+        raised = any(
+            "Bet" in a and a["Bet"]["name"] in ("raise", "allin") and a["Bet"]["Siege"] != 2
+            for t in pojeu["Jeu"]["Tour"][1:2]
+            for a in t["Action"]
+        )
+        if posted[0]["Valeur"] == "45" and raised:
+            break
+    else:
+        pytest.fail("no hand with a raise over the short big blind in 200 seeds")
+    assert pojeu["Description"].endswith("(30-60)")
+    assert audit(played.event) == []
+    pojeu["Description"] = pojeu["Description"].replace(" (30-60)", "")
+    assert "BET_ILLEGAL" in codes(played.event)
 
 
 @pytest.mark.parametrize("regle", sorted(ENGINE_VARIANTS))

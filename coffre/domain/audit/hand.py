@@ -67,6 +67,8 @@ register(
 
 FORCED = frozenset({"ante", "small blind", "big blind"})
 ALIASES = {"blinds": "bet", "showdown": "reveal"}
+STAKES = re.compile(r"\((\d+(?:[.,]\d+)?)\s*[-/]\s*(\d+(?:[.,]\d+)?)\)")
+"""``(small-big)`` in a ``Description``: the blinds of the table (see ``_Replay._nominal_blinds``)."""
 """Round names the annex's own example uses (compared without case, spaces or hyphens)."""
 
 
@@ -467,6 +469,7 @@ class _Replay:
                         f"the big blind is posted by seat {bb_seat}, not by seat {self.order[1]} after the small blind",
                         bb_seat,
                     )
+            sb, bb = self._nominal_blinds(forced, sb, bb)
             blinds = (sb, bb)  # pokerkit reverses them heads-up: the order above puts the big blind first
             bring = 0
             small = max(bb, 1)
@@ -478,6 +481,23 @@ class _Replay:
             bring_in=bring,
             small_bet=small,
         )
+
+    def _nominal_blinds(self, forced: list[tuple[str, Bet]], sb: int, bb: int) -> tuple[int, int]:
+        """The blinds the table plays, when a blind was posted all in for less (its Valeur is the
+        player's whole CaveAvant): the hand does not say them, so they are read from the
+        Description's ``(small-big)`` as coffre's writer and the annex's example print it
+        ("Texas Hold'Em No Limit (0.02-0.04)"), when it is there and not below what was posted.
+        Otherwise the amounts posted stand (a short blind then makes the limits look smaller)."""
+        short = any(
+            b.Valeur == self.hand.players[int(b.Siege)].Finance.CaveAvant
+            for n, b in forced
+            if n in ("small blind", "big blind") and int(b.Siege) in self.hand.players
+        )
+        match = STAKES.search(self.hand.event.Description or "") if short else None
+        if match is None:
+            return sb, bb
+        small, big = (self.units(Decimal(x.replace(",", "."))) for x in match.groups())
+        return (small, big) if small >= sb and big >= bb and big >= small else (sb, bb)
 
     def _forced_round(self, tour: Round) -> None:
         """The engine posted the antes and blinds from this round's amounts; only the cards remain."""
