@@ -234,7 +234,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.demo:
             print(
                 f"demo: {len(demo)} events shipped with coffre: the annex 1.4.3 examples' facts, "
-                "then tournament T-42 from a deposit to a withdrawal",
+                "cash table CG-9 (one hand falsified on purpose), tournament T-77 (24 hands of mixed "
+                "games played by pokerkit), then tournament T-42 from a deposit to a withdrawal",
                 flush=True,
             )
             failures = asyncio.run(_submit_all(bootstrap, settings, demo, timeout=90.0, chain_digits=16))

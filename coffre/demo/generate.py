@@ -10,10 +10,14 @@ their chips from one hand to the next.
 ``events/annex/``: the facts of the annex 1.4.3 examples (a to f), read from the annex text
 with :func:`coffre.domain.annex.annex_examples` and written in the schema form coffre emits.
 
-pokerkit is not one of coffre's dependencies; install it beside coffre to regenerate::
+``events/mixed/``: tournament T-77, 24 hands of mixed games (the eleven variants of annex 1.3.6.d.5
+in turn) whose every card and decision pokerkit draws from one seeded random
+(:func:`coffre.domain.audit.play.play_hand`). ``events/cash/``: cash table CG-9, one hand played
+to a showdown and then falsified (the players' results swapped): the demo's inconsistent hand.
 
-    pip install --target /tmp/pokerkit pokerkit
-    PYTHONPATH=/tmp/pokerkit .venv/bin/python -m coffre.demo.generate [--annex det-annexe-….md]
+Regenerate (fixed seeds: the same files every time)::
+
+    .venv/bin/python -m coffre.demo.generate [--annex det-annexe-….md]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -366,12 +371,33 @@ class Hand:
         street = dict.fromkeys(range(len(players)), 0)  # what each put in during this street
         stacks = {i: p.chips for i, p in enumerate(players)}
         totals = dict.fromkeys((p.name for p in players), 0)
+        street_bets: list[tuple[str, int, int]] = []  # (round, player, amount) of this street's bets
+        returned: dict[str, int] = {}  # per round, the uncalled amount given back
 
         def bet(kind: str, i: int, added: int) -> ET.Element:
             street[i] += added
             stacks[i] -= added
             totals[players[i].name] += added
+            street_bets.append((rounds[-1][0], i, added))
             return element("Bet", *fields(Siege=players[i].seat, Valeur=added), name=kind)
+
+        def settle() -> None:
+            """The street is over: what its biggest bettor put in beyond the next one is given back
+            (an uncalled bet), and left out of the Totals (annex 1.4.3.f's river, docs/hand-audit.md)."""
+            put: dict[int, int] = {}
+            for _, i, added in street_bets:
+                put[i] = put.get(i, 0) + added
+            ranked = [*sorted(put.values(), reverse=True), 0, 0]
+            if ranked[0] > ranked[1]:
+                top = next(i for i, a in put.items() if a == ranked[0])
+                excess = ranked[0] - ranked[1]
+                totals[players[top].name] -= excess
+                for name, i, added in reversed(street_bets):
+                    if i == top and excess:
+                        back = min(excess, added)
+                        returned[name] = returned.get(name, 0) + back
+                        excess -= back
+            street_bets.clear()
 
         def card(action: str, i: int | None, value: Any, **attributes: str) -> ET.Element:
             seat = None if i is None else players[i].seat
@@ -389,6 +415,7 @@ class Hand:
                     rounds.append(("pre-flop", actions))
                 actions.extend(card("Draw", op.player_index, c) for c in op.cards)
             elif isinstance(op, BoardDealing):
+                settle()
                 street = dict.fromkeys(street, 0)
                 actions = []
                 rounds.append((next(streets), actions))
@@ -409,11 +436,14 @@ class Hand:
                 actions.append(element("Fold", *fields(Siege=players[op.player_index].seat)))
             elif isinstance(op, HoleCardsShowingOrMucking):
                 reveals.extend(card("Reveal", op.player_index, c) for c in op.hole_cards)
+        settle()
         if reveals:
             rounds.append(("reveal", reveals))
         tours = []
         for step, (name, actions) in enumerate(rounds):
-            staked = sum(int(a.findtext("Valeur") or 0) for a in actions if a.tag == "Bet")
+            staked = sum(int(a.findtext("Valeur") or 0) for a in actions if a.tag == "Bet") - returned.get(
+                name, 0
+            )
             total = fields(Total=staked) if any(a.tag == "Bet" for a in actions) else []
             tours.append(
                 element("Tour", *fields(Timestamp=when(self.clock(step))), *actions, *total, name=name)
@@ -542,6 +572,283 @@ def tournament() -> Iterator[tuple[str, bytes]]:
     return iter(story.files)
 
 
+# -- tournament T-77: mixed games, played at random by pokerkit ---------------------------------------
+
+MIXED_COFFRE = 3
+MIXED_TECH = "T-77"
+MIXED_TITLE = "Tournoi mixte du lundi T-77 (5 €, bounty 1 €)"
+MIXED_BUY_IN, MIXED_BOUNTY, MIXED_STACK = Decimal("5.00"), Decimal("1.00"), 1000
+MIXED_DAY = "2026-03-02"
+MIXED_SEED = 124
+MIXED_PLAYERS = (
+    Player("gaelle", "GAELLEBERNARD19880517RENNES", "198.51.100.31", 1, Decimal("40.00")),
+    Player("hugo", "HUGODUBOIS19930228DIJON", "2001:db8:4a::31", 2, Decimal("12.50")),
+    Player("ines", "INESFOURNIER19960809TOULON", "203.0.113.131", 3, Decimal("25.00")),
+    Player("jules", "JULESGIRARD19820114NIORT", "198.51.100.131", 4, Decimal("9.00")),
+    Player("karim", "KARIMBONNET19900703ANGERS", "2001:db8:77::31", 5, Decimal("30.00")),
+)
+MIXED_LEVELS: tuple[tuple[str, dict[str, Any]], ...] = (
+    # (Regle, stakes) per level of four hands: the mixed rotation, stakes rising each level
+    ("THNL", {"blinds": (10, 20)}),
+    ("O4HPL", {"blinds": (15, 30)}),
+    ("7SHL", {"ante": 5, "bring_in": 10, "small_bet": 40}),
+    ("2T7TD", {"blinds": (25, 50)}),
+    ("THL", {"blinds": (30, 60)}),
+    ("7SLL", {"ante": 10, "bring_in": 20, "small_bet": 80}),
+    ("O4JL", {"blinds": (50, 100)}),
+    ("7SJL", {"ante": 15, "bring_in": 30, "small_bet": 120}),
+    ("THPL", {"blinds": (75, 150)}),
+    ("O5HPL", {"blinds": (100, 200)}),
+    ("O4JPL", {"blinds": (150, 300)}),
+)
+HANDS_PER_LEVEL = 2
+REBUY_HANDS = 2
+"""A player who busts in the tournament's first two hands may buy in again (POACHAT)."""
+
+
+def _mixed_header(p: Player, at: str) -> dict[str, object]:
+    return {
+        **player_header(p, at),
+        "IDCoffre": MIXED_COFFRE,
+        "DateEvt": f"{MIXED_DAY}T{at}{ZONE}",
+        "Inscription": f"T77-{p.name}",
+        "IDSession": f"sess-{p.name}-0302",
+        "Tech": MIXED_TECH,
+    }
+
+
+def mixed() -> Iterator[tuple[str, bytes]]:
+    """Tournament T-77: five players, a level of two hands per variant of annex 1.3.6.d.5 in
+    turn, every decision and card drawn by pokerkit from one seeded random: legal play, each card
+    dealt once, pots won by the best hand. Re-buys in the first hands, a bounty per elimination,
+    the two last players paid (2/3, 1/3 of the buy-ins less 10 % and the bounties)."""
+    import random
+
+    from coffre.domain.audit.play import play_hand
+
+    rng = random.Random(MIXED_SEED)
+    players = {p.name: Player(p.name, p.identity, p.ip, p.seat, p.balance) for p in MIXED_PLAYERS}
+    story = Story()
+    clock = [19 * 3600]
+
+    def at(step: int = 37) -> str:
+        clock[0] += step
+        s = clock[0]
+        return f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+    def po(tag: str, slug: str, what: str, **values: object) -> None:
+        story.po(tag, slug, what.replace("T-42", MIXED_TECH), **values)
+
+    for p in players.values():
+        p.chips = MIXED_STACK
+        po(
+            "POINSCRIT",
+            p.name,
+            f"{p.name} registers.",
+            **_mixed_header(p, at()),
+            Description=MIXED_TITLE,
+            Format="T/AG",
+            **move(p, -MIXED_BUY_IN),
+        )
+    alive = [p.name for p in sorted(players.values(), key=lambda p: p.seat)]
+    buy_ins = len(alive)
+    bounties = 0
+    button: int | None = None
+    number = 0
+    while len(alive) > 1:
+        number += 1
+        level = (number - 1) // HANDS_PER_LEVEL
+        regle, base = MIXED_LEVELS[level % len(MIXED_LEVELS)]
+        rise = 1 + level // len(MIXED_LEVELS)  # once round the rotation, the stakes double
+        stakes = {
+            k: tuple(x * rise for x in v) if isinstance(v, tuple) else v * rise for k, v in base.items()
+        }
+        seats = {players[n].seat: players[n].chips for n in alive}
+        if regle[0] != "7":  # the button moves on to the next seat still playing
+            ordered = sorted(seats)
+            button = next((s for s in ordered if button is None or s > button), ordered[0])
+        hand = play_hand(
+            regle,
+            seats,
+            rng,
+            button=None if regle[0] == "7" else button,
+            players={
+                players[n].seat: {"IDJoueur": n, "IPJoueur": players[n].ip, "Inscription": f"T77-{n}"}
+                for n in alive
+            },
+            header={
+                "IDCoffre": MIXED_COFFRE,
+                "IDEvt": None,
+                "Tech": MIXED_TECH,
+                "Pool": str(number),
+                "Info": f"T-77, main {number}",
+            },
+            when=datetime.fromisoformat(f"{MIXED_DAY}T{at(55)}{ZONE}"),
+            aggression=0.15,
+            fold_rate=0.3,
+            **stakes,
+        )
+        values = story.number({**hand.event["POJEU"], "DateEvt": f"{MIXED_DAY}T{at(60)}{ZONE}"})
+        text = json.dumps({"POJEU": values}, ensure_ascii=False, indent=1) + "\n"
+        story.add(f"POJEU-hand-{number}", "json", text.encode())
+        gains = {players_at(players, s): hand.final_stacks[s] - seats[s] for s in seats}
+        for n in alive:
+            players[n].chips = int(hand.final_stacks[players[n].seat])
+        bust = [n for n in alive if players[n].chips == 0]
+        winner = max(gains, key=lambda n: gains[n])
+        for n in sorted(bust, key=lambda n: seats[players[n].seat], reverse=True):
+            p = players[n]
+            if number <= REBUY_HANDS:
+                p.chips = MIXED_STACK
+                buy_ins += 1
+                po(
+                    "POACHAT",
+                    n,
+                    f"{n} buys {MIXED_STACK} chips again.",
+                    **_mixed_header(p, at()),
+                    Description=f"Recave : {MIXED_STACK} jetons",
+                    **move(p, -MIXED_BUY_IN),
+                )
+                continue
+            w = players[winner]
+            bounties += 1
+            po(
+                "POGAIN",
+                f"{winner}-{n}",
+                f"{winner}'s bounty on {n}.",
+                **_mixed_header(w, at()),
+                Description=f"Bounty pour avoir éliminé {n}",
+                **move(w, MIXED_BOUNTY),
+            )
+            place = len(alive)
+            alive.remove(n)
+            prize = _mixed_prize(place, buy_ins, bounties)
+            po(
+                "POBILAN",
+                n,
+                f"{n} ends in place {place}.",
+                **_mixed_header(p, at()),
+                Classement=place,
+                **move(p, prize),
+            )
+    champion = players[alive[0]]
+    po(
+        "POBILAN",
+        champion.name,
+        f"{champion.name} wins T-77.",
+        **_mixed_header(champion, at()),
+        Classement=1,
+        **move(champion, _mixed_prize(1, buy_ins, bounties)),
+    )
+    regles = {json.loads(c)["POJEU"]["Regle"] for n, c in story.files if "POJEU" in n}
+    assert number >= 20 and len(regles) >= 5, (number, regles)
+    return iter(story.files)
+
+
+def players_at(players: dict[str, Player], seat: int) -> str:
+    return next(n for n, p in players.items() if p.seat == seat)
+
+
+def _mixed_prize(place: int, buy_ins: int, bounties: int) -> Decimal:
+    """What place ``place`` is paid: the buy-ins less a 10 % fee and the bounties paid, 2/3 to the
+    winner and 1/3 to the second; nothing below."""
+    pool = buy_ins * MIXED_BUY_IN * Decimal("0.9") - (buy_ins - 1) * MIXED_BOUNTY
+    if place == 1:
+        return (pool * 2 / 3).quantize(Decimal("0.01"))
+    if place == 2:
+        return pool - (pool * 2 / 3).quantize(Decimal("0.01"))
+    return Decimal("0.00")
+
+
+# -- cash table CG-9: one deliberately inconsistent hand -----------------------------------------------
+
+CASH_COFFRE = 4
+CASH_TECH = "CG-9"
+CASH_DAY = "2026-03-03"
+CASH_SEED = 9
+CASH_PLAYERS = (
+    Player("lucas", "LUCASMERCIER19870921METZ", "198.51.100.91", 2, Decimal("80.00")),
+    Player("maya", "MAYACHEVALIER19940606NANCY", "2001:db8:9::9", 5, Decimal("55.00")),
+)
+CASH_BUY_IN = Decimal("20.00")
+
+
+def cash_table() -> Iterator[tuple[str, bytes]]:
+    """Cash table CG-9: two players sit down with 20.00 € each, play one hand of Texas Hold'em No
+    Limit to a showdown (pokerkit, 0.10/0.20, 5 % rake), and leave. The hand is written as played,
+    then its finance is falsified: the two players' results are swapped, so the loser is declared
+    the winner. coffre records it as declared, and its audit flags it."""
+    import random
+
+    from coffre.domain.audit.play import play_hand
+
+    players = {p.name: Player(p.name, p.identity, p.ip, p.seat, p.balance) for p in CASH_PLAYERS}
+    story = Story()
+
+    def header(p: Player, at: str) -> dict[str, object]:
+        return {
+            **player_header(p, at),
+            "IDCoffre": CASH_COFFRE,
+            "DateEvt": f"{CASH_DAY}T{at}{ZONE}",
+            "Inscription": f"CG9-{p.name}-1",
+            "IDSession": f"sess-{p.name}-0303",
+            "Tech": CASH_TECH,
+        }
+
+    for p, at in zip(players.values(), ("21:00:05", "21:00:40"), strict=True):
+        story.po(
+            "POINSCRIT",
+            p.name,
+            f"{p.name} sits down at CG-9.",
+            **header(p, at),
+            Description="Table cash-game CG-9, Texas Hold'em No Limit 0,10/0,20 €",
+            Format="CG",
+            **move(p, -CASH_BUY_IN),
+        )
+    rng = random.Random(CASH_SEED)
+    while True:
+        hand = play_hand(
+            "THNL",
+            {p.seat: CASH_BUY_IN for p in players.values()},
+            rng,
+            blinds=("0.10", "0.20"),
+            button=2,
+            rake="0.05",
+            players={
+                p.seat: {"IDJoueur": p.name, "IPJoueur": p.ip, "Inscription": f"CG9-{p.name}-1"}
+                for p in players.values()
+            },
+            header={
+                "IDCoffre": CASH_COFFRE,
+                "IDEvt": None,
+                "Tech": CASH_TECH,
+                "Pool": "1",
+                "Info": "CG-9, main 1. Falsified by the demo: the results of the two players are swapped.",
+            },
+            when=datetime.fromisoformat(f"{CASH_DAY}T21:01:00{ZONE}"),
+        )
+        nets = sorted(Decimal(j["Finance"]["Net"]) for j in hand.event["POJEU"]["Participants"]["Joueur"])
+        if hand.showdown and nets[0] < 0 < nets[-1] and nets[-1] >= 1:
+            break
+    values = story.number({**hand.event["POJEU"], "DateEvt": f"{CASH_DAY}T21:03:10{ZONE}"})
+    loser, winner = sorted(values["Participants"]["Joueur"], key=lambda j: Decimal(j["Finance"]["Net"]))
+    for key in ("Net", "CaveApres"):  # the falsification: the loser declared the winner
+        loser["Finance"][key], winner["Finance"][key] = winner["Finance"][key], loser["Finance"][key]
+    loser["Finance"]["Rake"] = winner["Finance"].pop("Rake", "0.00")
+    text = json.dumps({"POJEU": values}, ensure_ascii=False, indent=1) + "\n"
+    story.add("POJEU-hand-1-falsified", "json", text.encode())
+    for j, at in zip(values["Participants"]["Joueur"], ("21:03:40", "21:03:55"), strict=True):
+        p = players[j["IDJoueur"]]
+        story.po(
+            "POBILAN",
+            p.name,
+            f"{p.name} leaves CG-9 with what the hand declared.",
+            **header(p, at),
+            **move(p, Decimal(j["Finance"]["CaveApres"])),
+        )
+    return iter(story.files)
+
+
 def annex_facts(annex: Path) -> Iterator[tuple[str, bytes]]:
     """The annex 1.4.3 examples, normalized and written in the schema's form."""
     from coffre.domain.annex import annex_examples
@@ -575,6 +882,8 @@ def main() -> None:
     parser.add_argument("--annex", type=Path, help="also rewrite events/annex/ from this annex text")
     args = parser.parse_args()
     write(EVENTS / "tournament", tournament())
+    write(EVENTS / "mixed", mixed())
+    write(EVENTS / "cash", cash_table())
     if args.annex:
         write(EVENTS / "annex", annex_facts(args.annex))
 

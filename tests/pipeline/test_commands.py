@@ -52,8 +52,13 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     env = {"COFFRE_ARJEL_REFERENCE": "/nonexistent", "COFFRE_DET_ANNEX": "/nonexistent"}
     first = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert demo_ids(first.stdout) == {1: list(range(1, 7)), 2: list(range(1, 22))}
-    assert "demo: 27 events shipped with coffre" in first.stdout
+    assert demo_ids(first.stdout) == {
+        1: list(range(1, 7)),
+        2: list(range(1, 22)),
+        3: list(range(1, 40)),
+        4: list(range(1, 6)),
+    }
+    assert "demo: 71 events shipped with coffre" in first.stdout
     # every service, the regulator API included, stopped cleanly
     assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'regulator': 0}" in first.stdout
     # the vault sealed what it recorded before it stopped, and the archive verifies
@@ -61,9 +66,16 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert f"certificate: {tmp_path}/keys/signing-cert.pem" in first.stdout
     assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
     assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
+    assert "  coffre 0099/3: 1 lot(s), 39 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
+    assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
     second = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert demo_ids(second.stdout) == {1: list(range(7, 13)), 2: list(range(22, 43))}, second.stdout
+    assert demo_ids(second.stdout) == {
+        1: list(range(7, 13)),
+        2: list(range(22, 43)),
+        3: list(range(40, 79)),
+        4: list(range(6, 11)),
+    }, second.stdout
     assert "  coffre 0099/1: 2 lot(s), 12 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout
     assert "  coffre 0099/2: 2 lot(s), 42 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout
     verify = coffre(
