@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -54,6 +57,47 @@ class _LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         consumer._fetch_max_wait_ms = CONSUMER_TUNING["fetch_max_wait_ms"]  # read by start(), for its fetcher
         return consumer
 
+    async def _highwaters(self, partitions: list[faust.types.TP]) -> Mapping[faust.types.TP, int]:
+        reported = await super()._highwaters(partitions)
+        return await true_end_offsets(self.app.bootstrap, reported)  # type: ignore[attr-defined]
+
+
+async def true_end_offsets(
+    bootstrap: str, reported: Mapping[faust.types.TP, int], timeout: float = 10.0
+) -> dict[faust.types.TP, int]:
+    """Each partition's end offset, read rather than asked: ``reported`` (ListOffsets) with the
+    records of the last batch beyond it.
+
+    Tansu 0.6.0 answers ListOffsets with the last record batch's base offset + 1: when that
+    batch holds several records, faust's table recovery, which reads a changelog partition up
+    to its end offset, would stop short of the newest writes (measured: 8 records, end offset 6;
+    the auditor, restarted, lost coffres' newest ``audited`` marks and passed every later event
+    of them over as ahead of the chain). A fetch from ``reported - 1`` returns that last batch
+    whole. On Kafka the answer is exact and the fetch confirms it."""
+    ends = dict(reported)
+    probed = {TopicPartition(tp.topic, tp.partition): tp for tp, end in reported.items() if end > 0}
+    if not probed:
+        return ends
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
+    await consumer.start()
+    try:
+        consumer.assign(list(probed))
+        for tp, faust_tp in probed.items():
+            consumer.seek(tp, reported[faust_tp] - 1)
+        pending = set(probed)
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for tp, records in (await consumer.getmany(timeout_ms=100)).items():
+                if records:
+                    faust_tp = probed[tp]
+                    ends[faust_tp] = max(ends[faust_tp], records[-1].offset + 1)
+                    pending.discard(tp)
+        if pending:
+            raise RuntimeError(f"could not read the last records of {sorted(pending)} within {timeout:g}s")
+    finally:
+        await consumer.stop()
+    return ends
+
 
 class _LowLatencyConsumer(faust_aiokafka.Consumer):
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
@@ -66,6 +110,8 @@ class _LowLatencyTransport(faust_aiokafka.Transport):
 
 class AuditorApp(faust.App):
     ops: Ops | None = None
+    bootstrap: str = ""
+    """coffre's bootstrap servers, for :func:`true_end_offsets`' own consumer."""
 
     def _new_transport(self) -> faust_aiokafka.Transport:
         return _LowLatencyTransport(self.conf.broker_consumer, self)
@@ -134,6 +180,7 @@ def build_app(settings: Settings) -> AuditorApp:
         producer_max_request_size=settings.max_message_bytes,
         stream_wait_empty=False,
     )
+    app.bootstrap = settings.bootstrap_servers
     source = app.topic(
         topics.normalized, topics.receipts, value_serializer="raw", key_serializer="raw", allow_empty=True
     )
@@ -141,9 +188,7 @@ def build_app(settings: Settings) -> AuditorApp:
         STATE_TABLE,
         default=None,
         partitions=settings.partitions,
-        key_type=str,
-        key_serializer="json",
-        value_serializer="json",
+        key_type=str,  # keys and values in JSON (faust's default for types that are not records)
     )
     ops = app.ops = Ops("auditor", settings)
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
