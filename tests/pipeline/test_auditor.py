@@ -14,10 +14,14 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from coffre.adapters.broker import free_port_block
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import partitions_for
 from coffre.client import CoffreClient
 from coffre.stack import AUDITOR, Stack
+
+from pipeline.ops_http import get, metric, wait_ready
+from pipeline.stack_settings import stack_settings
 
 ANNEX = Path(__file__).resolve().parents[2] / "coffre" / "demo" / "events" / "annex"
 
@@ -113,3 +117,35 @@ def test_an_auditor_killed_mid_stream_loses_no_finding(stack):
     for r in records:  # at least once: a copy after the restart says the same
         assert r["chain_hash"] == chain[(r["id_coffre"], r["id_evt"])]
         assert [f["code"] for f in r["findings"]] == ["CARD_DEALT_TWICE"]
+
+
+def test_its_health_readiness_and_metrics(kafka_bootstrap, topic_prefix, tmp_path):
+    """The auditor's ops endpoints, as the other services': ready once the broker answers; its
+    metrics count the events audited, their findings by code, the audit's duration, its lag."""
+    settings = stack_settings(kafka_bootstrap, topic_prefix, tmp_path, ops_port=free_port_block(5))
+    stack = Stack(settings, bootstrap=kafka_bootstrap)
+    stack.start()
+    try:
+        assert stack.ops_port(AUDITOR) == settings.ops_port + 4
+        ready = wait_ready(stack, AUDITOR)
+        assert ready["service"] == AUDITOR and set(ready["checks"]) == {"broker"}
+        status, body = get(f"http://127.0.0.1:{stack.ops_port(AUDITOR)}/healthz")
+        assert status == 200 and json.loads(body)["status"] == "ok"
+        asyncio.run(submit_all(stack, [annex("POINSCRIT"), card_dealt_twice()]))
+        asyncio.run(read_audit(stack.bootstrap, settings.topics.audit, 1, timeout=60))
+        deadline = time.monotonic() + 10
+        while metric(stack, AUDITOR, "coffre_audit_events_total") < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert metric(stack, AUDITOR, "coffre_audit_events_total", 'event_type="POJEU"') == 1
+        assert metric(stack, AUDITOR, "coffre_audit_events_total", 'event_type="POINSCRIT"') == 1
+        found = metric(stack, AUDITOR, "coffre_findings_total", 'code="CARD_DEALT_TWICE",source="auditor"')
+        assert found == 1
+        assert metric(stack, AUDITOR, "coffre_audit_records_total") == 1
+        assert metric(stack, AUDITOR, "coffre_audit_seconds_count") == 2
+        deadline = time.monotonic() + 5
+        while "coffre_consumer_lag{" not in get(f"http://127.0.0.1:{stack.ops_port(AUDITOR)}/metrics")[1]:
+            assert time.monotonic() < deadline, "no consumer lag exported"
+            time.sleep(0.2)
+    finally:
+        codes = stack.stop()
+    assert codes[AUDITOR] == 0, codes
