@@ -205,7 +205,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     overrides = {"data_dir": args.data} if args.data else {}
     settings = load_settings(**overrides)
     demo = _demo() if args.demo else []
-    stack = Stack(settings, bootstrap=args.bootstrap, ingest_replicas=args.ingest_replicas)
+    stack = Stack(settings, bootstrap=args.bootstrap, ingest_replicas=args.ingest_replicas, auditor=True)
     bootstrap = stack.start()
     print(
         f"coffre is up: Kafka at {bootstrap}, topics {settings.topic_prefix}*, data in {settings.data_dir}",

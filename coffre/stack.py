@@ -44,8 +44,9 @@ class Stack:
     """The regulator API's development certificates and token, when none is configured."""
     ingest_replicas: int = 1
     """Ingest processes sharing the partitions of events.in: ``ingest``, ``ingest-2``, …"""
-    auditor: bool = True
-    """Whether the whole stack includes the auditor (``coffre up`` does)."""
+    auditor: bool = False
+    """Whether the whole stack includes the auditor (``coffre up`` does; the tests and benches that
+    do not audit leave it out)."""
 
     def start(self, services: tuple[str, ...] = SERVICES) -> str:
         self.check()

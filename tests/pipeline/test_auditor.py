@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from coffre.adapters.broker import free_port_block
@@ -33,6 +34,20 @@ def annex(name: str) -> bytes:
 def card_dealt_twice() -> bytes:
     """The annex POJEU with its second card (26) dealt again as 32, the first one."""
     return annex("POJEU").replace(b"<Valeur>26</Valeur>", b"<Valeur>32</Valeur>", 1)
+
+
+@pytest.fixture
+def stack(kafka_bootstrap, topic_prefix, tmp_path):
+    """The stack as ``coffre up`` runs it, the auditor included, on the session broker."""
+    running = Stack(
+        stack_settings(kafka_bootstrap, topic_prefix, tmp_path), bootstrap=kafka_bootstrap, auditor=True
+    )
+    running.start()
+    yield running
+    codes = running.stop()
+    assert all(code == 0 for code in codes.values()), (
+        f"services did not stop cleanly: {codes} (logs in {tmp_path}/logs)"
+    )
 
 
 async def submit_all(stack: Stack, events: list[bytes], timeout: float = 60.0) -> list[Any]:
@@ -123,7 +138,7 @@ def test_its_health_readiness_and_metrics(kafka_bootstrap, topic_prefix, tmp_pat
     """The auditor's ops endpoints, as the other services': ready once the broker answers; its
     metrics count the events audited, their findings by code, the audit's duration, its lag."""
     settings = stack_settings(kafka_bootstrap, topic_prefix, tmp_path, ops_port=free_port_block(5))
-    stack = Stack(settings, bootstrap=kafka_bootstrap)
+    stack = Stack(settings, bootstrap=kafka_bootstrap, auditor=True)
     stack.start()
     try:
         assert stack.ops_port(AUDITOR) == settings.ops_port + 4
