@@ -24,7 +24,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coffre import metrics
-from coffre.adapters.kafka import CONSUMER_TUNING, KAFKA_DEFAULT_MAX_MESSAGE_BYTES, ensure_topics
+from coffre.adapters.kafka import KAFKA_DEFAULT_MAX_MESSAGE_BYTES, ensure_topics
 from coffre.adapters.service import ensure_coffre_topics
 from coffre.config import Settings
 from coffre.ops import BrokerCheck, Ops
@@ -33,6 +33,11 @@ from .join import AuditJoin
 
 log = logging.getLogger("coffre.auditor")
 STATE_TABLE = "state"
+FETCH_WAIT_MS = 100
+"""The auditor's fetch wait. Not the recording path's 5 ms: on the embedded broker every fetch
+waits its whole wait when there is nothing new, and a consumer polling every 5 ms costs the broker
+CPU the recording path needs (bench/fetch_wait.py; bench/pipeline.py --auditor measured the broker
+at 102 % of a core with the auditor at 5 ms). A finding may come 100 ms later; nothing waits for it."""
 
 
 def _headers(raw: object) -> list[tuple[str, bytes]]:
@@ -44,7 +49,7 @@ def _headers(raw: object) -> list[tuple[str, bytes]]:
 
 
 class _LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """faust's consumer thread, with coffre's fetch wait instead of faust's fixed 1,500 ms.
+    """faust's consumer thread, with :data:`FETCH_WAIT_MS` instead of faust's fixed 1,500 ms.
 
     faust-streaming 0.15 hard-codes ``fetch_max_wait_ms=1500`` for its worker consumer, and Tansu
     does not answer a waiting fetch as soon as data arrives: every record would wait up to 1.5 s
@@ -54,7 +59,7 @@ class _LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         self, transport: faust_aiokafka.Transport
     ) -> faust_aiokafka.aiokafka.AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
-        consumer._fetch_max_wait_ms = CONSUMER_TUNING["fetch_max_wait_ms"]  # read by start(), for its fetcher
+        consumer._fetch_max_wait_ms = FETCH_WAIT_MS  # read by start(), for its fetcher
         return consumer
 
     async def _highwaters(self, partitions: list[faust.types.TP]) -> Mapping[faust.types.TP, int]:
@@ -104,8 +109,25 @@ class _LowLatencyConsumer(faust_aiokafka.Consumer):
         return _LowLatencyConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
 
+class _FlushingProducer(faust_aiokafka.Producer):
+    """faust's producer, whose flush empties its buffer before it returns.
+
+    faust flushes its producer before it commits offsets, but its buffer's flush returns after
+    0.1 s without a message sent, whatever it still holds: under load, offsets were committed
+    while the table's newest changelog writes were still in the buffer, and a SIGKILL then lost
+    them for good (the restart test: coffres whose ``audited`` mark went back, their later events
+    passed over as ahead of the chain)."""
+
+    async def flush(self) -> None:
+        while self.buffer.size:
+            await self.buffer.flush()
+        if self._producer is not None:
+            await self._producer.flush()
+
+
 class _LowLatencyTransport(faust_aiokafka.Transport):
     Consumer = _LowLatencyConsumer
+    Producer = _FlushingProducer
 
 
 class AuditorApp(faust.App):

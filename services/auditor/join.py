@@ -151,6 +151,13 @@ class AuditJoin:
                 self.counts.duplicates += 1
             else:
                 self.counts.ahead += 1
+                log.warning(
+                    "coffre %s: IDEvt %d arrived while the audit stands at %d; passed over until it comes again "
+                    "in order",
+                    coffre,
+                    m.id_evt,
+                    last,
+                )
             return None
         with log_context(id_oper=m.id_oper, id_coffre=m.id_coffre, id_evt=m.id_evt):
             findings, event = self._audit(m)
