@@ -14,7 +14,11 @@ On one broker (the embedded Tansu unless ``--bootstrap`` names one), in this ord
    latency from the publish of an event to the arrival of its acquittal;
 4. the regulator stress phase: the same latency measure while a client, its own process,
    downloads the day's export from the regulator API and asks 100 inclusion proofs, in a loop;
-5. the sealing stress phase, on a second stack whose lots hold 10,000 events: each coffre is
+5. with ``--auditor``, the auditor phase on the first stack: the same latency measure without the
+   auditor, then the auditor started beside the stack (its own process, ``coffre auditor``), the
+   time it takes to audit the backlog of the phases before, and the latency measure again while it
+   audits every new event; both printed side by side, with their ratio;
+6. the sealing stress phase, on a second stack whose lots hold 10,000 events: each coffre is
    filled to just under a lot, then the same latency measure while the offered load itself makes
    every coffre seal one lot of 10,000, spread over the window.
 
@@ -90,6 +94,9 @@ TARGET_BROKER_US = 250.0  # CPU of the broker per event
 YIELD_EVERY = 100  # messages between two yields of a publishing loop (lets aiokafka's sender run)
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 STACK_HAS_REPLICAS = "ingest_replicas" in inspect.signature(Stack).parameters
+STACK_HAS_AUDITOR = "auditor" in inspect.signature(Stack).parameters
+"""Whether this checkout's Stack may start the auditor (``Stack(..., auditor=False)`` leaves it out:
+the bench starts it itself, in the auditor phase only)."""
 """Whether this checkout's Stack runs several ingest processes (``Stack(..., ingest_replicas=N)``)."""
 
 # Where each phase's events are numbered from (IDJoueur bench-<n>, 9 digits; correlation ids by prefix).
@@ -98,6 +105,8 @@ LATENCY_START = 10_000_000
 REGULATOR_START = 40_000_000
 PREFILL_START = 50_000_000
 SEALING_START = 30_000_000
+AUDITOR_OFF_START = 60_000_000
+AUDITOR_ON_START = 70_000_000
 
 Message = tuple[str, bytes]  # (correlation id, event)
 
@@ -464,6 +473,7 @@ class Results:
     hops: dict[str, list[float]] = field(default_factory=dict)
     cpu: CpuMeter | None = None
     stress: dict[str, Stress] = field(default_factory=dict)
+    auditor: AuditorPhase | None = None
     children: dict[str, list[str]] = field(default_factory=dict)
     """Each stack's child processes, by stack ("main", "sealing")."""
     errors: list[str] = field(default_factory=list)
@@ -601,9 +611,127 @@ async def main_stack_phases(
             results.errors.append(f"regulator phase: {stress.error}")
             results.status = 1
 
-        hops = await hop_latencies(session.bootstrap, session.topics, ("l-", "g-"))
+        if args.auditor:
+            auditor = AuditorPhase()
+            results.auditor = auditor
+            try:
+                await auditor_phase(session, stack, args, pids, auditor)
+            except Exception as exc:
+                auditor.error = f"{type(exc).__name__}: {exc}"
+            if auditor.error:
+                results.errors.append(f"auditor phase: {auditor.error}")
+                results.status = 1
+
+        hops = await hop_latencies(session.bootstrap, session.topics, ("l-", "g-", "b-", "a-"))
         results.hops = hops["l-"]
         stress.hops = hops["g-"]
+        if results.auditor:
+            results.auditor.hops = {"without": hops["b-"], "with": hops["a-"]}
+
+
+@dataclass
+class AuditorPhase:
+    """The acquittal latency without the auditor, then with it auditing beside the stack."""
+
+    without: Latency | None = None
+    with_auditor: Latency | None = None
+    hops: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    backlog_events: int = 0
+    """Events on the normalized topic when the auditor started (the phases before)."""
+    catch_up_s: float | None = None
+    """From the auditor's start to its group's offsets on the normalized topic at that backlog's end."""
+    cpu: CpuMeter | None = None
+    """Every process during the latency measure with the auditor."""
+    error: str | None = None
+
+    def ratio(self) -> dict[str, float] | None:
+        """with / without, for p50 and p99."""
+        if not (
+            self.without
+            and self.with_auditor
+            and self.without.latencies_ms
+            and self.with_auditor.latencies_ms
+        ):
+            return None
+        out = {}
+        for name, q in (("p50", 0.5), ("p99", 0.99)):
+            before = percentile(self.without.latencies_ms, q)
+            out[name] = percentile(self.with_auditor.latencies_ms, q) / before if before > 0 else math.nan
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "latency_without_ms": spread(self.without.latencies_ms) if self.without else None,
+            "latency_with_ms": spread(self.with_auditor.latencies_ms) if self.with_auditor else None,
+            "with_over_without": self.ratio(),
+            "hops_ms": {
+                side: {label: spread(delays) for label, delays in hops.items()}
+                for side, hops in self.hops.items()
+            },
+            "backlog_events": self.backlog_events,
+            "catch_up_s": self.catch_up_s,
+            "audited_per_s": self.backlog_events / self.catch_up_s if self.catch_up_s else None,
+            "cpu_percent": self.cpu.percent() if self.cpu else None,
+            "error": self.error,
+        }
+
+
+async def auditor_lag(bootstrap: str, prefix: str, topic: str, partitions: int) -> tuple[int, int]:
+    """(events on ``topic``, how many of them the auditor's group has not committed yet)."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=f"{prefix}auditor", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets(tps)
+        committed = {tp: (await consumer.committed(tp)) or 0 for tp in tps}
+    finally:
+        await consumer.stop()
+    return sum(ends.values()), sum(max(0, ends[tp] - committed[tp]) for tp in tps)
+
+
+async def auditor_phase(
+    session: Session, stack: Stack, args: argparse.Namespace, pids: dict[str, int], phase: AuditorPhase
+) -> None:
+    """The latency at ``--rate`` without the auditor; the auditor started and given the backlog of
+    the phases before; the latency again while it audits each new event."""
+    from coffre.stack import AUDITOR
+
+    count = max(1, round(args.rate * args.seconds))
+    await asyncio.sleep(1.0)
+    say(f"auditor phase: latency without the auditor, {args.rate:,.0f} events/s for {args.seconds:g} s…")
+    phase.without = await session.load(
+        messages("b", count, args.coffres, start=AUDITOR_OFF_START), "without auditor"
+    )
+    topic, prefix = session.topics.normalized, session.settings.topic_prefix
+    phase.backlog_events, _ = await auditor_lag(session.bootstrap, prefix, topic, session.settings.partitions)
+    began = time.perf_counter()
+    child = stack.spawn(AUDITOR)
+    if child is None:
+        raise RuntimeError("this code has no auditor")
+    pids[AUDITOR] = child.pid
+    say(f"auditor phase: the auditor started; auditing the {phase.backlog_events:,} events recorded so far…")
+    while True:
+        session.check()
+        _, lag = await auditor_lag(session.bootstrap, prefix, topic, session.settings.partitions)
+        if lag == 0:
+            break
+        if time.perf_counter() - began > args.timeout:
+            raise PhaseTimeout(
+                f"the auditor did not catch up within {args.timeout:.0f} s ({lag:,} events left)"
+            )
+        await asyncio.sleep(0.5)
+    phase.catch_up_s = time.perf_counter() - began
+    say(f"auditor phase: caught up in {phase.catch_up_s:.1f} s; latency with the auditor…")
+    phase.cpu = CpuMeter(dict(pids))
+    phase.cpu.start()
+    try:
+        phase.with_auditor = await session.load(
+            messages("a", count, args.coffres, start=AUDITOR_ON_START), "with the auditor"
+        )
+    finally:
+        phase.cpu.stop()
 
 
 async def regulator_phase(
@@ -801,6 +929,8 @@ class Code:
     """REV's ``coffre.stack.SERVICES`` (None: the current Stack's own)."""
     replicas: bool = True
     """Whether this code's ingest can run as several replicas."""
+    auditor: bool = True
+    """Whether this code has the auditor (``coffre auditor``, ``coffre.stack.AUDITOR``)."""
 
     @classmethod
     def current(cls) -> Code:
@@ -818,6 +948,7 @@ class Code:
             checkout=checkout,
             services=stack_services(stack),
             replicas="ingest_replicas" in stack,
+            auditor='AUDITOR = "auditor"' in stack,
         )
 
     def env(self) -> dict[str, str]:
@@ -884,13 +1015,19 @@ def start_stack(settings: Settings, bootstrap: str, code: Code, replicas: int, c
             return {**super().env(*args, **kwargs), **extra}
 
         def spawn(self, name: str, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-            if allowed is not None and base_service(name) not in allowed:
+            if (
+                allowed is not None
+                and base_service(name) not in allowed
+                and not (name == "auditor" and code.auditor)
+            ):
                 # REV has no such service (e.g. a regulator API of its own): its vault serves it.
                 say(f"{code.label} has no {name} service: not started")
                 return None  # type: ignore[return-value]
             return super().spawn(name, *args, **kwargs)
 
     kwargs: dict[str, Any] = {"bootstrap": bootstrap}
+    if STACK_HAS_AUDITOR:
+        kwargs["auditor"] = False  # started by the auditor phase alone
     if STACK_HAS_REPLICAS:
         kwargs["ingest_replicas"] = replicas
     stack = BenchStack(settings, **kwargs)
@@ -1050,6 +1187,7 @@ def to_json(results: Results, args: argparse.Namespace) -> dict[str, Any]:
         "cpu_percent": cpu.percent() if cpu else None,
         "sealing": results.stress["sealing"].to_json() if "sealing" in results.stress else None,
         "regulator": results.stress["regulator"].to_json() if "regulator" in results.stress else None,
+        "auditor": results.auditor.to_json() if results.auditor else None,
     }
     p99 = {
         "latency": latency,
@@ -1092,6 +1230,8 @@ def figures(side: dict[str, Any]) -> dict[str, float]:
     for stress in ("sealing", "regulator"):
         for key in ("latency_ms", "download_s", "proof_ms", "proof_batch_s"):
             sections.append((f"{stress}.{key}", (side.get(stress) or {}).get(key)))
+    for key in ("latency_without_ms", "latency_with_ms"):
+        sections.append((f"auditor.{key}", (side.get("auditor") or {}).get(key)))
     for prefix, values in sections:
         for key, value in (values or {}).items():
             if isinstance(value, int | float):
@@ -1241,6 +1381,32 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
         if regulator.error:
             rows.append(("  error", regulator.error[:80], "", ""))
 
+    auditor = results.auditor
+    if auditor:
+        rows += latency_rows(
+            "auditor phase, without the auditor", auditor.without, auditor.hops.get("without", {})
+        )
+        rows += latency_rows(
+            "with the auditor beside the stack", auditor.with_auditor, auditor.hops.get("with", {})
+        )
+        ratio = auditor.ratio()
+        if ratio:
+            rows.append(
+                ("  with / without the auditor", f"p50 {ratio['p50']:.2f}, p99 {ratio['p99']:.2f}", "", "")
+            )
+        if auditor.catch_up_s:
+            rows.append(
+                (
+                    "  auditor's catch-up of the backlog",
+                    f"{auditor.backlog_events:,} events in {auditor.catch_up_s:.1f} s "
+                    f"({auditor.backlog_events / auditor.catch_up_s:,.0f}/s)",
+                    "",
+                    "",
+                )
+            )
+        if auditor.error:
+            rows.append(("  error", auditor.error[:80], "", ""))
+
     sealing = results.stress.get("sealing")
     if sealing:
         lot = sealing.facts.get("lot_events", args.sealing_lot_events)
@@ -1280,6 +1446,10 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
                 f"  {'all':<10} {total:7.2f} s  {100 * total / meter.wall:5.0f}%  {1e6 * total / events:6.0f} µs/event"
                 f"  -> at most {events / total * (os.cpu_count() or 1):,.0f} events/s on {os.cpu_count()} cores"
             )
+    if results.auditor and results.auditor.cpu and results.auditor.cpu.wall > 0:
+        cpu = results.auditor.cpu
+        shares = ", ".join(f"{n} {p:.0f}%" for n, p in sorted(cpu.percent().items(), key=lambda i: -i[1]))
+        print(f"CPU during the latency measure with the auditor ({cpu.wall:.1f} s): {shares}")
     for stress in results.stress.values():
         if stress.cpu and stress.cpu.wall > 0:
             shares = ", ".join(
@@ -1405,6 +1575,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="REV",
         help="measure REV's services first (a temporary git worktree), then the current checkout's",
     )
+    parser.add_argument(
+        "--auditor",
+        action="store_true",
+        help="also the auditor phase: the acquittal latency without, then with, the auditor beside the stack",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data directories (journals, logs)")
     parser.add_argument(
         "--profile", action="store_true", help="print how to profile the processes of the run"
@@ -1422,6 +1597,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
             "--events, --coffres, --partitions, --rate, --seconds, --stress-seconds, --lot-events, "
             "--sealing-lot-events, --proofs and --ingest-replicas must be positive"
         )
+    if args.auditor and not STACK_HAS_AUDITOR:
+        parser.error("--auditor: this checkout's coffre.stack.Stack has no auditor")
     if args.ingest_replicas > 1 and not STACK_HAS_REPLICAS:
         parser.error(
             "--ingest-replicas: this checkout's coffre.stack.Stack runs one ingest (no ingest_replicas)"

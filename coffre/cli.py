@@ -109,7 +109,7 @@ def cmd_annex_examples(args: argparse.Namespace) -> int:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
-    """``coffre ingest|vault|acquittal|regulator-api``: one service, configured by COFFRE_* variables."""
+    """``coffre ingest|vault|acquittal|regulator-api|auditor``: one service, configured by COFFRE_* variables."""
     from .config import load_settings
 
     settings = load_settings()
@@ -120,6 +120,8 @@ def cmd_service(args: argparse.Namespace) -> int:
         from coffre_vault.service import run
     elif args.command == "regulator-api":
         from coffre_regulator.service import run
+    elif args.command == "auditor":
+        from coffre_auditor.app import run
     else:
         from coffre_acquittal.service import run
     run(settings)
@@ -210,13 +212,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     overrides = {"data_dir": args.data} if args.data else {}
     settings = load_settings(**overrides)
     demo = _demo() if args.demo else []
-    stack = Stack(settings, bootstrap=args.bootstrap, ingest_replicas=args.ingest_replicas)
+    stack = Stack(settings, bootstrap=args.bootstrap, ingest_replicas=args.ingest_replicas, auditor=True)
     bootstrap = stack.start()
     print(
         f"coffre is up: Kafka at {bootstrap}, topics {settings.topic_prefix}*, data in {settings.data_dir}",
         flush=True,
     )
-    print(f"logs: {settings.data_dir}/logs/{{broker,ingest,vault,acquittal}}.log", flush=True)
+    print(f"logs: {settings.data_dir}/logs/{{broker,ingest,vault,acquittal,auditor}}.log", flush=True)
     if settings.ops_port:
         ports = ", ".join(
             f"{name} http://{settings.http_host}:{stack.ops_port(name)}" for name in stack.children
@@ -407,11 +409,18 @@ def build_parser() -> argparse.ArgumentParser:
             "regulator-api",
             "run the regulator's HTTPS API over the archive, read-only (its own ops port: COFFRE_OPS_PORT)",
         ),
+        (
+            "auditor",
+            "run the auditor: every recorded event audited (poker hands replayed, money trails), "
+            "findings to <prefix>audit",
+        ),
     ):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=cmd_service)
 
-    p = sub.add_parser("up", help="the whole stack on this machine: embedded Kafka, ingest, vault, acquittal")
+    p = sub.add_parser(
+        "up", help="the whole stack on this machine: embedded Kafka, ingest, vault, acquittal, auditor"
+    )
     p.add_argument(
         "--bootstrap", default=None, metavar="HOST:PORT", help="use this Kafka instead of the embedded broker"
     )

@@ -40,6 +40,8 @@ class Topics:
     acquittals: str
     ingest_state: str
     """ingest's snapshots: each partition's IDEvt counters and the input offset they stand at"""
+    audit: str
+    """the auditor's findings, one record per recorded event with findings (keyed by IDCoffre)"""
 
     def all(self) -> tuple[str, ...]:
         return (
@@ -49,6 +51,7 @@ class Topics:
             self.receipts,
             self.acquittals,
             self.ingest_state,
+            self.audit,
         )
 
 
@@ -206,6 +209,7 @@ class Settings(BaseSettings):
             f"{p}receipts",
             f"{p}acquittals",
             f"{p}ingest.state",
+            f"{p}audit",
         )
 
     @model_validator(mode="after")

@@ -85,3 +85,20 @@ API_REQUEST_SECONDS = Histogram(
     "Regulator API: from a request to its answer being ready to send (an export once its bundle is built)",
     buckets=_LATENCY_BUCKETS,
 )
+AUDIT_EVENTS = Counter(
+    "coffre_audit_events_total", "Recorded events the auditor audited, by event type", ["event_type"]
+)
+FINDINGS = Counter(
+    "coffre_findings_total",
+    "Findings of the audit, by code and by where they were found: ingest (an event's own checks, "
+    "carried by its acquittal) or auditor (every check, on coffre.audit)",
+    ["code", "source"],
+)
+AUDIT_SECONDS = Histogram(
+    "coffre_audit_seconds",
+    "Time to audit one event (decoding, its own checks, its hand replayed, the money trail)",
+    buckets=_SYNC_BUCKETS,
+)
+AUDIT_PUBLISHED = Counter(
+    "coffre_audit_records_total", "Audit records the auditor published to coffre.audit (events with findings)"
+)

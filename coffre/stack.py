@@ -1,8 +1,8 @@
 """``coffre up``: the whole stack on one machine, for development and demonstration.
 
 The embedded broker (Tansu, in memory) unless ``--bootstrap`` names a Kafka, the topics,
-and the services as child processes (ingest, vault, acquittal and the regulator API, as they run
-in Kubernetes, one process each),
+and the services as child processes (ingest, vault, acquittal, the regulator API and the auditor,
+as they run in Kubernetes, one process each),
 their logs under ``<data>/logs``. Before any of them starts, :meth:`Stack.check` refuses the
 settings a service would refuse at its own start (exit 2, the variable named).
 """
@@ -29,6 +29,8 @@ SERVICES = ("ingest", "vault", "acquittal")
 """The recording path's services, each a child of ``coffre up``."""
 REGULATOR = "regulator"
 """The regulator API's child (``coffre regulator-api``), started when ``COFFRE_API_PORT`` is set."""
+AUDITOR = "auditor"
+"""The auditor's child (``coffre auditor``): beside the recording path, in its own consumer group."""
 COMMANDS = {REGULATOR: "regulator-api"}
 
 
@@ -42,6 +44,9 @@ class Stack:
     """The regulator API's development certificates and token, when none is configured."""
     ingest_replicas: int = 1
     """Ingest processes sharing the partitions of events.in: ``ingest``, ``ingest-2``, …"""
+    auditor: bool = False
+    """Whether the whole stack includes the auditor (``coffre up`` does; the tests and benches that
+    do not audit leave it out)."""
 
     def start(self, services: tuple[str, ...] = SERVICES) -> str:
         self.check()
@@ -61,6 +66,8 @@ class Stack:
                     self.spawn(f"ingest-{replica}")
         if services == SERVICES and self.settings.api_port:
             self.spawn(REGULATOR)
+        if services == SERVICES and self.auditor:
+            self.spawn(AUDITOR)
         return self.bootstrap
 
     def check(self) -> None:
@@ -73,7 +80,7 @@ class Stack:
                 f"COFFRE_VAULT_REPLICAS: coffre up runs one vault, which would record only its share "
                 f"of the partitions: leave it at 1 (it is {s.vault_replicas})"
             )
-        ports = len(SERVICES) + 1 + self.ingest_replicas - 1
+        ports = len(SERVICES) + 2 + self.ingest_replicas - 1
         if s.ops_port and s.ops_port + ports - 1 > 65535:
             configuration_error(f"COFFRE_OPS_PORT: coffre up needs it and the next {ports - 1} ports")
         _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
@@ -110,15 +117,18 @@ class Stack:
 
     def ops_port(self, name: str) -> int:
         """Each child's /healthz, /readyz and /metrics port: COFFRE_OPS_PORT, + 1, + 2 in the order
-        of SERVICES, + 3 for the regulator API, then the extra ingest replicas (0: off)."""
+        of SERVICES, + 3 for the regulator API, + 4 for the auditor, then the extra ingest replicas
+        (0: off)."""
         base = self.settings.ops_port
         if not base:
             return 0
         if name == REGULATOR:
             return base + len(SERVICES)
+        if name == AUDITOR:
+            return base + len(SERVICES) + 1
         service, _, replica = name.partition("-")
         if replica:
-            return base + len(SERVICES) + 1 + int(replica) - 2
+            return base + len(SERVICES) + 2 + int(replica) - 2
         return base + SERVICES.index(service)
 
     def env(self, name: str | None = None) -> dict[str, str]:

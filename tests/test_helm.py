@@ -28,7 +28,7 @@ CHART = ROOT / "deploy" / "helm" / "coffre"
 MINIMAL = ROOT / "tests" / "helm" / "minimal.yaml"
 S3 = CHART / "values-s3.yaml"
 KUBERNETES = "1.30.0"
-COMPONENTS = ("ingest", "vault", "acquittal")
+COMPONENTS = ("ingest", "vault", "acquittal", "auditor")
 """The workloads of every install; the regulator API is a Deployment of its own in s3 mode only
 (with a local archive it is a container of the vault pods)."""
 # Variables the chart may set that are not coffre's own: boto3's, from an existing Secret.
@@ -356,11 +356,49 @@ def test_ingest_scales_out_without_a_volume(rendered: Rendered, values: str) -> 
     assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels(ingest).items()
 
 
+@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+def test_the_auditor_is_a_deployment_of_its_own_with_its_state_in_kafka(
+    rendered: Rendered, values: str
+) -> None:
+    """coffre auditor in its own pods (its own consumer group: an acquittal never waits for it), its
+    own ServiceAccount, no volume but an emptyDir for faust's data folder, Kafka reachable under
+    the egress policy, its ops port open to the metrics scraper."""
+    docs = rendered[values]
+    auditor = workloads(docs)["auditor"]
+    assert auditor["kind"] == "Deployment" and auditor["spec"]["replicas"] == 1
+    main = container(auditor)
+    assert main["args"] == ["auditor"]
+    assert {"name": "ops", "containerPort": 8080, "protocol": "TCP"} in main["ports"]
+    pod = auditor["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert set(volumes) == {"tmp", "data"} and "emptyDir" in volumes["data"]
+    env = environment(docs, main)
+    assert {"name": "data", "mountPath": env["COFFRE_DATA_DIR"]} in main["volumeMounts"]
+    assert "COFFRE_ARCHIVE_BACKEND" not in env and "COFFRE_SIGNING_KEY" not in env  # no vault secrets
+    account = named(docs, "ServiceAccount", pod["serviceAccountName"])
+    assert account["metadata"]["labels"]["app.kubernetes.io/component"] == "auditor"
+    labels = pod_labels(auditor)
+    for policy in of_kind(docs, "NetworkPolicy"):
+        spec = policy["spec"]
+        selector = spec["podSelector"]
+        if not selector.get("matchLabels", {}).items() <= labels.items():
+            continue
+        excluded = [e for e in selector.get("matchExpressions", []) if e["operator"] == "NotIn"]
+        if any(labels.get(e["key"]) in e["values"] for e in excluded):
+            continue
+        if policy["metadata"]["name"] == "coffre-egress":
+            ports = {p["port"] for rule in spec["egress"] for p in rule.get("ports", [])}
+            assert 9092 in ports
+            break
+    else:
+        raise AssertionError("no egress policy lets the auditor reach Kafka")
+
+
 def test_one_ingest_gets_no_disruption_budget(chart: Any) -> None:
     docs = render(chart, merged(VALUE_SETS["minimal"], {"ingest": {"replicas": 1}}))
     assert workloads(docs)["ingest"]["spec"]["replicas"] == 1
     budgets = {pdb["metadata"]["name"] for pdb in of_kind(docs, "PodDisruptionBudget")}
-    assert budgets == {"coffre-vault", "coffre-acquittal"}
+    assert budgets == {"coffre-vault", "coffre-acquittal", "coffre-auditor"}
 
 
 def pod_labels(workload: dict[str, Any]) -> dict[str, str]:
@@ -450,6 +488,7 @@ def test_every_service_has_a_disruption_budget(rendered: Rendered, values: str) 
     assert budgets["ingest"]["spec"]["minAvailable"] == 1
     assert budgets["vault"]["spec"]["maxUnavailable"] == 1
     assert budgets["acquittal"]["spec"]["minAvailable"] == 1
+    assert budgets["auditor"]["spec"]["maxUnavailable"] == 1  # one replica: a drain is never blocked
     if values == "s3":
         assert budgets["regulator"]["spec"]["minAvailable"] == 1
 

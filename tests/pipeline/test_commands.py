@@ -59,8 +59,8 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
         4: list(range(1, 6)),
     }
     assert "demo: 71 events shipped with coffre" in first.stdout
-    # every service, the regulator API included, stopped cleanly
-    assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'regulator': 0}" in first.stdout
+    # every service, the regulator API and the auditor included, stopped cleanly
+    assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'regulator': 0, 'auditor': 0}" in first.stdout
     # the vault sealed what it recorded before it stopped, and the archive verifies
     assert f"archive: {tmp_path}/archive" in first.stdout
     assert f"certificate: {tmp_path}/keys/signing-cert.pem" in first.stdout

@@ -252,6 +252,12 @@ volumes:
     emptyDir:
       sizeLimit: 1Gi
   {{- end }}
+  {{- if eq $component "auditor" }}
+  # Nothing durable: the auditor's state is in Kafka (its table's changelog); faust's data folder.
+  - name: data
+    emptyDir:
+      sizeLimit: 256Mi
+  {{- end }}
   {{- if eq $component "regulator" }}
   # Export bundles being built, the access log and the development certificate, if any.
   - name: data
@@ -331,7 +337,7 @@ in local mode, it reads the vault's volume read-only and writes only in its fold
   volumeMounts:
     - name: tmp
       mountPath: /tmp
-    {{- if has $component (list "ingest" "vault") }}
+    {{- if has $component (list "ingest" "vault" "auditor") }}
     - name: data
       mountPath: {{ include "coffre.dataDir" $ctx }}
     {{- else if $sidecar }}

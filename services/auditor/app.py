@@ -1,0 +1,278 @@
+"""The auditor service (``coffre auditor``): a faust-streaming app beside the vault.
+
+One agent reads ``<prefix>events.normalized`` and ``<prefix>receipts`` (co-partitioned: both
+keyed by ``str(IDCoffre)``, with the same partition count), audits each recorded event once,
+joins its findings with the receipt's chain hash, and publishes them to ``<prefix>audit``.
+Its state (the money trail, the findings waiting for their receipt, the receipts that came
+first) is one faust table, in memory, with its changelog topic: a restart recovers it from
+there. It is its own process and consumer group: it never holds an acquittal back. The design
+is in services/auditor/README.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import faust
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from coffre import metrics
+from coffre.adapters.kafka import KAFKA_DEFAULT_MAX_MESSAGE_BYTES, ensure_topics
+from coffre.adapters.service import ensure_coffre_topics
+from coffre.config import Settings
+from coffre.ops import BrokerCheck, Ops
+
+from .join import AuditJoin
+
+log = logging.getLogger("coffre.auditor")
+STATE_TABLE = "state"
+FETCH_WAIT_MS = 100
+"""The auditor's fetch wait. Not the recording path's 5 ms: on the embedded broker every fetch
+waits its whole wait when there is nothing new, and a consumer polling every 5 ms costs the broker
+CPU the recording path needs (bench/fetch_wait.py; bench/pipeline.py --auditor measured the broker
+at 102 % of a core with the auditor at 5 ms). A finding may come 100 ms later; nothing waits for it."""
+
+
+def _headers(raw: object) -> list[tuple[str, bytes]]:
+    """faust gives a message's headers as a list of pairs or a dict."""
+    if not raw:
+        return []
+    items = raw.items() if isinstance(raw, dict) else raw
+    return [(str(k), v if isinstance(v, bytes) else str(v).encode()) for k, v in items]  # type: ignore[union-attr]
+
+
+class _LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """faust's consumer thread, with :data:`FETCH_WAIT_MS` instead of faust's fixed 1,500 ms.
+
+    faust-streaming 0.15 hard-codes ``fetch_max_wait_ms=1500`` for its worker consumer, and Tansu
+    does not answer a waiting fetch as soon as data arrives: every record would wait up to 1.5 s
+    (ingest met it when it ran on faust, before issue 11)."""
+
+    def _create_worker_consumer(
+        self, transport: faust_aiokafka.Transport
+    ) -> faust_aiokafka.aiokafka.AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._fetch_max_wait_ms = FETCH_WAIT_MS  # read by start(), for its fetcher
+        return consumer
+
+    async def _highwaters(self, partitions: list[faust.types.TP]) -> Mapping[faust.types.TP, int]:
+        reported = await super()._highwaters(partitions)
+        return await true_end_offsets(self.app.bootstrap, reported)  # type: ignore[attr-defined]
+
+
+async def true_end_offsets(
+    bootstrap: str, reported: Mapping[faust.types.TP, int], timeout: float = 10.0
+) -> dict[faust.types.TP, int]:
+    """Each partition's end offset, read rather than asked: ``reported`` (ListOffsets) with the
+    records of the last batch beyond it.
+
+    Tansu 0.6.0 answers ListOffsets with the last record batch's base offset + 1: when that
+    batch holds several records, faust's table recovery, which reads a changelog partition up
+    to its end offset, would stop short of the newest writes (measured: 8 records, end offset 6;
+    the auditor, restarted, lost coffres' newest ``audited`` marks and passed every later event
+    of them over as ahead of the chain). A fetch from ``reported - 1`` returns that last batch
+    whole. On Kafka the answer is exact and the fetch confirms it."""
+    ends = dict(reported)
+    probed = {TopicPartition(tp.topic, tp.partition): tp for tp, end in reported.items() if end > 0}
+    if not probed:
+        return ends
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
+    await consumer.start()
+    try:
+        consumer.assign(list(probed))
+        for tp, faust_tp in probed.items():
+            consumer.seek(tp, reported[faust_tp] - 1)
+        pending = set(probed)
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for tp, records in (await consumer.getmany(timeout_ms=100)).items():
+                if records:
+                    faust_tp = probed[tp]
+                    ends[faust_tp] = max(ends[faust_tp], records[-1].offset + 1)
+                    pending.discard(tp)
+        if pending:
+            raise RuntimeError(f"could not read the last records of {sorted(pending)} within {timeout:g}s")
+    finally:
+        await consumer.stop()
+    return ends
+
+
+class _LowLatencyConsumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _LowLatencyConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class _FlushingProducer(faust_aiokafka.Producer):
+    """faust's producer, whose flush empties its buffer before it returns.
+
+    faust flushes its producer before it commits offsets, but its buffer's flush returns after
+    0.1 s without a message sent, whatever it still holds: under load, offsets were committed
+    while the table's newest changelog writes were still in the buffer, and a SIGKILL then lost
+    them for good (the restart test: coffres whose ``audited`` mark went back, their later events
+    passed over as ahead of the chain)."""
+
+    async def flush(self) -> None:
+        while self.buffer.size:
+            await self.buffer.flush()
+        if self._producer is not None:
+            await self._producer.flush()
+
+
+class _LowLatencyTransport(faust_aiokafka.Transport):
+    Consumer = _LowLatencyConsumer
+    Producer = _FlushingProducer
+
+
+class AuditorApp(faust.App):
+    ops: Ops | None = None
+    bootstrap: str = ""
+    """coffre's bootstrap servers, for :func:`true_end_offsets`' own consumer."""
+
+    def _new_transport(self) -> faust_aiokafka.Transport:
+        return _LowLatencyTransport(self.conf.broker_consumer, self)
+
+    async def on_stop(self) -> None:
+        await super().on_stop()
+        if self.ops is not None:
+            await self.ops.stop()
+
+
+def app_id(settings: Settings) -> str:
+    """faust's application id: the consumer group, and the prefix of the table's changelog topic."""
+    return f"{settings.topic_prefix}auditor"
+
+
+def changelog_topic(settings: Settings) -> str:
+    return f"{app_id(settings)}-{STATE_TABLE}-changelog"
+
+
+async def ensure_auditor_topics(settings: Settings) -> None:
+    """coffre's topics (``<prefix>audit`` among them), and the state table's changelog: compacted,
+    with the partitions of the topics it is co-partitioned with. faust is not let declare topics
+    (it would give them its own partition count)."""
+    await ensure_coffre_topics(settings)
+    name = changelog_topic(settings)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        if name not in await admin.list_topics():
+            configs = {
+                "cleanup.policy": "compact",
+                "max.message.bytes": str(max(settings.max_message_bytes, KAFKA_DEFAULT_MAX_MESSAGE_BYTES)),
+            }
+            response = await admin.create_topics(
+                [NewTopic(name, settings.partitions, settings.replication_factor, topic_configs=configs)]
+            )
+            for entry in response.topic_errors:
+                if entry[1] not in (0, TopicAlreadyExistsError.errno):
+                    raise RuntimeError(f"could not create topic {name!r}: error {entry[1]}")
+    finally:
+        await admin.close()
+    await ensure_topics(settings.bootstrap_servers, {name: settings.partitions})
+
+
+def build_app(settings: Settings) -> AuditorApp:
+    topics = settings.topics
+    app = AuditorApp(
+        app_id(settings),
+        broker=";".join(f"kafka://{server.strip()}" for server in settings.bootstrap_servers.split(",")),
+        store="memory://",
+        value_serializer="raw",
+        key_serializer="raw",
+        datadir=str(settings.data_dir / "auditor"),
+        web_enabled=False,
+        topic_allow_declare=False,  # see ensure_auditor_topics
+        topic_disable_leader=True,
+        topic_partitions=settings.partitions,
+        table_standby_replicas=0,
+        broker_session_timeout=6.0,
+        broker_heartbeat_interval=1.0,
+        broker_commit_interval=0.5,
+        broker_max_poll_records=settings.batch_max,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        producer_linger_ms=0,
+        producer_max_request_size=settings.max_message_bytes,
+        stream_wait_empty=False,
+    )
+    app.bootstrap = settings.bootstrap_servers
+    source = app.topic(
+        topics.normalized, topics.receipts, value_serializer="raw", key_serializer="raw", allow_empty=True
+    )
+    state = app.Table(
+        STATE_TABLE,
+        default=None,
+        partitions=settings.partitions,
+        key_type=str,  # keys and values in JSON (faust's default for types that are not records)
+    )
+    ops = app.ops = Ops("auditor", settings)
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+
+    async def publish(key: bytes, value: bytes) -> None:
+        await app.producer.send_and_wait(topics.audit, key, value, None, None, None)
+
+    join = AuditJoin(state, publish, max_message_bytes=settings.max_message_bytes)  # type: ignore[arg-type]
+    positions: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset to handle
+
+    @app.task
+    async def start_ops() -> None:
+        await ops.start()
+        log.info(
+            "auditor ready: auditing %s with %s, findings to %s",
+            topics.normalized,
+            topics.receipts,
+            topics.audit,
+        )
+
+    @app.timer(interval=1.0)
+    async def measure_lag() -> None:
+        for (topic, partition), position in list(positions.items()):
+            highwater = app.consumer.highwater(faust.types.TP(topic, partition))
+            if highwater is not None:
+                metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, highwater - position))
+
+    @app.agent(source)
+    async def audit(stream: faust.StreamT[Any]) -> None:
+        async for event in stream.events():
+            message = event.message
+            try:
+                if message.topic == topics.receipts:
+                    await join.on_receipt(message.value or b"")
+                else:
+                    await join.on_event(message.value or b"", _headers(message.headers))
+            except (ValueError, TypeError, KeyError):  # a receipt coffre did not write: never crash
+                metrics.UNREADABLE.inc()
+                log.error(
+                    "passed over an unreadable record at %s[%d] offset %d",
+                    message.topic,
+                    message.partition,
+                    message.offset,
+                    exc_info=True,
+                )
+            positions[(message.topic, message.partition)] = message.offset + 1
+
+    return app
+
+
+def run(settings: Settings) -> None:
+    """``coffre auditor``: create the topics, then run the faust worker until SIGTERM."""
+    asyncio.run(ensure_auditor_topics(settings))
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    app = build_app(settings)
+    worker = faust.Worker(
+        app,
+        loop=loop,
+        loglevel=settings.log_level.lower(),
+        quiet=True,
+        redirect_stdouts=False,
+        override_logging=False,  # coffre.logs set up the JSON logs already
+    )
+    worker.execute_from_commandline()

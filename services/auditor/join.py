@@ -1,0 +1,275 @@
+"""The auditor's step, without Kafka: audit each recorded event once, and join its findings
+with the vault's receipt of it (for the chain hash) before they are published.
+
+All the state is in one key/value table (a faust table in the service, a dict in the tests),
+every key beginning with the coffre (``IDOper/IDCoffre/``), so that one coffre's state lives on
+the partition its events and receipts are read from (both topics are keyed by ``IDCoffre``):
+
+``<coffre>/audited``
+    the last IDEvt of the coffre audited: an event is audited when it is the next one (the
+    vault's own rule; an event ahead of the chain comes again, a copy of an older one is passed
+    over), which makes a replay after a restart audit nothing twice.
+``<coffre>/waiting/<IDEvt>``
+    the findings of an audited event whose receipt has not come yet (bounded by how far the
+    vault lags the auditor);
+``<coffre>/receipt/<IDEvt>``
+    the chain hash of a receipt that came before its event was audited (bounded by how far the
+    auditor lags the vault); a receipt of an event audited without findings is dropped at once;
+``<coffre>/trail/…``
+    the money trail's state (:class:`~coffre.domain.audit.trail.MoneyTrail`), each value kept
+    with the one before it and the IDEvt that wrote it (:class:`VersionedStore`), so that an
+    event audited again after a crash (its trail writes recovered, not its ``audited`` mark)
+    reads the state as it was before it, and finds what it found the first time.
+
+One record is published per audited event with findings, once its receipt is known; a crash
+between the publication and the table's writes publishes it again after the restart (at least
+once: a reader keeps one record per ``id_oper``/``id_coffre``/``id_evt``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from coffre_vault.recorder import InvalidMessage, NormalizedMessage
+
+from coffre import metrics
+from coffre.domain.audit.events import audit_event
+from coffre.domain.audit.findings import Finding, register
+from coffre.domain.audit.trail import MoneyTrail
+from coffre.domain.catalogue.base import Event
+from coffre.domain.codec import Limits
+from coffre.domain.errors import Rejected
+from coffre.domain.messages import Headers, Receipt, now_iso, record_size
+from coffre.domain.normalize import normalize
+from coffre.logs import log_context
+
+log = logging.getLogger("coffre.auditor")
+
+register(
+    "identity",
+    AUDIT_FAILED="the event is recorded but could not be audited (unreadable, or a defect of the audit): "
+    "the message says why",
+)
+
+Table = MutableMapping[str, Any]
+"""The auditor's state: a faust table in the service, a dict in the tests."""
+Publish = Callable[[bytes, bytes], Awaitable[None]]
+"""Publish (key, value) to the audit topic and return once the broker acknowledged it."""
+
+
+def coffre_key(id_oper: str, id_coffre: int) -> str:
+    return f"{id_oper}/{id_coffre}"
+
+
+class VersionedStore:
+    """A :class:`~coffre.domain.audit.trail.TrailStore` over the auditor's table, for one event at
+    a time (:attr:`id_evt`): each write keeps the value before it, so that the event audited again
+    reads what it read the first time. Keys are those of the trail, under ``<coffre>/trail/``."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.id_evt = 0
+
+    def _key(self, key: str) -> str:
+        id_oper, id_coffre, rest = key.split("/", 2)  # the trail's keys begin with IDOper/IDCoffre/
+        return f"{id_oper}/{id_coffre}/trail/{rest}"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._current(self.table.get(self._key(key)))
+        return default if value is None else value
+
+    def _current(self, entry: dict[str, Any] | None) -> Any:
+        """The value as it stood before the event audited now (None: none)."""
+        if entry is None:
+            return None
+        return entry["prev"] if entry["evt"] >= self.id_evt else entry["value"]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        stored = self._key(key)
+        entry = self.table.get(stored)
+        before = self._current(entry)
+        self.table[stored] = {"value": value, "prev": before, "evt": self.id_evt}
+
+
+@dataclass
+class JoinCounts:
+    audited: int = 0
+    published: int = 0
+    duplicates: int = 0
+    """events already audited (ingest published them again, or the auditor reads them again)"""
+    ahead: int = 0
+    """events past their coffre's next IDEvt: passed over, as the vault does, until they come again"""
+    foreign: int = 0
+    dropped_receipts: int = 0
+    """receipts of events audited without findings, or already published"""
+    failed: int = 0
+    durations: list[float] = field(default_factory=list)
+
+
+class AuditJoin:
+    """Feed it the normalized events and the receipts of a set of partitions, in their order."""
+
+    def __init__(
+        self,
+        table: Table,
+        publish: Publish,
+        *,
+        max_message_bytes: int,
+        limits: Limits | None = None,
+        audit: Callable[[Event, MoneyTrail], list[Finding]] = audit_event,
+        clock: Callable[[], str] = now_iso,
+    ) -> None:
+        self.table = table
+        self.publish = publish
+        self.max_message_bytes = max_message_bytes
+        self.limits = limits or Limits(max_bytes=max_message_bytes)
+        self.audit = audit
+        self.clock = clock
+        self.store = VersionedStore(table)
+        self.trail = MoneyTrail(self.store)
+        self.counts = JoinCounts()
+
+    # events ------------------------------------------------------------------------------
+
+    async def on_event(self, value: bytes, headers: Headers) -> dict[str, Any] | None:
+        """Audit one message of the normalized topic; the audit record published, if any."""
+        try:
+            m = NormalizedMessage.parse(value, headers)
+        except InvalidMessage as exc:
+            self.counts.foreign += 1
+            log.error("passed over a message ingest did not write: %s", exc)
+            return None
+        coffre = coffre_key(m.id_oper, m.id_coffre)
+        last = self.table.get(f"{coffre}/audited")
+        if last is not None and m.id_evt != last + 1:
+            if m.id_evt <= last:
+                self.counts.duplicates += 1
+            else:
+                self.counts.ahead += 1
+                log.warning(
+                    "coffre %s: IDEvt %d arrived while the audit stands at %d; passed over until it comes again "
+                    "in order",
+                    coffre,
+                    m.id_evt,
+                    last,
+                )
+            return None
+        with log_context(id_oper=m.id_oper, id_coffre=m.id_coffre, id_evt=m.id_evt):
+            findings, event = self._audit(m)
+        self.counts.audited += 1
+        metrics.AUDIT_EVENTS.labels(m.event_type).inc()
+        for finding in findings:
+            metrics.FINDINGS.labels(finding.code, "auditor").inc()
+        key = f"{coffre}/{m.id_evt}"
+        published = None
+        if findings:
+            record = self.record(m, event, findings)
+            chain_hash = self.table.get(f"{coffre}/receipt/{m.id_evt}")
+            if chain_hash is not None:
+                published = await self._publish({**record, "chain_hash": chain_hash})
+                del self.table[f"{coffre}/receipt/{m.id_evt}"]
+            else:
+                self.table[f"{coffre}/waiting/{m.id_evt}"] = record
+        elif self.table.get(f"{coffre}/receipt/{m.id_evt}") is not None:
+            del self.table[f"{coffre}/receipt/{m.id_evt}"]
+        self.table[f"{coffre}/audited"] = m.id_evt  # last: a replay of this event is passed over
+        log.debug("audited %s: %d findings", key, len(findings))
+        return published
+
+    def _audit(self, m: NormalizedMessage) -> tuple[list[Finding], Event | None]:
+        """The event's findings; an event that cannot be read or audited has ``AUDIT_FAILED``."""
+        started = time.perf_counter()
+        event: Event | None = None
+        try:
+            event = normalize(m.value, limits=self.limits)
+            self.store.id_evt = m.id_evt
+            findings = self.audit(event, self.trail)
+        except Rejected as exc:
+            findings = [self._failed(f"the recorded bytes do not read as a {m.event_type}: {exc}")]
+        except Exception as exc:  # a defect of the audit must not stop the service
+            log.exception("audit of %s/%s IDEvt %d failed", m.id_oper, m.id_coffre, m.id_evt)
+            findings = [self._failed(f"the audit failed: {type(exc).__name__}: {exc}")]
+        finally:
+            elapsed = time.perf_counter() - started
+            metrics.AUDIT_SECONDS.observe(elapsed)
+            durations = self.counts.durations
+            durations.append(elapsed)
+            if len(durations) > 100_000:
+                del durations[:50_000]
+        return findings, event
+
+    def _failed(self, message: str) -> Finding:
+        self.counts.failed += 1
+        return Finding("AUDIT_FAILED", message[:1000])
+
+    def record(self, m: NormalizedMessage, event: Event | None, findings: list[Finding]) -> dict[str, Any]:
+        """The audit record, without its chain hash yet."""
+        return {
+            "id_oper": m.id_oper,
+            "id_coffre": m.id_coffre,
+            "id_evt": m.id_evt,
+            "event_type": m.event_type,
+            "chain_hash": None,
+            "findings": [f.as_dict() for f in findings],
+            "findings_omitted": 0,
+            "tech": getattr(event, "Tech", None),
+            "pool": _text(getattr(event, "Pool", None)),
+            "audited_at": self.clock(),
+        }
+
+    # receipts ----------------------------------------------------------------------------
+
+    async def on_receipt(self, raw: bytes) -> dict[str, Any] | None:
+        """Join one receipt of the vault with its event's findings; the audit record published, if any."""
+        receipt = Receipt.decode(raw)
+        coffre = coffre_key(receipt.id_oper, receipt.id_coffre)
+        waiting = self.table.get(f"{coffre}/waiting/{receipt.id_evt}")
+        if waiting is not None:
+            published = await self._publish({**waiting, "chain_hash": receipt.chain_hash})
+            del self.table[f"{coffre}/waiting/{receipt.id_evt}"]
+            return published
+        last = self.table.get(f"{coffre}/audited")
+        if last is not None and receipt.id_evt <= last:
+            self.counts.dropped_receipts += 1  # audited without findings, or published already
+            return None
+        self.table[f"{coffre}/receipt/{receipt.id_evt}"] = receipt.chain_hash
+        return None
+
+    # publishing ----------------------------------------------------------------------------
+
+    async def _publish(self, record: dict[str, Any]) -> dict[str, Any]:
+        key = str(record["id_coffre"]).encode()
+        record, value = bounded(record, key, self.max_message_bytes)
+        await self.publish(key, value)
+        self.counts.published += 1
+        metrics.AUDIT_PUBLISHED.inc()
+        return record
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def bounded(record: dict[str, Any], key: bytes, max_bytes: int) -> tuple[dict[str, Any], bytes]:
+    """The record and its bytes, its findings cut (``findings_omitted`` counting the others) until
+    the record fits in ``max_bytes`` as a producer counts it."""
+    value = encode(record)
+    while record_size(key, value, []) > max_bytes and record["findings"]:
+        findings = record["findings"]
+        kept = len(findings) // 2
+        record = {
+            **record,
+            "findings": findings[:kept],
+            "findings_omitted": record["findings_omitted"] + len(findings) - kept,
+        }
+        value = encode(record)
+    return record, value
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
