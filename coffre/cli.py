@@ -17,6 +17,7 @@ from .logs import setup_logging
 
 if TYPE_CHECKING:
     from .config import Settings
+    from .demo import DemoEvent
 
 
 def _inputs(paths: Sequence[str]) -> Iterator[tuple[str, bytes]]:
@@ -173,6 +174,84 @@ async def _submit_all(
     return failures
 
 
+async def _audit_start(bootstrap: str, settings: Settings) -> dict[int, int]:
+    """The audit topic's end offsets now: the demo's records are those that come after."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = await consumer.partitions_for_topic(settings.topics.audit) or set()
+        ends = await consumer.end_offsets([TopicPartition(settings.topics.audit, p) for p in partitions])
+        return {tp.partition: offset for tp, offset in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+async def _show_audit(
+    bootstrap: str,
+    settings: Settings,
+    start: dict[int, int],
+    expected: list[tuple[str, int, str, tuple[str, ...]]],
+    timeout: float,
+) -> int:
+    """Print the auditor's records of the demo (``coffre.audit``) as they come, until each finding the
+    demo's own audit expects has come (1: some did not within ``timeout``, or others came)."""
+    import asyncio
+    import time
+    from collections import Counter
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    print(
+        f"audit: waiting for the auditor's findings on {settings.topics.audit} "
+        f"({len(expected)} event(s) with findings expected)",
+        flush=True,
+    )
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=200)
+    await consumer.start()
+    seen: Counter[tuple[str, int, str, tuple[str, ...]]] = Counter()
+    want = Counter(expected)
+    try:
+        partitions = await consumer.partitions_for_topic(settings.topics.audit) or set()
+        tps = [TopicPartition(settings.topics.audit, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, start.get(tp.partition, 0))
+        deadline = time.monotonic() + timeout
+        while seen != want and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=500)
+            for records in batches.values():
+                for r in records:
+                    record = json.loads(r.value)
+                    codes = tuple(sorted(f["code"] for f in record["findings"]))
+                    seen[(record["id_oper"], record["id_coffre"], record["event_type"], codes)] += 1
+                    chain = (record.get("chain_hash") or "")[:16]
+                    for f in record["findings"]:
+                        where = "".join(
+                            f" {k} {f[k]}" for k in ("round", "seat", "player") if f.get(k) is not None
+                        )
+                        print(
+                            f"audit: coffre {record['id_oper']}/{record['id_coffre']} IDEvt {record['id_evt']} "
+                            f"{record['event_type']} (chain {chain}…): {f['code']}{where}: {f['message']}",
+                            flush=True,
+                        )
+            await asyncio.sleep(0)
+    finally:
+        await consumer.stop()
+    missing, extra = want - seen, seen - want
+    for what, items in (("missing", missing), ("unexpected", extra)):
+        for (oper, coffre, tag, codes), n in items.items():
+            print(f"audit: {what}: {n} {tag} of coffre {oper}/{coffre} with {', '.join(codes)}", flush=True)
+    if not missing and not extra:
+        print(
+            f"audit: the auditor reported the {len(expected)} event(s) the demo expects flagged, "
+            "among them CG-9's falsified hand",
+            flush=True,
+        )
+    return int(bool(missing or extra))
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     """Publish events and print each acquittal or rejection; exit 0 only if all were recorded."""
     import asyncio
@@ -185,18 +264,17 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0 if failures == 0 and items else 1
 
 
-def _demo() -> list[tuple[str, bytes]]:
-    """The packaged demo events, each with its line of story; exit 2 if one does not normalize."""
+def _demo() -> list[DemoEvent]:
+    """The packaged demo events; exit 2 if one does not normalize."""
     from .demo import DemoEventError, load_demo
 
     try:
-        events = load_demo()
+        return load_demo()
     except DemoEventError as exc:
         print("coffre up: the demo's events do not normalize:", file=sys.stderr)
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)
         raise SystemExit(2) from None
-    return [(event.line, event.raw) for event in events]
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -207,11 +285,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     import threading
 
     from .config import load_settings
+    from .demo import expected_findings
     from .stack import Stack
 
     overrides = {"data_dir": args.data} if args.data else {}
     settings = load_settings(**overrides)
-    demo = _demo() if args.demo else []
+    demo_events = _demo() if args.demo else []
+    demo = [(event.line, event.raw) for event in demo_events]
+    expected = expected_findings(demo_events)
     stack = Stack(settings, bootstrap=args.bootstrap, ingest_replicas=args.ingest_replicas, auditor=True)
     bootstrap = stack.start()
     print(
@@ -240,7 +321,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                 "games played by pokerkit), then tournament T-42 from a deposit to a withdrawal",
                 flush=True,
             )
+            audit_from = asyncio.run(_audit_start(bootstrap, settings))
             failures = asyncio.run(_submit_all(bootstrap, settings, demo, timeout=90.0, chain_digits=16))
+            failures += asyncio.run(_show_audit(bootstrap, settings, audit_from, expected, timeout=120.0))
         if not args.once:
             print("running; Ctrl-C or SIGTERM stops it", flush=True)
             done = threading.Event()

@@ -30,12 +30,6 @@ PARTITIONS_OWNED = Gauge("coffre_ingest_partitions", "Partitions of events.in th
 EVENTS_REJECTED = Counter(
     "coffre_events_rejected_total", "Inputs refused by ingest, by reason code", ["reason"]
 )
-FINDINGS = Counter(
-    "coffre_findings_total",
-    "Findings of the audit (evidence, the events are recorded all the same), by code and by where "
-    "they were found (ingest: the checks of one event alone, which travel with its acquittal)",
-    ["code", "source"],
-)
 INTERNAL_ERRORS = Counter(
     "coffre_internal_errors_total",
     "Inputs that met a defect of coffre's and were refused with INTERNAL_ERROR instead of stopping "

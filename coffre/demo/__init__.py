@@ -78,6 +78,24 @@ def load_demo(root: Traversable | None = None) -> list[DemoEvent]:
     return events
 
 
+def expected_findings(events: list[DemoEvent]) -> list[tuple[str, int, str, tuple[str, ...]]]:
+    """What the auditor must report of the demo: (IDOper, IDCoffre, event type, sorted codes) of each
+    event with findings, from the same audit run here over each coffre's events in order (the
+    auditor follows each coffre's money trail from its first event, as here)."""
+    from ..domain.audit.events import audit_event
+    from ..domain.audit.trail import MoneyTrail
+
+    trails: dict[tuple[str, int], MoneyTrail] = {}
+    expected = []
+    for demo in events:
+        event = demo.event
+        coffre = (event.id_oper, event.id_coffre)
+        findings = audit_event(event, trails.setdefault(coffre, MoneyTrail()))
+        if findings:
+            expected.append((*coffre, event.xml_tag, tuple(sorted(f.code for f in findings))))
+    return expected
+
+
 # -- one line of story per event ---------------------------------------------------------------------
 
 
