@@ -181,7 +181,8 @@ async def _audit_start(bootstrap: str, settings: Settings) -> dict[int, int]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        partitions = await consumer.partitions_for_topic(settings.topics.audit) or set()
+        await consumer.topics()  # the cluster's metadata, which partitions_for_topic reads
+        partitions = consumer.partitions_for_topic(settings.topics.audit) or set()
         ends = await consumer.end_offsets([TopicPartition(settings.topics.audit, p) for p in partitions])
         return {tp.partition: offset for tp, offset in ends.items()}
     finally:
@@ -213,7 +214,8 @@ async def _show_audit(
     seen: Counter[tuple[str, int, str, tuple[str, ...]]] = Counter()
     want = Counter(expected)
     try:
-        partitions = await consumer.partitions_for_topic(settings.topics.audit) or set()
+        await consumer.topics()  # the cluster's metadata, which partitions_for_topic reads
+        partitions = consumer.partitions_for_topic(settings.topics.audit) or set()
         tps = [TopicPartition(settings.topics.audit, p) for p in sorted(partitions)]
         consumer.assign(tps)
         for tp in tps:
@@ -351,6 +353,7 @@ def _show_archive(settings: Settings) -> int:
     _, cert = signing_files(settings)
     print(f"archive: {archive}\ncertificate: {cert}", flush=True)
     print(f"verify it: coffre verify {archive} --cert {cert}", flush=True)
+    print(f"audit it: coffre audit {archive} --cert {cert} --html audit.html", flush=True)
     report = verify_archive(archive, [cert])
     for line in report.lines():
         print(f"  {line}", flush=True)
