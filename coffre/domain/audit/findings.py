@@ -2,7 +2,8 @@
 
 Findings never refuse an event: the vault holds what the operator declared, and its findings
 travel beside it (on ``coffre.audit``, in acquittals, in ``coffre audit``'s report). A code
-never changes meaning once published; the catalogue is in docs/hand-audit.md.
+never changes meaning once published; the catalogue is in docs/hand-audit.md (cards, order,
+money, showdown) and docs/money-trail.md (trail, identity).
 """
 
 from __future__ import annotations
