@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .audit_command import MAX_PICTURES, AuditRun, FlaggedHand, Located
 from .domain.audit.findings import CODES, Finding
+from .domain.audit.hand import event_contributions
 from .domain.catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, decode_card
 
 # The picture's colours: the browser test looks for them in a screenshot.
@@ -145,7 +146,9 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...]) -> HandView:
     boards: dict[int, list[int]] = defaultdict(list)
     rounds = []
     pot = Decimal(0)
+    uncalled = event_contributions(event).round_back  # given back: not in the pot
     for tour in event.Jeu.Tour:
+        pot -= uncalled.get(tour.name, Decimal(0))
         tokens: list[list[tuple[str, str | None]]] = []
         dealing: tuple[int | None, bool] | None = None
         for action in tour.Action:
@@ -518,7 +521,7 @@ def render_report(run: AuditRun, max_pictures: int = MAX_PICTURES, title: str = 
             '<p class="legend">Seats a finding names are outlined<span style="background:#fff;border:3px solid '
             f'{FLAGGED}"></span>, rounds a finding names are shaded<span style="background:{FLAGGED_ROUND}"></span>; '
             "a card with a dashed edge and faded face was dealt face down and never revealed (the POJEU records it), "
-            "a crossed card was discarded. S<i>n</i> is seat <i>n</i>; ← a card dealt; the pot is cumulative.</p>"
+            "a crossed card was discarded. S<i>n</i> is seat <i>n</i>; ← a card dealt; the pot is cumulative, net of an uncalled bet given back.</p>"
         )
         for index, hand in enumerate(run.flagged, start=1):
             out.append(_hand_block(index, hand))

@@ -84,7 +84,8 @@ def test_the_summary_findings_and_the_flagged_hand_picture(tmp_path, capsys):
     assert all("never revealed" in c.xpath("string(title)") for c in hidden)
     assert {r.get("class") for r in svg.xpath(".//rect[contains(@class, 'round')]")} == {"round flagged"}
     texts = " ".join(t.text_content() for t in svg.xpath(".//text"))
-    assert "preflop — pot 0.22 · Total 0.16" in texts and "river — pot 5.81 · Total 3.86" in texts
+    # the pot is net of the uncalled 0.85 given back to seat 3 on the river (annex 1.4.3.f)
+    assert "preflop — pot 0.22 · Total 0.16" in texts and "river — pot 4.96 · Total 3.86" in texts
     assert "S3 raise 2.78" in texts
 
 

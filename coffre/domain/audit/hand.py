@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 import warnings
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from decimal import Decimal
 
 from pokerkit import ChipsPushing, State
@@ -256,11 +258,32 @@ def _expected_cards(
 # --------------------------------------------------------------------------- pass 2: money
 
 
-def _money(hand: _Hand) -> None:
-    bets_of: dict[int, list[tuple[str, Decimal]]] = {s: [] for s in hand.players}
+@dataclass(frozen=True, slots=True)
+class Contributions:
+    """What each seat put into a hand, and what came back uncalled (docs/hand-audit.md)."""
+
+    bets_of: dict[int, list[tuple[str, Decimal]]]
+    """Per seat, the (round name, Valeur) of each of its Bets, in order."""
+    round_sum: dict[str, Decimal]
+    """Per round, the sum of its Bets' Valeur."""
+    returned: dict[int, Decimal]
+    """Per seat, the uncalled amount given back to it."""
+    round_back: dict[str, Decimal]
+    """Per round, the uncalled amount given back out of it (from the latest Bets of its bettor)."""
+
+    def round_total(self, name: str) -> Decimal:
+        """The round's Total as the annex means it: its Bets less what came back uncalled."""
+        return self.round_sum.get(name, Decimal(0)) - self.round_back.get(name, Decimal(0))
+
+
+def contributions(tours: list[tuple[int, Round]], seats: Iterable[int]) -> Contributions:
+    """The Bets of ``tours`` ((round index, Tour), index 0 the forced bets' round) by the ``seats``,
+    and the uncalled excess of each betting round: what the biggest bettor put in beyond the next
+    one (the blinds count with the first betting round, the antes apart)."""
+    bets_of: dict[int, list[tuple[str, Decimal]]] = {s: [] for s in seats}
     street_in: dict[int, dict[int, Decimal]] = {}
     round_sum: dict[str, Decimal] = {}
-    for index, tour in hand.tours:
+    for index, tour in tours:
         for action in tour.Action:
             if not isinstance(action, Bet):
                 continue
@@ -276,11 +299,11 @@ def _money(hand: _Hand) -> None:
             street_in[street][seat] = street_in[street].get(seat, Decimal(0)) + value
     returned: dict[int, Decimal] = {}
     round_back: dict[str, Decimal] = {}
-    for contributions in street_in.values():
-        ranked = sorted(contributions.values(), reverse=True)
+    for contributed in street_in.values():
+        ranked = sorted(contributed.values(), reverse=True)
         second = ranked[1] if len(ranked) > 1 else Decimal(0)
         if ranked and ranked[0] > second:
-            top = next(s for s, a in contributions.items() if a == ranked[0])
+            top = next(s for s, a in contributed.items() if a == ranked[0])
             excess = ranked[0] - second
             returned[top] = returned.get(top, Decimal(0)) + excess
             for round_name, value in reversed(bets_of[top]):
@@ -289,6 +312,19 @@ def _money(hand: _Hand) -> None:
                 excess -= back
                 if not excess:
                     break
+    return Contributions(bets_of, round_sum, returned, round_back)
+
+
+def event_contributions(event: POJEU) -> Contributions:
+    """:func:`contributions` of a whole hand (its rounds the variant knows, in the variant's order)."""
+    hand = _Hand(event)
+    _structure(hand)
+    return contributions(hand.tours, hand.players)
+
+
+def _money(hand: _Hand) -> None:
+    paid = contributions(hand.tours, hand.players)
+    bets_of, round_sum, returned, round_back = paid.bets_of, paid.round_sum, paid.returned, paid.round_back
     for _, tour in hand.tours:
         if tour.Total is not None:
             want = round_sum.get(tour.name, Decimal(0)) - round_back.get(tour.name, Decimal(0))
