@@ -14,10 +14,12 @@ On one broker (the embedded Tansu unless ``--bootstrap`` names one), in this ord
    latency from the publish of an event to the arrival of its acquittal;
 4. the regulator stress phase: the same latency measure while a client, its own process,
    downloads the day's export from the regulator API and asks 100 inclusion proofs, in a loop;
-5. with ``--auditor``, the auditor phase on the first stack: the same latency measure without the
-   auditor, then the auditor started beside the stack (its own process, ``coffre auditor``), the
-   time it takes to audit the backlog of the phases before, and the latency measure again while it
-   audits every new event; both printed side by side, with their ratio;
+5. with ``--auditor``, the auditor phase on the first stack, first of all (while its partitions are
+   small): the latency measure without the auditor; the auditor started beside the stack (its own
+   process, ``coffre auditor``), the time it takes to audit the backlog (the warm-up and the measure
+   before), and the measure again while it audits every new event; then the auditor stopped and
+   the measure once more without it; printed side by side, with the ratio of the measure with it
+   to the mean of the two without it;
 6. the sealing stress phase, on a second stack whose lots hold 10,000 events: each coffre is
    filled to just under a lot, then the same latency measure while the offered load itself makes
    every coffre seal one lot of 10,000, spread over the window.
@@ -107,6 +109,7 @@ PREFILL_START = 50_000_000
 SEALING_START = 30_000_000
 AUDITOR_OFF_START = 60_000_000
 AUDITOR_ON_START = 70_000_000
+AUDITOR_AFTER_START = 75_000_000
 
 Message = tuple[str, bytes]  # (correlation id, event)
 
@@ -598,6 +601,17 @@ async def main_stack_phases(
             batch = messages("l", max(1, round(args.rate * args.seconds)), args.coffres, start=LATENCY_START)
             results.latency = await session.load(batch, "latency")
 
+        if args.auditor:  # first, while the partitions are small (the other phases grow them)
+            auditor = AuditorPhase()
+            results.auditor = auditor
+            try:
+                await auditor_phase(session, stack, args, pids, auditor)
+            except Exception as exc:
+                auditor.error = f"{type(exc).__name__}: {exc}"
+            if auditor.error:
+                results.errors.append(f"auditor phase: {auditor.error}")
+                results.status = 1
+
         for phase in (latency_phase, rate_phase) if args.latency_first else (rate_phase, latency_phase):
             await phase()
 
@@ -611,30 +625,24 @@ async def main_stack_phases(
             results.errors.append(f"regulator phase: {stress.error}")
             results.status = 1
 
-        if args.auditor:
-            auditor = AuditorPhase()
-            results.auditor = auditor
-            try:
-                await auditor_phase(session, stack, args, pids, auditor)
-            except Exception as exc:
-                auditor.error = f"{type(exc).__name__}: {exc}"
-            if auditor.error:
-                results.errors.append(f"auditor phase: {auditor.error}")
-                results.status = 1
-
-        hops = await hop_latencies(session.bootstrap, session.topics, ("l-", "g-", "b-", "a-"))
+        hops = await hop_latencies(session.bootstrap, session.topics, ("l-", "g-", "b-", "a-", "z-"))
         results.hops = hops["l-"]
         stress.hops = hops["g-"]
         if results.auditor:
-            results.auditor.hops = {"without": hops["b-"], "with": hops["a-"]}
+            results.auditor.hops = {"without": hops["b-"], "with": hops["a-"], "after": hops["z-"]}
 
 
 @dataclass
 class AuditorPhase:
-    """The acquittal latency without the auditor, then with it auditing beside the stack."""
+    """The acquittal latency without the auditor, with it auditing beside the stack, and without
+    it again once stopped: the two measures without it bracket the one with it, so that what the
+    stack's growth alone changes (the embedded broker's fetches slow as partitions grow) is seen
+    apart from what the auditor changes."""
 
     without: Latency | None = None
     with_auditor: Latency | None = None
+    after: Latency | None = None
+    """Without the auditor again, once it is stopped."""
     hops: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     backlog_events: int = 0
     """Events on the normalized topic when the auditor started (the phases before)."""
@@ -645,7 +653,8 @@ class AuditorPhase:
     error: str | None = None
 
     def ratio(self) -> dict[str, float] | None:
-        """with / without, for p50 and p99."""
+        """with / without, for p50 and p99; without = the mean of the measures before and after
+        (the one before alone when there is no after)."""
         if not (
             self.without
             and self.with_auditor
@@ -653,9 +662,10 @@ class AuditorPhase:
             and self.with_auditor.latencies_ms
         ):
             return None
+        sides = [m for m in (self.without, self.after) if m and m.latencies_ms]
         out = {}
         for name, q in (("p50", 0.5), ("p99", 0.99)):
-            before = percentile(self.without.latencies_ms, q)
+            before = sum(percentile(m.latencies_ms, q) for m in sides) / len(sides)
             out[name] = percentile(self.with_auditor.latencies_ms, q) / before if before > 0 else math.nan
         return out
 
@@ -663,6 +673,7 @@ class AuditorPhase:
         return {
             "latency_without_ms": spread(self.without.latencies_ms) if self.without else None,
             "latency_with_ms": spread(self.with_auditor.latencies_ms) if self.with_auditor else None,
+            "latency_after_ms": spread(self.after.latencies_ms) if self.after else None,
             "with_over_without": self.ratio(),
             "hops_ms": {
                 side: {label: spread(delays) for label, delays in hops.items()}
@@ -732,6 +743,14 @@ async def auditor_phase(
         )
     finally:
         phase.cpu.stop()
+    say("auditor phase: the auditor stopped; latency without it again…")
+    child.terminate()
+    await asyncio.to_thread(child.wait, 30)
+    pids.pop(AUDITOR, None)
+    await asyncio.sleep(1.0)
+    phase.after = await session.load(
+        messages("z", count, args.coffres, start=AUDITOR_AFTER_START), "without the auditor again"
+    )
 
 
 async def regulator_phase(
@@ -1389,10 +1408,19 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
         rows += latency_rows(
             "with the auditor beside the stack", auditor.with_auditor, auditor.hops.get("with", {})
         )
+        if auditor.after:
+            rows += latency_rows(
+                "the auditor stopped, without it again", auditor.after, auditor.hops.get("after", {})
+            )
         ratio = auditor.ratio()
         if ratio:
             rows.append(
-                ("  with / without the auditor", f"p50 {ratio['p50']:.2f}, p99 {ratio['p99']:.2f}", "", "")
+                (
+                    "  with / without the auditor (mean of before and after)",
+                    f"p50 {ratio['p50']:.2f}, p99 {ratio['p99']:.2f}",
+                    "",
+                    "",
+                )
             )
         if auditor.catch_up_s:
             rows.append(

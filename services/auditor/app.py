@@ -33,11 +33,12 @@ from .join import AuditJoin
 
 log = logging.getLogger("coffre.auditor")
 STATE_TABLE = "state"
-FETCH_WAIT_MS = 100
+FETCH_WAIT_MS = 500
 """The auditor's fetch wait. Not the recording path's 5 ms: on the embedded broker every fetch
 waits its whole wait when there is nothing new, and a consumer polling every 5 ms costs the broker
 CPU the recording path needs (bench/fetch_wait.py; bench/pipeline.py --auditor measured the broker
-at 102 % of a core with the auditor at 5 ms). A finding may come 100 ms later; nothing waits for it."""
+at 102 % of a core with the auditor at 5 ms). A finding may come half a second later; nothing
+waits for it."""
 
 
 def _headers(raw: object) -> list[tuple[str, bytes]]:
@@ -198,7 +199,7 @@ def build_app(settings: Settings) -> AuditorApp:
         broker_max_poll_records=settings.batch_max,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
-        producer_linger_ms=0,
+        producer_linger_ms=20,  # its changelog writes batched: fewer requests to the broker
         producer_max_request_size=settings.max_message_bytes,
         stream_wait_empty=False,
     )
