@@ -744,6 +744,7 @@ async def auditor_phase(
     finally:
         phase.cpu.stop()
     say("auditor phase: the auditor stopped; latency without it again…")
+    stack.children.pop(AUDITOR, None)  # stopped on purpose: not a service that died
     child.terminate()
     await asyncio.to_thread(child.wait, 30)
     pids.pop(AUDITOR, None)

@@ -199,7 +199,7 @@ def build_app(settings: Settings) -> AuditorApp:
         broker_max_poll_records=settings.batch_max,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
-        producer_linger_ms=20,  # its changelog writes batched: fewer requests to the broker
+        producer_linger_ms=0,  # faust waits on its changelog sends: a linger slows every table write (20 ms: 303 -> 140 events/s)
         producer_max_request_size=settings.max_message_bytes,
         stream_wait_empty=False,
     )
