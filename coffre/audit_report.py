@@ -58,6 +58,12 @@ LINE_H = 15
 CHARS_PER_LINE = 50
 
 
+def _sentence(text: str) -> str:
+    """``text`` ending with one full stop."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def _e(text: object) -> str:
     """Escaped for HTML text and attribute values (inline SVG is parsed as HTML)."""
     return escape(str(text), quote=True)
@@ -427,7 +433,7 @@ def _hand_block(index: int, hand: FlaggedHand) -> str:
     )
     return (
         f'<article id="hand-{index}"><h3>{_e(title)}</h3>'
-        f"<p>{_e(event.Description)}{' — ' + _e(event.Info) if event.Info else ''}. Source: "
+        f"<p>{_e(_sentence(event.Description + (' — ' + event.Info if event.Info else '')))} Source: "
         f"<code>{_e(hand.source)}</code></p>"
         f'<div class="hand-block">{hand_svg(event, hand.findings)}'
         f'<div class="hand-findings"><h4>{len(hand.findings)} finding(s)</h4><ul>{items}</ul></div></div></article>'
