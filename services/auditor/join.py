@@ -51,7 +51,7 @@ from coffre.logs import log_context
 log = logging.getLogger("coffre.auditor")
 
 register(
-    "identity",
+    "audit",
     AUDIT_FAILED="the event is recorded but could not be audited (unreadable, or a defect of the audit): "
     "the message says why",
 )
