@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from audit_hands import TOURNAMENT, build_archive, duplicated_card_hand
 
 from coffre.cli import main
+
+from audit_hands import TOURNAMENT, build_archive, duplicated_card_hand
 
 
 def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

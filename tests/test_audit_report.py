@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-from audit_hands import TOURNAMENT, build_archive, duplicated_card_hand
 from lxml import html as lxml_html
 
 from coffre.audit_command import audit_paths
@@ -15,6 +14,8 @@ from coffre.cli import main
 from coffre.domain.audit.findings import Finding
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.normalize import normalize
+
+from audit_hands import TOURNAMENT, build_archive, duplicated_card_hand
 
 HOSTILE = "<script>alert('x')</script>&\"é"
 

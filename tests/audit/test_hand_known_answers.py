@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hands import ANNEX, audit, bet, check, codes, draw, finance, fixture, small_hand, tours
 
 from coffre.domain.audit import hand as hand_module
 from coffre.domain.audit.findings import CODES
@@ -18,6 +17,7 @@ from coffre.domain.audit.variants import ENGINE_VARIANTS
 from coffre.domain.normalize import normalize
 
 from conftest import reference_or_skip
+from hands import ANNEX, audit, bet, check, codes, draw, finance, fixture, small_hand, tours
 
 
 def test_the_annex_long_example_is_consistent():

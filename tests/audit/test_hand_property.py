@@ -9,12 +9,13 @@ import random
 from decimal import Decimal
 from typing import Any
 
-from hands import audit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coffre.domain.audit.play import MAX_PLAYERS, play_hand
 from coffre.domain.audit.variants import ENGINE_VARIANTS
+
+from hands import audit
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -9,11 +9,12 @@ import shutil
 import subprocess
 
 import pytest
-from audit_hands import duplicated_card_hand
-from png_decode import Image, decode
 
 from coffre.audit_report import CARD_FACE, FELT, FLAGGED, RED_SUIT, SEAT
 from coffre.cli import main
+
+from audit_hands import duplicated_card_hand
+from png_decode import Image, decode
 
 WINDOW = (1400, 1900)
 

@@ -21,6 +21,7 @@ from coffre.adapters.kafka import partitions_for
 from coffre.client import CoffreClient
 from coffre.stack import AUDITOR, Stack
 
+from audit_hands import duplicated_card_hand
 from pipeline.ops_http import get, metric, wait_ready
 from pipeline.stack_settings import stack_settings
 
@@ -32,8 +33,9 @@ def annex(name: str) -> bytes:
 
 
 def card_dealt_twice() -> bytes:
-    """The annex POJEU with its second card (26) dealt again as 32, the first one."""
-    return annex("POJEU").replace(b"<Valeur>26</Valeur>", b"<Valeur>32</Valeur>", 1)
+    """The annex POJEU with seat 3's card 33 dealt (and shown) as 32, which seat 2 holds: one
+    finding, CARD_DEALT_TWICE (tests/audit_hands.py)."""
+    return duplicated_card_hand()
 
 
 @pytest.fixture
@@ -101,7 +103,7 @@ def test_an_inconsistent_hand_is_recorded_and_its_finding_joins_its_receipt(stac
     try:  # recorded as declared: the journal holds the hand, with the chain hash of the finding
         entry = journals.journal("0099", 1).get(2)
         assert entry is not None and entry.chain_hash.hex() == record["chain_hash"]
-        assert entry.event.count(b"<Draw><Siege>2</Siege><Valeur>32</Valeur></Draw>") == 2
+        assert entry.event.count(b"<Valeur>32</Valeur></Draw>") == 2  # dealt to seats 2 and 3
     finally:
         journals.close()
 

@@ -18,6 +18,7 @@ from coffre.config import Settings
 from coffre.domain.audit.findings import CODES, Finding
 from coffre.domain.messages import Receipt
 
+from audit_hands import duplicated_card_hand
 from ingest_fold import IngestFold
 from pipeline.kafka_io import normalized_rows
 
@@ -30,9 +31,9 @@ def annex(name: str) -> bytes:
 
 
 def card_dealt_twice() -> bytes:
-    """The annex POJEU with seat 7's second card (19: seat 7 folds, never shows it) dealt as 32,
-    seat 2's first card: one finding, CARD_DEALT_TWICE (the engine does not replay such a hand)."""
-    return annex("POJEU").replace(b"<Valeur>19</Valeur>", b"<Valeur>32</Valeur>", 1)
+    """The annex POJEU with seat 3's card 33 dealt (and shown) as 32, which seat 2 holds: one
+    finding, CARD_DEALT_TWICE (tests/audit_hands.py)."""
+    return duplicated_card_hand()
 
 
 def normalized(*events: bytes) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
@@ -73,7 +74,7 @@ def test_findings_wait_for_their_receipt_then_nothing_is_kept():
     assert record["id_evt"] == 2 and record["chain_hash"] == "ab" * 32 and record["event_type"] == "POJEU"
     assert record["tech"] == "WW-94703142" and record["pool"] == "1" and record["findings_omitted"] == 0
     assert [f["code"] for f in record["findings"]] == ["CARD_DEALT_TWICE"]
-    assert record["findings"][0]["round"] == "preflop" and record["findings"][0]["seat"] == 7
+    assert record["findings"][0]["round"] == "preflop" and record["findings"][0]["seat"] == 3
     assert not [k for k in table if "/waiting/" in k or "/receipt/" in k]
     assert table["0099/1/audited"] == 2
     assert j.counts.dropped_receipts == 1
