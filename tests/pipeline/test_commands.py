@@ -9,8 +9,8 @@ import sys
 
 from events import POINSCRIT
 
-STORY = r"(?P<story>annex 1\.4\.3\.[a-f]|tournament \d\d): .+"
-COFFRE = r"IDOper 0099 IDCoffre (?P<coffre>[12]) IDEvt (?P<id>\d+) chain [0-9a-f]{16}…$"
+STORY = r"(?P<story>annex 1\.4\.3\.[a-f]|(?:cash|mixed|tournament) \d\d): .+"
+COFFRE = r"IDOper 0099 IDCoffre (?P<coffre>[1-4]) IDEvt (?P<id>\d+) chain [0-9a-f]{16}…$"
 ACQUITTED = re.compile(rf"^{STORY}: (?P<type>\w+) recorded, acquitted: {COFFRE}")
 UNACQUITTED = re.compile(
     rf"^{STORY}: (?P<type>POJEU) recorded without acquittal \(synthesis event\): {COFFRE}"
@@ -35,8 +35,11 @@ def demo_ids(output: str) -> dict[int, list[int]]:
     lines = [
         m for m in (ACQUITTED.match(line) or UNACQUITTED.match(line) for line in output.splitlines()) if m
     ]
-    assert [m["story"] for m in lines] == [f"annex 1.4.3.{c}" for c in "abcdef"] + [
-        f"tournament {n:02d}" for n in range(1, 22)
+    assert [m["story"] for m in lines] == [
+        *(f"annex 1.4.3.{c}" for c in "abcdef"),
+        *(f"cash {n:02d}" for n in range(1, 6)),
+        *(f"mixed {n:02d}" for n in range(1, 40)),
+        *(f"tournament {n:02d}" for n in range(1, 22)),
     ], output
     assert [m["type"] for m in lines[:6]] == ["POINSCRIT", "POACHAT", "POGAIN", "POBILAN", "POANNUL", "POJEU"]
     ids: dict[int, list[int]] = {}
@@ -59,6 +62,10 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
         4: list(range(1, 6)),
     }
     assert "demo: 71 events shipped with coffre" in first.stdout
+    # the auditor flagged what the demo's own audit flags, CG-9's falsified hand among them
+    assert "audit: the auditor reported the 4 event(s) the demo expects flagged" in first.stdout, first.stdout
+    assert "audit: coffre 0099/4 IDEvt 3 POJEU (chain " in first.stdout
+    assert first.stdout.count(": PAYOFF_WRONG seat ") == 2
     # every service, the regulator API and the auditor included, stopped cleanly
     assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'regulator': 0, 'auditor': 0}" in first.stdout
     # the vault sealed what it recorded before it stopped, and the archive verifies
