@@ -90,7 +90,10 @@ class Platform:
         while time.monotonic() < deadline:
             fresh = {
                 acquittal.id_coffre
-                for correlation, (_, acquittal) in list(self.answered.items())
+                for correlation, (
+                    _,
+                    acquittal,
+                ) in self.answered.copy().items()  # the reader thread adds to it
                 if self.sent.get(correlation, 0.0) > moment
             }
             if fresh >= set(COFFRES):
