@@ -61,7 +61,7 @@ class Platform:
         producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0})
         start = time.monotonic()
         n = 0
-        while n < EVENTS or not self.enough.is_set():
+        while (n < EVENTS or not self.enough.is_set()) and not self.stop.is_set():
             delay = start + n / RATE - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
@@ -130,13 +130,14 @@ def test_ingest_replicas_fail_over_without_a_gap_a_reuse_or_a_loss(
     stack.start()
     names = ["ingest"] + [f"ingest-{n}" for n in range(2, replicas + 1)]
     platform = Platform(kafka_bootstrap, settings)
-    reader = threading.Thread(target=platform.read)
+    # daemons: a test that fails midway must not leave a thread that keeps the interpreter alive
+    reader = threading.Thread(target=platform.read, daemon=True)
     reader.start()
     rng = random.Random(20261123 + replicas)
     resumes: list[tuple[str, float]] = []
     try:
         time.sleep(6)  # the replicas join their group
-        publisher = threading.Thread(target=platform.publish)
+        publisher = threading.Thread(target=platform.publish, daemon=True)
         publisher.start()
         time.sleep(2)
         for n in range(10):
@@ -162,6 +163,7 @@ def test_ingest_replicas_fail_over_without_a_gap_a_reuse_or_a_loss(
         while len(platform.answered) < len(platform.sent) and time.monotonic() < deadline:
             time.sleep(0.5)
     finally:
+        platform.enough.set()
         platform.stop.set()
         reader.join()
         codes = stack.stop()
