@@ -103,17 +103,20 @@ def test_copies_are_audited_once_and_a_receipt_again_is_dropped():
     assert j.counts.audited == 1 and j.counts.duplicates == 1 and j.counts.dropped_receipts == 1
 
 
-def test_an_event_ahead_of_its_coffre_waits_until_it_comes_again_in_order():
+def test_an_event_ahead_of_its_coffre_is_audited_all_the_same():
+    """A gap can only be the auditor's own table having lost marks in a crash: the event is
+    audited (never left unaudited for good), and counted; the event in between, if it comes
+    afterwards, is an older one by then and is not audited twice over the newer state."""
     first, second, third = normalized(card_dealt_twice(), card_dealt_twice(), card_dealt_twice())
     j, published, table = join()
     run(j.on_event(*first))
-    run(j.on_event(*third))  # IDEvt 3 after 1: the vault passes it over too
-    assert j.counts.ahead == 1 and table["0099/1/audited"] == 1
+    run(j.on_event(*third))  # IDEvt 3 after 1: the mark of 2 was lost
+    assert j.counts.ahead == 1 and table["0099/1/audited"] == 3
     run(j.on_event(*second))
-    run(j.on_event(*third))
+    assert j.counts.duplicates == 1
     for id_evt in (1, 2, 3):
         run(j.on_receipt(receipt(id_evt)))
-    assert [r["id_evt"] for r in published] == [1, 2, 3]
+    assert [r["id_evt"] for r in published] == [1, 3]
 
 
 def test_an_audit_that_raises_is_a_finding_and_the_next_event_is_audited():
