@@ -14,24 +14,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import faust
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+from coffre_vault.recorder import InvalidMessage, NormalizedMessage
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coffre import metrics
 from coffre.adapters.kafka import KAFKA_DEFAULT_MAX_MESSAGE_BYTES, ensure_topics
 from coffre.adapters.service import ensure_coffre_topics
 from coffre.config import Settings
+from coffre.domain.messages import Receipt
 from coffre.ops import BrokerCheck, Ops
 
 from .join import AuditJoin
 
 log = logging.getLogger("coffre.auditor")
+T = TypeVar("T")
 STATE_TABLE = "state"
 FETCH_WAIT_MS = 500
 """The auditor's fetch wait. Not the recording path's 5 ms: on the embedded broker every fetch
@@ -103,6 +106,76 @@ async def true_end_offsets(
     finally:
         await consumer.stop()
     return ends
+
+
+async def read_back(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    before: int,
+    pick: Callable[[ConsumerRecord], tuple[int, T] | None],
+    wanted: set[int],
+    timeout: float = 30.0,
+) -> dict[int, T]:
+    """What ``pick`` makes of the records of ``topic``'s ``partition`` before offset ``before``, for the
+    IDEvt ``wanted``: read backwards by spans growing fourfold (64, 256, … records before
+    ``before``) until all are found or the partition's start is reached. What the topic no longer
+    holds is not found. ``pick`` gives (IDEvt, value) of a record of the coffre, else None."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
+    await consumer.start()
+    found: dict[int, T] = {}
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        deadline = time.monotonic() + timeout
+        span = 64
+        while True:
+            start = max(0, before - span)
+            consumer.seek(tp, start)
+            position = start
+            while position < before and time.monotonic() < deadline:
+                for r in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
+                    if r.offset >= before:
+                        position = before
+                        break
+                    position = r.offset + 1
+                    picked = pick(r)
+                    if picked is not None and picked[0] in wanted:
+                        found.setdefault(*picked)
+            if set(found) >= wanted or start == 0 or time.monotonic() >= deadline:
+                break
+            span *= 4
+    finally:
+        await consumer.stop()
+    return found
+
+
+def _event_of(id_oper: str, id_coffre: int) -> Callable[[ConsumerRecord], tuple[int, Any] | None]:
+    def pick(r: ConsumerRecord) -> tuple[int, Any] | None:
+        headers = [(k, v) for k, v in r.headers or ()]
+        try:
+            m = NormalizedMessage.parse(r.value or b"", headers)
+        except InvalidMessage:
+            return None
+        return (
+            (m.id_evt, (r.value or b"", headers))
+            if (m.id_oper, m.id_coffre) == (id_oper, id_coffre)
+            else None
+        )
+
+    return pick
+
+
+def _receipt_of(id_oper: str, id_coffre: int) -> Callable[[ConsumerRecord], tuple[int, Any] | None]:
+    def pick(r: ConsumerRecord) -> tuple[int, Any] | None:
+        try:
+            receipt = Receipt.decode(r.value or b"")
+        except (ValueError, TypeError, KeyError):
+            return None
+        same = (receipt.id_oper, receipt.id_coffre) == (id_oper, id_coffre)
+        return (receipt.id_evt, receipt.chain_hash) if same else None
+
+    return pick
 
 
 class _LowLatencyConsumer(faust_aiokafka.Consumer):
@@ -219,7 +292,28 @@ def build_app(settings: Settings) -> AuditorApp:
     async def publish(key: bytes, value: bytes) -> None:
         await app.producer.send_and_wait(topics.audit, key, value, None, None, None)
 
-    join = AuditJoin(state, publish, max_message_bytes=settings.max_message_bytes)  # type: ignore[arg-type]
+    async def fetch_missing(
+        partition: int, before: int, id_oper: str, id_coffre: int, wanted: set[int]
+    ) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
+        pick = _event_of(id_oper, id_coffre)
+        found = await read_back(
+            settings.bootstrap_servers, topics.normalized, partition, before, pick, wanted
+        )
+        return [found[i] for i in sorted(found)]
+
+    async def fetch_receipts(
+        partition: int, before: int, id_oper: str, id_coffre: int, wanted: set[int]
+    ) -> dict[int, str]:
+        pick = _receipt_of(id_oper, id_coffre)
+        return await read_back(settings.bootstrap_servers, topics.receipts, partition, before, pick, wanted)
+
+    join = AuditJoin(
+        state,  # type: ignore[arg-type]
+        publish,
+        max_message_bytes=settings.max_message_bytes,
+        fetch_missing=fetch_missing,
+        fetch_receipts=fetch_receipts,
+    )
     positions: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset to handle
 
     @app.task
@@ -245,9 +339,11 @@ def build_app(settings: Settings) -> AuditorApp:
             message = event.message
             try:
                 if message.topic == topics.receipts:
-                    await join.on_receipt(message.value or b"")
+                    await join.on_receipt(message.value or b"", message.partition, message.offset)
                 else:
-                    await join.on_event(message.value or b"", _headers(message.headers))
+                    await join.on_event(
+                        message.value or b"", _headers(message.headers), message.partition, message.offset
+                    )
             except (ValueError, TypeError, KeyError):  # a receipt coffre did not write: never crash
                 metrics.UNREADABLE.inc()
                 log.error(

@@ -61,6 +61,11 @@ Table = MutableMapping[str, Any]
 """The auditor's state: a faust table in the service, a dict in the tests."""
 Publish = Callable[[bytes, bytes], Awaitable[None]]
 """Publish (key, value) to the audit topic and return once the broker acknowledged it."""
+FetchMissing = Callable[[int, int, str, int, set[int]], Awaitable[list[tuple[bytes, Headers]]]]
+"""(partition, before offset, IDOper, IDCoffre, the IDEvt wanted) -> the (value, headers) of those of
+the coffre's events found in the normalized topic's partition before that offset, in IDEvt order."""
+FetchReceipts = Callable[[int, int, str, int, set[int]], Awaitable[dict[int, str]]]
+"""The same on the receipts topic: IDEvt -> chain hash of the coffre's receipts found there."""
 
 
 def coffre_key(id_oper: str, id_coffre: int) -> str:
@@ -104,7 +109,9 @@ class JoinCounts:
     duplicates: int = 0
     """events already audited (ingest published them again, or the auditor reads them again)"""
     ahead: int = 0
-    """events past their coffre's next IDEvt (the table lost marks in a crash): audited all the same"""
+    """events past their coffre's next IDEvt (a crash lost marks or records): audited all the same"""
+    refetched: int = 0
+    """events missing before one ahead, read again from the log and audited"""
     foreign: int = 0
     dropped_receipts: int = 0
     """receipts of events audited without findings, or already published"""
@@ -124,6 +131,8 @@ class AuditJoin:
         limits: Limits | None = None,
         audit: Callable[[Event, MoneyTrail], list[Finding]] = audit_event,
         clock: Callable[[], str] = now_iso,
+        fetch_missing: FetchMissing | None = None,
+        fetch_receipts: FetchReceipts | None = None,
     ) -> None:
         self.table = table
         self.publish = publish
@@ -131,14 +140,21 @@ class AuditJoin:
         self.limits = limits or Limits(max_bytes=max_message_bytes)
         self.audit = audit
         self.clock = clock
+        self.fetch_missing = fetch_missing
+        self.fetch_receipts = fetch_receipts
+        self.last_receipt: dict[str, int] = {}
+        """Per coffre, the last receipt seen since the start (a gap after it: receipts skipped)."""
         self.store = VersionedStore(table)
         self.trail = MoneyTrail(self.store)
         self.counts = JoinCounts()
 
     # events ------------------------------------------------------------------------------
 
-    async def on_event(self, value: bytes, headers: Headers) -> dict[str, Any] | None:
-        """Audit one message of the normalized topic; the audit record published, if any."""
+    async def on_event(
+        self, value: bytes, headers: Headers, partition: int | None = None, offset: int | None = None
+    ) -> dict[str, Any] | None:
+        """Audit one message of the normalized topic (at ``partition``/``offset``, when known, from
+        where missing events are fetched again); the audit record published, if any."""
         try:
             m = NormalizedMessage.parse(value, headers)
         except InvalidMessage as exc:
@@ -152,17 +168,26 @@ class AuditJoin:
             return None
         if last is not None and m.id_evt > last + 1:
             # ingest publishes a coffre's events in IDEvt order on one partition: a gap here is the
-            # auditor's own state that lost its newest marks (faust's table can lose an update in a
-            # crash), never a reason to pass an event over: it is audited, and said
+            # auditor's own, never the log's (faust's table can lose an update in a crash, and its
+            # consumer was seen to skip records after a restart): the missing events are read again
+            # from the partition and audited first; an event is never passed over
             self.counts.ahead += 1
+            wanted = set(range(last + 1, m.id_evt))
+            found: list[tuple[bytes, Headers]] = []
+            if self.fetch_missing is not None and partition is not None and offset is not None:
+                found = await self.fetch_missing(partition, offset, m.id_oper, m.id_coffre, wanted)
             log.warning(
-                "coffre %s: IDEvt %d arrived while the audit stands at %d: the auditor's state lost the "
-                "marks of %d event(s); audited all the same (its money trail may lack their writes)",
+                "coffre %s: IDEvt %d arrived while the audit stands at %d: %d missing event(s) read again "
+                "from the log and audited first, %d not found (their audit is lost)",
                 coffre,
                 m.id_evt,
                 last,
-                m.id_evt - last - 1,
+                len(found),
+                len(wanted) - len(found),
             )
+            for missing_value, missing_headers in found:
+                await self.on_event(missing_value, missing_headers)
+            self.counts.refetched += len(found)
         with log_context(id_oper=m.id_oper, id_coffre=m.id_coffre, id_evt=m.id_evt):
             findings, event = self._audit(m)
         self.counts.audited += 1
@@ -228,10 +253,16 @@ class AuditJoin:
 
     # receipts ----------------------------------------------------------------------------
 
-    async def on_receipt(self, raw: bytes) -> dict[str, Any] | None:
+    async def on_receipt(
+        self, raw: bytes, partition: int | None = None, offset: int | None = None
+    ) -> dict[str, Any] | None:
         """Join one receipt of the vault with its event's findings; the audit record published, if any."""
         receipt = Receipt.decode(raw)
         coffre = coffre_key(receipt.id_oper, receipt.id_coffre)
+        seen = self.last_receipt.get(coffre)
+        self.last_receipt[coffre] = max(receipt.id_evt, seen or 0)
+        if (seen is None or receipt.id_evt > seen + 1) and partition is not None and offset is not None:
+            await self._skipped_receipts(receipt, coffre, partition, offset)
         waiting = self.table.get(f"{coffre}/waiting/{receipt.id_evt}")
         if waiting is not None:
             published = await self._publish({**waiting, "chain_hash": receipt.chain_hash})
@@ -243,6 +274,31 @@ class AuditJoin:
             return None
         self.table[f"{coffre}/receipt/{receipt.id_evt}"] = receipt.chain_hash
         return None
+
+    async def _skipped_receipts(self, receipt: Receipt, coffre: str, partition: int, offset: int) -> None:
+        """Findings waiting for receipts older than this one (the vault publishes a coffre's receipts
+        in IDEvt order): those receipts were skipped (a restart), so they are read again from the
+        partition before this one, and the findings published. Checked at each coffre's first
+        receipt since the start and after a gap."""
+        prefix = f"{coffre}/waiting/"
+        waiting = {int(k[len(prefix) :]) for k in list(self.table.keys()) if k.startswith(prefix)}
+        wanted = {i for i in waiting if i < receipt.id_evt}
+        if not wanted or self.fetch_receipts is None:
+            return
+        hashes = await self.fetch_receipts(partition, offset, receipt.id_oper, receipt.id_coffre, wanted)
+        log.warning(
+            "coffre %s: %d finding record(s) waited for receipts older than IDEvt %d: %d read again from the "
+            "log and published",
+            coffre,
+            len(wanted),
+            receipt.id_evt,
+            len(hashes),
+        )
+        for id_evt in sorted(hashes):
+            record = self.table.get(f"{prefix}{id_evt}")
+            if record is not None:
+                await self._publish({**record, "chain_hash": hashes[id_evt]})
+                del self.table[f"{prefix}{id_evt}"]
 
     # publishing ----------------------------------------------------------------------------
 

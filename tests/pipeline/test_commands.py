@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -75,6 +76,20 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
     assert "  coffre 0099/3: 1 lot(s), 39 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
     assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
+    # the falsified hand is in the sealed archive as declared, and an offline audit of it finds it
+    audit = coffre(
+        "audit",
+        str(tmp_path / "archive"),
+        "--cert",
+        str(tmp_path / "keys" / "signing-cert.pem"),
+        "--json",
+        env=env,
+    )
+    assert audit.returncode == 1, audit.stdout + audit.stderr
+    report = json.loads(audit.stdout)
+    assert report["events"] == 71 and report["problems"] == [] and report["verified"][0]["ok"]
+    flagged = [f for f in report["findings"] if f["code"] == "PAYOFF_WRONG"]
+    assert {(f["id_coffre"], f["id_evt"], f["event_type"]) for f in flagged} == {(4, 3, "POJEU")}
     second = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
     assert second.returncode == 0, second.stdout + second.stderr
     assert demo_ids(second.stdout) == {

@@ -142,6 +142,45 @@ def test_an_audit_that_raises_is_a_finding_and_the_next_event_is_audited():
     assert CODES["AUDIT_FAILED"][0] == "audit"
 
 
+def test_events_missing_before_one_ahead_are_read_again_and_audited_first():
+    """A restarted auditor whose consumer skipped a record (seen with faust on the embedded broker)
+    reads the missing events again from the partition, before the one ahead: none is left out."""
+    events = normalized(card_dealt_twice(), card_dealt_twice(), card_dealt_twice(), card_dealt_twice())
+    asked: list[tuple[int, int, str, int, set[int]]] = []
+
+    async def fetch_missing(partition, before, id_oper, id_coffre, wanted):
+        asked.append((partition, before, id_oper, id_coffre, wanted))
+        return [events[i - 1] for i in sorted(wanted)]
+
+    j, published, table = join(fetch_missing=fetch_missing)
+    run(j.on_event(*events[0], 0, 10))
+    run(j.on_event(*events[3], 0, 13))  # IDEvt 4 after 1: 2 and 3 were skipped
+    assert asked == [(0, 13, "0099", 1, {2, 3})]
+    assert j.counts.ahead == 1 and j.counts.refetched == 2 and table["0099/1/audited"] == 4
+    for id_evt in (1, 2, 3, 4):
+        run(j.on_receipt(receipt(id_evt)))
+    assert [r["id_evt"] for r in published] == [1, 2, 3, 4]
+
+
+def test_findings_whose_receipt_was_skipped_get_it_read_again():
+    """After a restart the consumer skipped receipt 1: receipt 2 shows the gap (the vault publishes
+    a coffre's receipts in order), and receipt 1 is read again from the partition."""
+    events = normalized(card_dealt_twice(), card_dealt_twice())
+    asked: list[tuple[int, int, str, int, set[int]]] = []
+
+    async def fetch_receipts(partition, before, id_oper, id_coffre, wanted):
+        asked.append((partition, before, id_oper, id_coffre, wanted))
+        return {1: "11" * 32}
+
+    j, published, table = join(fetch_receipts=fetch_receipts)
+    for event in events:
+        run(j.on_event(*event))
+    run(j.on_receipt(receipt(2, "22" * 32), 1, 7))
+    assert asked == [(1, 7, "0099", 1, {1})]
+    assert [(r["id_evt"], r["chain_hash"]) for r in published] == [(1, "11" * 32), (2, "22" * 32)]
+    assert not [k for k in table if "/waiting/" in k]
+
+
 def test_recorded_bytes_that_do_not_read_as_their_event_are_a_finding():
     (value, headers) = normalized(annex("POINSCRIT"))[0]
     broken = value.replace(b"<SoldeAvant>", b"<SoldeAvant>x", 1)  # the vault records bytes as they come
