@@ -144,6 +144,8 @@ class AuditJoin:
         self.fetch_receipts = fetch_receipts
         self.last_receipt: dict[str, int] = {}
         """Per coffre, the last receipt seen since the start (a gap after it: receipts skipped)."""
+        self.last_receipt_at: dict[str, tuple[int, int]] = {}
+        """Per coffre, the (partition, offset) of that receipt."""
         self.store = VersionedStore(table)
         self.trail = MoneyTrail(self.store)
         self.counts = JoinCounts()
@@ -199,9 +201,12 @@ class AuditJoin:
         if findings:
             record = self.record(m, event, findings)
             chain_hash = self.table.get(f"{coffre}/receipt/{m.id_evt}")
+            if chain_hash is None:
+                chain_hash = await self._passed_receipt(coffre, m)
             if chain_hash is not None:
                 published = await self._publish({**record, "chain_hash": chain_hash})
-                del self.table[f"{coffre}/receipt/{m.id_evt}"]
+                if self.table.get(f"{coffre}/receipt/{m.id_evt}") is not None:
+                    del self.table[f"{coffre}/receipt/{m.id_evt}"]
             else:
                 self.table[f"{coffre}/waiting/{m.id_evt}"] = record
         elif self.table.get(f"{coffre}/receipt/{m.id_evt}") is not None:
@@ -260,7 +265,10 @@ class AuditJoin:
         receipt = Receipt.decode(raw)
         coffre = coffre_key(receipt.id_oper, receipt.id_coffre)
         seen = self.last_receipt.get(coffre)
-        self.last_receipt[coffre] = max(receipt.id_evt, seen or 0)
+        if seen is None or receipt.id_evt > seen:
+            self.last_receipt[coffre] = receipt.id_evt
+            if partition is not None and offset is not None:
+                self.last_receipt_at[coffre] = (partition, offset)
         if (seen is None or receipt.id_evt > seen + 1) and partition is not None and offset is not None:
             await self._skipped_receipts(receipt, coffre, partition, offset)
         waiting = self.table.get(f"{coffre}/waiting/{receipt.id_evt}")
@@ -274,6 +282,16 @@ class AuditJoin:
             return None
         self.table[f"{coffre}/receipt/{receipt.id_evt}"] = receipt.chain_hash
         return None
+
+    async def _passed_receipt(self, coffre: str, m: NormalizedMessage) -> str | None:
+        """The chain hash of an event audited late (read back after a restart) whose receipt is
+        already behind the receipts read since the start: read back from the receipts partition."""
+        at = self.last_receipt_at.get(coffre)
+        if self.fetch_receipts is None or at is None or self.last_receipt.get(coffre, 0) < m.id_evt:
+            return None
+        partition, offset = at
+        hashes = await self.fetch_receipts(partition, offset + 1, m.id_oper, m.id_coffre, {m.id_evt})
+        return hashes.get(m.id_evt)
 
     async def _skipped_receipts(self, receipt: Receipt, coffre: str, partition: int, offset: int) -> None:
         """Findings waiting for receipts older than this one (the vault publishes a coffre's receipts

@@ -181,6 +181,24 @@ def test_findings_whose_receipt_was_skipped_get_it_read_again():
     assert not [k for k in table if "/waiting/" in k]
 
 
+def test_an_event_audited_after_its_receipt_was_skipped_gets_it_read_again():
+    """Receipt 1 was skipped and receipt 2 came before event 1 was audited (read back late): once
+    audited with findings, event 1's receipt, behind the receipts read since the start, is read again."""
+    first, second = normalized(card_dealt_twice(), card_dealt_twice())
+    asked: list[tuple[int, int, str, int, set[int]]] = []
+
+    async def fetch_receipts(partition, before, id_oper, id_coffre, wanted):
+        asked.append((partition, before, id_oper, id_coffre, wanted))
+        return {1: "11" * 32} if 1 in wanted else {}
+
+    j, published, _ = join(fetch_receipts=fetch_receipts)
+    run(j.on_receipt(receipt(2, "22" * 32), 0, 5))
+    run(j.on_event(*first))
+    run(j.on_event(*second))
+    assert asked == [(0, 6, "0099", 1, {1})]
+    assert [(r["id_evt"], r["chain_hash"]) for r in published] == [(1, "11" * 32), (2, "22" * 32)]
+
+
 def test_recorded_bytes_that_do_not_read_as_their_event_are_a_finding():
     (value, headers) = normalized(annex("POINSCRIT"))[0]
     broken = value.replace(b"<SoldeAvant>", b"<SoldeAvant>x", 1)  # the vault records bytes as they come
