@@ -72,8 +72,10 @@ def test_tiny_run_prints_every_figure_as_json() -> None:
     assert out["latency"]["arrived"] == out["latency"]["sent"] == 100
 
     cpu = out["cpu_us_per_event"]
-    for name in ("ingest", "vault", "acquittal", "broker", "bench", "services_total", "all"):
+    for name in ("ingest", "vault", "acquittal", "broker", "services_total", "all"):
         assert cpu[name] > 0, name
+    # /proc counts CPU in 10 ms ticks: the bench's own share of a 300-event burst can be 0 ticks
+    assert cpu["bench"] >= 0
     assert cpu["ingest_per_replica"] == {"ingest": cpu["ingest"]}
     assert cpu["services_total"] == pytest.approx(cpu["ingest"] + cpu["vault"] + cpu["acquittal"])
     if "regulator" in out["children"]["main"]:
