@@ -175,7 +175,8 @@ async def _submit_all(
 
 
 async def _audit_start(bootstrap: str, settings: Settings) -> dict[int, int]:
-    """The audit topic's end offsets now: the demo's records are those that come after."""
+    """The audit topic's partitions and their end offsets now: the demo's records are those that
+    come after (the stack created the topic at start-up)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -214,12 +215,10 @@ async def _show_audit(
     seen: Counter[tuple[str, int, str, tuple[str, ...]]] = Counter()
     want = Counter(expected)
     try:
-        await consumer.topics()  # the cluster's metadata, which partitions_for_topic reads
-        partitions = consumer.partitions_for_topic(settings.topics.audit) or set()
-        tps = [TopicPartition(settings.topics.audit, p) for p in sorted(partitions)]
+        tps = [TopicPartition(settings.topics.audit, p) for p in sorted(start)]
         consumer.assign(tps)
         for tp in tps:
-            consumer.seek(tp, start.get(tp.partition, 0))
+            consumer.seek(tp, start[tp.partition])
         deadline = time.monotonic() + timeout
         while seen != want and time.monotonic() < deadline:
             batches = await consumer.getmany(timeout_ms=500)

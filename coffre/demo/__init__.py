@@ -85,14 +85,15 @@ def expected_findings(events: list[DemoEvent]) -> list[tuple[str, int, str, tupl
     from ..domain.audit.events import audit_event
     from ..domain.audit.trail import MoneyTrail
 
-    trails: dict[tuple[str, int], MoneyTrail] = {}
+    trail = MoneyTrail()  # its keys begin with the coffre: one trail follows each coffre apart
     expected = []
     for demo in events:
         event = demo.event
-        coffre = (event.id_oper, event.id_coffre)
-        findings = audit_event(event, trails.setdefault(coffre, MoneyTrail()))
+        findings = audit_event(event, trail)
         if findings:
-            expected.append((*coffre, event.xml_tag, tuple(sorted(f.code for f in findings))))
+            expected.append(
+                (event.id_oper, event.id_coffre, event.xml_tag, tuple(sorted(f.code for f in findings)))
+            )
     return expected
 
 

@@ -33,7 +33,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from coffre_vault.recorder import InvalidMessage, NormalizedMessage
@@ -116,7 +116,6 @@ class JoinCounts:
     dropped_receipts: int = 0
     """receipts of events audited without findings, or already published"""
     failed: int = 0
-    durations: list[float] = field(default_factory=list)
 
 
 class AuditJoin:
@@ -229,12 +228,7 @@ class AuditJoin:
             log.exception("audit of %s/%s IDEvt %d failed", m.id_oper, m.id_coffre, m.id_evt)
             findings = [self._failed(f"the audit failed: {type(exc).__name__}: {exc}")]
         finally:
-            elapsed = time.perf_counter() - started
-            metrics.AUDIT_SECONDS.observe(elapsed)
-            durations = self.counts.durations
-            durations.append(elapsed)
-            if len(durations) > 100_000:
-                del durations[:50_000]
+            metrics.AUDIT_SECONDS.observe(time.perf_counter() - started)
         return findings, event
 
     def _failed(self, message: str) -> Finding:

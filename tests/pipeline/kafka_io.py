@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from coffre_ingest.step import InputMessage, Output
 
 from coffre.adapters.kafka import PRODUCER_TUNING, partitions_for
@@ -14,6 +16,8 @@ from coffre.domain.codec import Limits
 from coffre.domain.messages import Receipt
 
 from ingest_fold import IngestFold, ingest_batch
+
+T = TypeVar("T")
 
 
 def normalized_rows(
@@ -36,23 +40,35 @@ async def publish_rows(bootstrap: str, rows: list[Output]) -> None:
         await producer.stop()
 
 
-async def read_receipts(bootstrap: str, topic: str, expected: int, timeout: float) -> list[Receipt]:
-    """The receipts on ``topic`` from its beginning, once ``expected`` arrived or ``timeout`` passed
-    (then whatever arrived), and half a second more to catch any surplus."""
+async def read_topic(
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    timeout: float,
+    decode: Callable[[ConsumerRecord], T],
+    settle: float = 0.5,
+) -> list[T]:
+    """The records on ``topic`` from its beginning, each ``decode``-d, once ``expected`` arrived or
+    ``timeout`` passed (then whatever arrived), and ``settle`` seconds more to catch any surplus."""
     partitions = await partitions_for(bootstrap, topic)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50)
     await consumer.start()
-    receipts: list[Receipt] = []
+    decoded: list[T] = []
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         await consumer.seek_to_beginning()
         deadline = time.monotonic() + timeout
-        settle: float | None = None
-        while time.monotonic() < (settle or deadline):
+        until: float | None = None
+        while time.monotonic() < (until or deadline):
             for records in (await consumer.getmany(timeout_ms=100)).values():
-                receipts += [Receipt.decode(r.value) for r in records]
-            if settle is None and len(receipts) >= expected:
-                settle = time.monotonic() + 0.5
+                decoded += [decode(r) for r in records]
+            if until is None and len(decoded) >= expected:
+                until = time.monotonic() + settle
     finally:
         await consumer.stop()
-    return receipts
+    return decoded
+
+
+async def read_receipts(bootstrap: str, topic: str, expected: int, timeout: float) -> list[Receipt]:
+    """The receipts on ``topic`` (:func:`read_topic`)."""
+    return await read_topic(bootstrap, topic, expected, timeout, lambda r: Receipt.decode(r.value))

@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import ConsumerRecord
 
 from coffre.adapters.broker import free_port_block
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.kafka import partitions_for
 from coffre.client import CoffreClient
 from coffre.stack import AUDITOR, Stack
 
 from audit_hands import duplicated_card_hand
+from pipeline.kafka_io import read_topic
 from pipeline.ops_http import get, metric, wait_ready
 from pipeline.stack_settings import stack_settings
 
@@ -58,28 +58,17 @@ async def submit_all(stack: Stack, events: list[bytes], timeout: float = 60.0) -
         return [await client.submit(raw, timeout=timeout) for raw in events]
 
 
+def audit_record(r: ConsumerRecord) -> dict[str, Any]:
+    """An audit record, keyed by its IDCoffre."""
+    record = json.loads(r.value)
+    assert r.key == str(record["id_coffre"]).encode()
+    return record
+
+
 async def read_audit(bootstrap: str, topic: str, expected: int, timeout: float) -> list[dict[str, Any]]:
     """The audit records from the topic's beginning, once ``expected`` came or ``timeout`` passed,
     and a second more to catch any surplus."""
-    partitions = await partitions_for(bootstrap, topic)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50)
-    await consumer.start()
-    records: list[dict[str, Any]] = []
-    try:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
-        await consumer.seek_to_beginning()
-        deadline = time.monotonic() + timeout
-        settle: float | None = None
-        while time.monotonic() < (settle or deadline):
-            for batch in (await consumer.getmany(timeout_ms=100)).values():
-                for r in batch:
-                    assert r.key == str(json.loads(r.value)["id_coffre"]).encode()
-                    records.append(json.loads(r.value))
-            if settle is None and len(records) >= expected:
-                settle = time.monotonic() + 1.0
-    finally:
-        await consumer.stop()
-    return records
+    return await read_topic(bootstrap, topic, expected, timeout, audit_record, settle=1.0)
 
 
 def test_an_inconsistent_hand_is_recorded_and_its_finding_joins_its_receipt(stack):
