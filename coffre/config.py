@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
-from pydantic import BeforeValidator, Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .domain.lot import MAX_LOT_EVENTS
@@ -199,6 +199,56 @@ class Settings(BaseSettings):
         None, description="regulator API: where every access is logged, fsynced (default: <data dir>/access)"
     )
 
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT",
+        description="how every coffre client talks to Kafka: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+    )
+    kafka_ssl_ca_file: Path | None = Field(
+        None,
+        description="Kafka TLS: PEM CA bundle the brokers' certificates must chain to (default: the system's)",
+    )
+    kafka_ssl_cert_file: Path | None = Field(
+        None, description="Kafka TLS: PEM client certificate (mutual TLS; the principal is its subject)"
+    )
+    kafka_ssl_key_file: Path | None = Field(None, description="Kafka TLS: PEM key of the client certificate")
+    kafka_ssl_key_password_file: Path | None = Field(
+        None, description="Kafka TLS: a file holding the client key's password, if the key is encrypted"
+    )
+    kafka_ssl_check_hostname: bool = Field(
+        True, description="Kafka TLS: check that the broker's certificate names the host connected to"
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = Field(
+        None, description="Kafka SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (SASL_* protocols)"
+    )
+    kafka_sasl_username: str = Field("", description="Kafka SASL: this service's principal (PLAIN, SCRAM)")
+    kafka_sasl_password: SecretStr = Field(
+        SecretStr(""),
+        description="Kafka SASL: its password (PLAIN, SCRAM); or COFFRE_KAFKA_SASL_PASSWORD_FILE",
+    )
+    kafka_sasl_password_file: Path | None = Field(
+        None, description="Kafka SASL: a file holding the password (a mounted Secret)"
+    )
+    kafka_sasl_oauth_token_file: Path | None = Field(
+        None,
+        description="Kafka SASL OAUTHBEARER: a file holding the current token, read again at each login "
+        "(a projected token or a sidecar keeps it fresh)",
+    )
+    kafka_create_topics: bool = Field(
+        True,
+        description="create coffre's missing topics at start-up; false: they must exist (an admin or Strimzi "
+        "creates them) and are only checked",
+    )
+    record_keys: SecretStr = Field(
+        SecretStr(""),
+        description="keys that authenticate coffre's own Kafka records (HMAC-SHA256), comma-separated "
+        "id:base64; the first signs, every one verifies; or COFFRE_RECORD_KEYS_FILE",
+    )
+    record_keys_file: Path | None = Field(
+        None,
+        description="a file of record keys, one id:base64 per line (default: a development key in "
+        "<data dir>/keys); every service of one install shares it",
+    )
+
     @property
     def topics(self) -> Topics:
         p = self.topic_prefix
@@ -238,9 +288,54 @@ class Settings(BaseSettings):
                 "COFFRE_API_AUTH=either needs COFFRE_API_CLIENT_CA or COFFRE_API_TOKENS_FILE: "
                 "otherwise no request could be let in"
             )
+        self._kafka_security_consistent()
         if self.vault_ordinal is not None and self.vault_ordinal >= self.vault_replicas:
             raise ValueError("COFFRE_VAULT_ORDINAL must be below COFFRE_VAULT_REPLICAS")
         return self
+
+    def _kafka_security_consistent(self) -> None:
+        protocol = self.kafka_security_protocol
+        tls = protocol in ("SSL", "SASL_SSL")
+        sasl = protocol.startswith("SASL_")
+        tls_files = (
+            "kafka_ssl_ca_file",
+            "kafka_ssl_cert_file",
+            "kafka_ssl_key_file",
+            "kafka_ssl_key_password_file",
+        )
+        if not tls:
+            for name in tls_files:
+                if getattr(self, name) is not None:
+                    # a TLS file with a plaintext protocol would connect in the clear without a word
+                    raise ValueError(
+                        f"COFFRE_{name.upper()} is set but COFFRE_KAFKA_SECURITY_PROTOCOL={protocol}"
+                    )
+        if (self.kafka_ssl_cert_file is None) != (self.kafka_ssl_key_file is None):
+            raise ValueError("COFFRE_KAFKA_SSL_CERT_FILE and COFFRE_KAFKA_SSL_KEY_FILE go together")
+        mechanism = self.kafka_sasl_mechanism
+        if sasl and mechanism is None:
+            raise ValueError(f"COFFRE_KAFKA_SECURITY_PROTOCOL={protocol} needs COFFRE_KAFKA_SASL_MECHANISM")
+        if not sasl and mechanism is not None:
+            raise ValueError(
+                f"COFFRE_KAFKA_SASL_MECHANISM={mechanism} needs COFFRE_KAFKA_SECURITY_PROTOCOL=SASL_SSL "
+                "(or SASL_PLAINTEXT)"
+            )
+        if mechanism == "OAUTHBEARER":
+            if self.kafka_sasl_oauth_token_file is None:
+                raise ValueError(
+                    "COFFRE_KAFKA_SASL_MECHANISM=OAUTHBEARER needs COFFRE_KAFKA_SASL_OAUTH_TOKEN_FILE"
+                )
+        elif mechanism is not None:
+            if not self.kafka_sasl_username:
+                raise ValueError(f"COFFRE_KAFKA_SASL_MECHANISM={mechanism} needs COFFRE_KAFKA_SASL_USERNAME")
+            inline = bool(self.kafka_sasl_password.get_secret_value())
+            if inline == (self.kafka_sasl_password_file is not None):
+                raise ValueError(
+                    f"COFFRE_KAFKA_SASL_MECHANISM={mechanism} needs one of COFFRE_KAFKA_SASL_PASSWORD "
+                    "and COFFRE_KAFKA_SASL_PASSWORD_FILE"
+                )
+        if self.record_keys.get_secret_value() and self.record_keys_file is not None:
+            raise ValueError("set one of COFFRE_RECORD_KEYS and COFFRE_RECORD_KEYS_FILE")
 
     @property
     def access_log_root(self) -> Path:

@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
@@ -126,13 +127,16 @@ class Ops:
 class BrokerCheck:
     """The Kafka cluster answers a metadata request (one client kept for the probes)."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, security: Mapping[str, Any] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = dict(security or {})
         self._client: AIOKafkaClient | None = None
 
     async def __call__(self) -> None:
         if self._client is None:
-            client = AIOKafkaClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=2500)
+            client = AIOKafkaClient(
+                bootstrap_servers=self.bootstrap_servers, request_timeout_ms=2500, **self.security
+            )
             try:
                 await client.bootstrap()
             except Exception:

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from .adapters.archive import signer, trust_store
 from .adapters.broker import EmbeddedBroker
 from .adapters.keys import KeyFileError
@@ -138,6 +140,10 @@ class Stack:
             value = getattr(self.settings, setting)
             if value is None:
                 continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+                if not value:
+                    continue
             if isinstance(value, set):
                 value = ",".join(sorted(value))
             elif isinstance(value, tuple):

@@ -92,8 +92,15 @@ def _ready(description: dict[str, Any] | None, partitions: int) -> bool:
     return len(parts) == partitions and all(p["error_code"] == 0 and p["leader"] >= 0 for p in parts)
 
 
-async def _admin(bootstrap: str) -> AIOKafkaAdminClient:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_ADMIN_TIMEOUT_MS)
+Security = Mapping[str, Any]
+"""A client's security keyword arguments (:func:`coffre.adapters.kafka_security.client_options`);
+every function here that makes a client takes them as ``security``."""
+
+
+async def _admin(bootstrap: str, security: Security | None = None) -> AIOKafkaAdminClient:
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=_ADMIN_TIMEOUT_MS, **(security or {})
+    )
     await admin.start()
     return admin
 
@@ -105,6 +112,8 @@ async def ensure_topics(
     *,
     replication: int = 1,
     max_message_bytes: int | None = None,
+    security: Security | None = None,
+    create: bool = True,
 ) -> None:
     """Create every missing topic with exactly its partition count, then wait until metadata shows them.
 
@@ -116,6 +125,9 @@ async def ensure_topics(
     records that large, and a topic whose ``max.message.bytes`` is smaller raises
     :class:`TopicMismatchError`: a record the broker refuses would stop ingest's partition at every retry.
     A broker that does not report the setting (Tansu takes any size) is not checked.
+
+    ``create=False`` (``COFFRE_KAFKA_CREATE_TOPICS=false``: an admin or Strimzi creates them and
+    coffre's principals may not): a missing topic raises :class:`TopicMismatchError`, nothing is created.
     """
     for name, count in topics.items():
         if not name or not isinstance(count, int) or count < 1:
@@ -123,9 +135,15 @@ async def ensure_topics(
     if not topics:
         return
     deadline = time.monotonic() + timeout
-    admin = await _admin(bootstrap)
+    admin = await _admin(bootstrap, security)
     try:
         existing = await _all_topics(admin)
+        absent = sorted(n for n in topics if n not in existing)
+        if absent and not create:
+            raise TopicMismatchError(
+                f"topics {', '.join(absent)} do not exist (or this principal may not describe them), and "
+                "COFFRE_KAFKA_CREATE_TOPICS=false: create them first (docs/operations.md)"
+            )
         configs = (
             {"max.message.bytes": str(max(max_message_bytes, KAFKA_DEFAULT_MAX_MESSAGE_BYTES))}
             if max_message_bytes is not None
@@ -182,9 +200,9 @@ async def _check_message_limit(admin: AIOKafkaAdminClient, names: list[str], wan
                     )
 
 
-async def partitions_for(bootstrap: str, topic: str) -> int:
+async def partitions_for(bootstrap: str, topic: str, security: Security | None = None) -> int:
     """The partition count of ``topic`` (never creates it); ``KeyError`` if it does not exist."""
-    admin = await _admin(bootstrap)
+    admin = await _admin(bootstrap, security)
     try:
         found = (await _all_topics(admin)).get(topic)
     finally:
@@ -195,7 +213,12 @@ async def partitions_for(bootstrap: str, topic: str) -> int:
 
 
 async def drain(
-    bootstrap: str, topic: str, *, idle_ms: int = 500, group_id: str | None = None
+    bootstrap: str,
+    topic: str,
+    *,
+    idle_ms: int = 500,
+    group_id: str | None = None,
+    security: Security | None = None,
 ) -> list[ConsumerRecord]:
     """Every record of ``topic`` from the beginning, until a fetch has returned nothing for ``idle_ms``.
 
@@ -204,12 +227,13 @@ async def drain(
     ``end_offsets()`` serves only as a lower bound: on Tansu it can under-report. ``KeyError``
     when the topic does not exist (it is never created).
     """
-    count = await partitions_for(bootstrap, topic)
+    count = await partitions_for(bootstrap, topic, security)
     tps = [TopicPartition(topic, p) for p in range(count)]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group_id,
         **{**CONSUMER_TUNING, "max_poll_records": 10_000},
+        **(security or {}),
     )
     await consumer.start()
     records: dict[int, list[ConsumerRecord]] = {p: [] for p in range(count)}
@@ -305,13 +329,15 @@ async def stop_consumer(consumer: AIOKafkaConsumer, *, leave_as_leader: bool = T
     await consumer.stop()
 
 
-async def _metadata_ok(bootstrap: str, timeout: float) -> bool:
+async def _metadata_ok(bootstrap: str, timeout: float, security: Security | None = None) -> bool:
     host, _, port = bootstrap.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     conn = None
     try:
         async with asyncio.timeout(timeout):
-            conn = await create_conn(host, int(port), request_timeout_ms=int(timeout * 1000))
+            conn = await create_conn(
+                host, int(port), request_timeout_ms=int(timeout * 1000), **(security or {})
+            )
             response = await conn.send(MetadataRequest([]))
             return len(response.brokers) > 0
     except Exception:
@@ -321,7 +347,7 @@ async def _metadata_ok(bootstrap: str, timeout: float) -> bool:
             conn.close()
 
 
-def kafka_available(bootstrap: str, timeout: float = 3.0) -> bool:
+def kafka_available(bootstrap: str, timeout: float = 3.0, security: Security | None = None) -> bool:
     """Whether a Kafka metadata request to the first bootstrap address succeeds within ``timeout``.
 
     Synchronous and safe to call from inside a running event loop (it uses its own, in a thread).
@@ -332,7 +358,7 @@ def kafka_available(bootstrap: str, timeout: float = 3.0) -> bool:
     result: list[bool] = [False]
 
     def run() -> None:
-        result[0] = asyncio.run(_metadata_ok(first, timeout))
+        result[0] = asyncio.run(_metadata_ok(first, timeout, security))
 
     thread = threading.Thread(target=run, name="kafka-available", daemon=True)
     thread.start()

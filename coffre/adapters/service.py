@@ -31,6 +31,7 @@ from .kafka import (
     ensure_topics,
     stop_consumer,
 )
+from .kafka_security import client_options
 
 Output = tuple[bytes | None, bytes, str | None]
 """(key, value, correlation id) of a record to publish."""
@@ -110,6 +111,8 @@ async def ensure_coffre_topics(settings: Settings) -> None:
             settings.topic_partitions,
             replication=settings.replication_factor,
             max_message_bytes=settings.max_message_bytes,
+            security=client_options(settings),
+            create=settings.kafka_create_topics,
         )
     except TopicMismatchError as exc:
         configuration_error(str(exc))
@@ -149,8 +152,11 @@ async def kafka_endpoints(
         bootstrap_servers=settings.bootstrap_servers,
         group_id=f"{settings.topic_prefix}{group}",
         **{**CONSUMER_TUNING, "max_poll_records": settings.batch_max},
+        **client_options(settings),
     )
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers, **PRODUCER_TUNING)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers, **PRODUCER_TUNING, **client_options(settings)
+    )
     await producer.start()
     try:
         await consumer.start()
