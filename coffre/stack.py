@@ -88,7 +88,6 @@ class Stack:
         _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
         if s.archive_backend == "local":
             _folder("COFFRE_ARCHIVE_DIR" if s.archive_dir else "COFFRE_DATA_DIR", s.archive_root)
-        record_keys(s)  # the development record key, made once here rather than raced for by the children
         try:
             signer(s)
         except KeyFileError as exc:
@@ -97,6 +96,9 @@ class Stack:
             trust_store(s)
         except (OSError, ValueError) as exc:
             configuration_error(f"COFFRE_TRUSTED_CERTS: {exc}")
+        record_keys(
+            s, warn=False
+        )  # the development record key, made once here, not raced for by the children
         if s.api_port:
             from coffre_regulator.api import SubjectAllowList
 

@@ -10,8 +10,10 @@ from coffre.domain.authenticity import RecordKeys
 from coffre.domain.codec import Limits
 from coffre.domain.messages import DEFAULT_MAX_MESSAGE_BYTES
 
-TEST_KEYS = RecordKeys.parse("test:" + "dGVzdC1rZXktb2YtY29mZnJlLXRlc3RzLTMyLWJ5dGVzISE=")
-"""The record keys of the tests' folds (32 bytes): the copies one fold forwards verify at another."""
+TEST_KEYS_TEXT = "test:dGVzdC1rZXktb2YtY29mZnJlLXRlc3RzLTMyLWJ5dGVzISE="
+TEST_KEYS = RecordKeys.parse(TEST_KEYS_TEXT)
+"""The record keys of the tests' folds and stacks (``COFFRE_RECORD_KEYS``): what one fold forwards
+verifies at another, and what a test publishes in ingest's name the test's vault takes."""
 
 
 class IngestFold:

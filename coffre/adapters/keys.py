@@ -103,7 +103,7 @@ RECORD_KEYS_NAME = "record-keys"
 _log = logging.getLogger("coffre.keys")
 
 
-def record_keys(settings: Settings) -> RecordKeys:
+def record_keys(settings: Settings, *, warn: bool = True) -> RecordKeys:
     """The keys that authenticate coffre's own Kafka records (:mod:`coffre.domain.authenticity`):
     ``COFFRE_RECORD_KEYS``, else ``COFFRE_RECORD_KEYS_FILE``, else a development key generated once
     in ``<data dir>/keys/record-keys`` (0600; every process of ``coffre up`` shares that folder).
@@ -127,9 +127,10 @@ def record_keys(settings: Settings) -> RecordKeys:
         keys = RecordKeys.parse(path.read_text(), development=True)
     except (OSError, RecordKeyError) as exc:
         configuration_error(f"COFFRE_RECORD_KEYS_FILE (unset; the development key {path}): {exc}")
-    _log.warning(
-        "coffre's records are authenticated with the development key %s: set COFFRE_RECORD_KEYS_FILE "
-        "(a Secret every service shares) in production",
-        path,
-    )
+    if warn:
+        _log.warning(
+            "coffre's records are authenticated with the development key %s: set COFFRE_RECORD_KEYS_FILE "
+            "(a Secret every service shares) in production",
+            path,
+        )
     return keys

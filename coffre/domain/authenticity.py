@@ -137,6 +137,12 @@ class RecordKeys:
     def signing_id(self) -> str:
         return self.keys[0][0]
 
+    @property
+    def header_bytes(self) -> int:
+        """What the tag this install writes adds to a record, as :func:`coffre.domain.messages.record_size`
+        counts a header (at most :data:`AUTH_HEADER_BYTES`)."""
+        return len(AUTH) + len(self.signing_id) + 1 + 44 + 10
+
     def _tag(
         self, key_id: str, purpose: bytes, key: bytes | None, value: bytes | None, headers: Iterable
     ) -> bytes:

@@ -21,14 +21,15 @@ import faust
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
-from coffre_vault.recorder import InvalidMessage, NormalizedMessage
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coffre import metrics
 from coffre.adapters.kafka import KAFKA_DEFAULT_MAX_MESSAGE_BYTES, ensure_topics
+from coffre.adapters.keys import record_keys
 from coffre.adapters.service import ensure_coffre_topics
 from coffre.config import Settings
-from coffre.domain.messages import Receipt
+from coffre.domain.authenticity import RecordKeys
+from coffre.domain.messages import ForeignRecord, InvalidMessage, NormalizedEvent, Receipt
 from coffre.ops import BrokerCheck, Ops
 
 from .join import AuditJoin
@@ -150,11 +151,13 @@ async def read_back(
     return found
 
 
-def _event_of(id_oper: str, id_coffre: int) -> Callable[[ConsumerRecord], tuple[int, Any] | None]:
+def _event_of(
+    id_oper: str, id_coffre: int, keys: RecordKeys
+) -> Callable[[ConsumerRecord], tuple[int, Any] | None]:
     def pick(r: ConsumerRecord) -> tuple[int, Any] | None:
         headers = [(k, v) for k, v in r.headers or ()]
         try:
-            m = NormalizedMessage.parse(r.value or b"", headers)
+            m = NormalizedEvent.from_record(r.key, r.value or b"", headers, keys)
         except InvalidMessage:
             return None
         return (
@@ -166,11 +169,13 @@ def _event_of(id_oper: str, id_coffre: int) -> Callable[[ConsumerRecord], tuple[
     return pick
 
 
-def _receipt_of(id_oper: str, id_coffre: int) -> Callable[[ConsumerRecord], tuple[int, Any] | None]:
+def _receipt_of(
+    id_oper: str, id_coffre: int, keys: RecordKeys
+) -> Callable[[ConsumerRecord], tuple[int, Any] | None]:
     def pick(r: ConsumerRecord) -> tuple[int, Any] | None:
         try:
-            receipt = Receipt.decode(r.value or b"")
-        except (ValueError, TypeError, KeyError):
+            receipt = Receipt.from_record(r.key, r.value or b"", list(r.headers or ()), keys)
+        except InvalidMessage:
             return None
         same = (receipt.id_oper, receipt.id_coffre) == (id_oper, id_coffre)
         return (receipt.id_evt, receipt.chain_hash) if same else None
@@ -286,6 +291,7 @@ def build_app(settings: Settings) -> AuditorApp:
         partitions=settings.partitions,
         key_type=str,  # keys and values in JSON (faust's default for types that are not records)
     )
+    keys = record_keys(settings)
     ops = app.ops = Ops("auditor", settings)
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
 
@@ -295,7 +301,7 @@ def build_app(settings: Settings) -> AuditorApp:
     async def fetch_missing(
         partition: int, before: int, id_oper: str, id_coffre: int, wanted: set[int]
     ) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
-        pick = _event_of(id_oper, id_coffre)
+        pick = _event_of(id_oper, id_coffre, keys)
         found = await read_back(
             settings.bootstrap_servers, topics.normalized, partition, before, pick, wanted
         )
@@ -304,7 +310,7 @@ def build_app(settings: Settings) -> AuditorApp:
     async def fetch_receipts(
         partition: int, before: int, id_oper: str, id_coffre: int, wanted: set[int]
     ) -> dict[int, str]:
-        pick = _receipt_of(id_oper, id_coffre)
+        pick = _receipt_of(id_oper, id_coffre, keys)
         return await read_back(settings.bootstrap_servers, topics.receipts, partition, before, pick, wanted)
 
     join = AuditJoin(
@@ -337,14 +343,19 @@ def build_app(settings: Settings) -> AuditorApp:
     async def audit(stream: faust.StreamT[Any]) -> None:
         async for event in stream.events():
             message = event.message
+            value, headers = message.value or b"", _headers(message.headers)
             try:
                 if message.topic == topics.receipts:
-                    await join.on_receipt(message.value or b"", message.partition, message.offset)
+                    Receipt.from_record(message.key, value, headers, keys)
+                    await join.on_receipt(value, message.partition, message.offset)
                 else:
-                    await join.on_event(
-                        message.value or b"", _headers(message.headers), message.partition, message.offset
-                    )
-            except (ValueError, TypeError, KeyError):  # a receipt coffre did not write: never crash
+                    NormalizedEvent.from_record(message.key, value, headers, keys)
+                    await join.on_event(value, headers, message.partition, message.offset)
+            except ForeignRecord as exc:  # a stranger's: never audited, never joined
+                join.counts.foreign += 1
+                metrics.FOREIGN_RECORDS.labels("auditor", message.topic).inc()
+                log.error("passed over %s[%d]@%d: %s", message.topic, message.partition, message.offset, exc)
+            except (ValueError, TypeError, KeyError):  # unreadable: never crash
                 metrics.UNREADABLE.inc()
                 log.error(
                     "passed over an unreadable record at %s[%d] offset %d",

@@ -36,8 +36,6 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from coffre_vault.recorder import InvalidMessage, NormalizedMessage
-
 from coffre import metrics
 from coffre.domain.audit.events import audit_event
 from coffre.domain.audit.findings import Finding, register
@@ -45,7 +43,7 @@ from coffre.domain.audit.trail import MoneyTrail
 from coffre.domain.catalogue.base import Event
 from coffre.domain.codec import Limits
 from coffre.domain.errors import Rejected
-from coffre.domain.messages import Headers, Receipt, now_iso, record_size
+from coffre.domain.messages import Headers, InvalidMessage, NormalizedEvent, Receipt, now_iso, record_size
 from coffre.domain.normalize import normalize
 from coffre.logs import log_context
 
@@ -157,7 +155,7 @@ class AuditJoin:
         """Audit one message of the normalized topic (at ``partition``/``offset``, when known, from
         where missing events are fetched again); the audit record published, if any."""
         try:
-            m = NormalizedMessage.parse(value, headers)
+            m = NormalizedEvent.parse(value, headers)
         except InvalidMessage as exc:
             self.counts.foreign += 1
             log.error("passed over a message ingest did not write: %s", exc)
@@ -214,7 +212,7 @@ class AuditJoin:
         log.debug("audited %s: %d findings", key, len(findings))
         return published
 
-    def _audit(self, m: NormalizedMessage) -> tuple[list[Finding], Event | None]:
+    def _audit(self, m: NormalizedEvent) -> tuple[list[Finding], Event | None]:
         """The event's findings; an event that cannot be read or audited has ``AUDIT_FAILED``."""
         started = time.perf_counter()
         event: Event | None = None
@@ -235,7 +233,7 @@ class AuditJoin:
         self.counts.failed += 1
         return Finding("AUDIT_FAILED", message[:1000])
 
-    def record(self, m: NormalizedMessage, event: Event | None, findings: list[Finding]) -> dict[str, Any]:
+    def record(self, m: NormalizedEvent, event: Event | None, findings: list[Finding]) -> dict[str, Any]:
         """The audit record, without its chain hash yet."""
         return {
             "id_oper": m.id_oper,
@@ -277,7 +275,7 @@ class AuditJoin:
         self.table[f"{coffre}/receipt/{receipt.id_evt}"] = receipt.chain_hash
         return None
 
-    async def _passed_receipt(self, coffre: str, m: NormalizedMessage) -> str | None:
+    async def _passed_receipt(self, coffre: str, m: NormalizedEvent) -> str | None:
         """The chain hash of an event audited late (read back after a restart) whose receipt is
         already behind the receipts read since the start: read back from the receipts partition."""
         at = self.last_receipt_at.get(coffre)

@@ -31,6 +31,7 @@ from coffre.adapters.kafka import (
 from coffre.adapters.keys import record_keys
 from coffre.adapters.service import ensure_coffre_topics, run_until_signalled
 from coffre.config import Settings
+from coffre.domain.authenticity import RecordKeys
 from coffre.domain.codec import Limits
 from coffre.domain.messages import ForeignRecord
 from coffre.ops import BrokerCheck, LagMeter, Ops
@@ -152,6 +153,7 @@ class Ingest(ConsumerRebalanceListener):
         consumer: AIOKafkaConsumer,
         producer: AIOKafkaProducer,
         state_topic: StateTopic,
+        keys: RecordKeys | None = None,
     ):
         self.settings = settings
         self.topics = settings.topics
@@ -163,7 +165,7 @@ class Ingest(ConsumerRebalanceListener):
             self.topics,
             Limits(max_bytes=settings.max_event_bytes),
             settings.max_message_bytes,
-            keys=state_topic.keys,
+            keys=keys or record_keys(settings),
         )
         self.partitions = 0
         self.owned: dict[int, PartitionState] = {}
@@ -378,7 +380,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await state_topic.start()
         await consumer.start()
         track_leadership(consumer)
-        ingest = Ingest(settings, consumer, producer, state_topic)
+        ingest = Ingest(settings, consumer, producer, state_topic, state_topic.keys)
         await consumer.topics()
         ingest.partitions = len(consumer.partitions_for_topic(topics.events_in) or ())
         consumer.subscribe([topics.events_in], listener=ingest)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from coffre import metrics
 from coffre.config import Topics
 from coffre.domain.audit.single import check_event
-from coffre.domain.authenticity import AUTH, AUTH_HEADER_BYTES, Purpose, RecordKeys, reserved_headers
+from coffre.domain.authenticity import AUTH, Purpose, RecordKeys, reserved_headers
 from coffre.domain.catalogue.base import Event
 from coffre.domain.codec import Limits, canonical_bytes
 from coffre.domain.errors import Problem, ReasonCode, Rejected
@@ -355,7 +355,7 @@ class IngestStep:
         headers = NormalizedEvent.headers_of(
             passthrough, event.xml_tag, event.id_oper, event.id_coffre, id_evt, event.supervised, time.time()
         )
-        size = record_size(key, value, headers) + AUTH_HEADER_BYTES
+        size = record_size(key, value, headers) + self.keys.header_bytes
         if size > self.max_message_bytes:
             raise Rejected(
                 [
@@ -408,7 +408,7 @@ class IngestStep:
             *message.headers,  # a platform's own: an input with coffre's headers never gets here
             (FORWARDED_FROM, b"%d:%d" % (state.partition, message.offset)),
         ]
-        size = record_size(key, message.value, headers) + AUTH_HEADER_BYTES
+        size = record_size(key, message.value, headers) + self.keys.header_bytes
         if size > self.max_message_bytes:
             raise Rejected(
                 [

@@ -23,13 +23,14 @@ from coffre.domain.messages import (
 )
 
 from events import POINSCRIT
+from ingest_fold import TEST_KEYS
 
 TOPICS = Settings().topics
 WRONG = POINSCRIT.replace("<SoldeAprès>90.05<".encode(), "<SoldeAprès>90.50<".encode())
 
 
 def fold(value: bytes, max_message_bytes: int = 1_000_000):
-    step = IngestStep(TOPICS, Limits(), max_message_bytes)
+    step = IngestStep(TOPICS, Limits(), max_message_bytes, keys=TEST_KEYS)
     result = step.run(PartitionState(0, 1), [InputMessage(0, 0, value, [])])
     (output,) = result.outputs
     return output, result.counts

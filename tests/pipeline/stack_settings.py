@@ -7,12 +7,15 @@ from typing import Any
 
 from coffre.config import Settings
 
+from ingest_fold import TEST_KEYS_TEXT
+
 
 def stack_settings(bootstrap: str, topic_prefix: str, data_dir: Path, **overrides: Any) -> Settings:
-    """3 partitions, no ops server and no regulator API unless ``overrides`` say otherwise."""
+    """3 partitions, no ops server and no regulator API, the tests' record keys, unless ``overrides``
+    say otherwise."""
     return Settings(
         bootstrap_servers=bootstrap,
         topic_prefix=topic_prefix,
         data_dir=data_dir,
-        **{"partitions": 3, "ops_port": 0, "api_port": 0, **overrides},
+        **{"partitions": 3, "ops_port": 0, "api_port": 0, "record_keys": TEST_KEYS_TEXT, **overrides},
     )
