@@ -255,17 +255,6 @@ auditor:
 {{- end }}
 {{- end }}
 {{- end }}
-{{- range $component := splitList " " (include "coffre.kafkaComponents" .) }}
-{{- $principal := index $v.kafka.principals $component }}
-{{- if include "coffre.kafka.password" $ }}
-{{- if not $principal.username }}
-{{- fail (printf "kafka.sasl.mechanism=%s needs kafka.principals.%s.username" $mechanism $component) }}
-{{- end }}
-{{- if not (include "coffre.kafka.passwordSecret" (dict "ctx" $ "component" $component)) }}
-{{- fail (printf "kafka.sasl.mechanism=%s needs kafka.principals.%s.password.existingSecret (or strimzi.enabled with strimzi.authentication=scram-sha-512)" $mechanism $component) }}
-{{- end }}
-{{- end }}
-{{- end }}
 {{- if $v.strimzi.enabled }}
 {{- if not $v.strimzi.clusterName }}
 {{- fail "strimzi.enabled needs strimzi.clusterName (the Kafka resource's name, for the strimzi.io/cluster label)" }}
@@ -296,6 +285,17 @@ auditor:
 {{- end }}
 {{- if or (gt (int $v.strimzi.topics.minInsyncReplicas) (int $v.kafka.replicationFactor)) (and (gt (int $v.kafka.replicationFactor) 1) (ge (int $v.strimzi.topics.minInsyncReplicas) (int $v.kafka.replicationFactor))) }}
 {{- fail (printf "strimzi.topics.minInsyncReplicas (%v) must be below kafka.replicationFactor (%v): otherwise the loss of one broker stops every write" $v.strimzi.topics.minInsyncReplicas $v.kafka.replicationFactor) }}
+{{- end }}
+{{- end }}
+{{- range $component := splitList " " (include "coffre.kafkaComponents" .) }}
+{{- $principal := index $v.kafka.principals $component }}
+{{- if include "coffre.kafka.password" $ }}
+{{- if not $principal.username }}
+{{- fail (printf "kafka.sasl.mechanism=%s needs kafka.principals.%s.username" $mechanism $component) }}
+{{- end }}
+{{- if not (include "coffre.kafka.passwordSecret" (dict "ctx" $ "component" $component)) }}
+{{- fail (printf "kafka.sasl.mechanism=%s needs kafka.principals.%s.password.existingSecret (or strimzi.enabled with strimzi.authentication=scram-sha-512)" $mechanism $component) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
