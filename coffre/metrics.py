@@ -43,6 +43,12 @@ EVENTS_REDELIVERED = Counter(
 EVENTS_SKIPPED = Counter(
     "coffre_vault_skipped_total", "Messages the vault passed over without recording them", ["reason"]
 )
+FOREIGN_RECORDS = Counter(
+    "coffre_foreign_records_total",
+    "Records on coffre's own topics that coffre did not write (no valid coffre-auth tag, or misplaced), "
+    "refused and never obeyed: any is worth an alert (a platform or a stranger writes where it should not)",
+    ["service", "reason"],
+)
 FSYNC_SECONDS = Histogram(
     "coffre_fsync_seconds",
     "Time of one durable write (vault journal group commit, ingest snapshot)",

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from .adapters.archive import signer, trust_store
 from .adapters.broker import EmbeddedBroker
-from .adapters.keys import KeyFileError
+from .adapters.keys import KeyFileError, record_keys
 from .adapters.service import ensure_coffre_topics
 from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
 from .config import Settings, configuration_error
@@ -88,6 +88,7 @@ class Stack:
         _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
         if s.archive_backend == "local":
             _folder("COFFRE_ARCHIVE_DIR" if s.archive_dir else "COFFRE_DATA_DIR", s.archive_root)
+        record_keys(s)  # the development record key, made once here rather than raced for by the children
         try:
             signer(s)
         except KeyFileError as exc:

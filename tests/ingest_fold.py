@@ -6,8 +6,12 @@ from __future__ import annotations
 from coffre_ingest.step import IngestStep, InputMessage, Output, PartitionState, StepCounts
 
 from coffre.config import Topics
+from coffre.domain.authenticity import RecordKeys
 from coffre.domain.codec import Limits
 from coffre.domain.messages import DEFAULT_MAX_MESSAGE_BYTES
+
+TEST_KEYS = RecordKeys.parse("test:" + "dGVzdC1rZXktb2YtY29mZnJlLXRlc3RzLTMyLWJ5dGVzISE=")
+"""The record keys of the tests' folds (32 bytes): the copies one fold forwards verify at another."""
 
 
 class IngestFold:
@@ -32,7 +36,9 @@ def ingest_batch(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     published_below: int = 0,
 ) -> StepCounts:
-    result = IngestStep(topics, limits, max_message_bytes).run(fold.state, batch, published_below)
+    result = IngestStep(topics, limits, max_message_bytes, keys=TEST_KEYS).run(
+        fold.state, batch, published_below
+    )
     fold.outputs += result.outputs
     result.counts.publish_metrics()
     return result.counts

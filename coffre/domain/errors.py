@@ -25,6 +25,7 @@ class ReasonCode(StrEnum):
     UNKNOWN_EVENT = "UNKNOWN_EVENT"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    RESERVED_HEADER = "RESERVED_HEADER"
     # -- structure --------------------------------------------------------------------
     MISSING_ELEMENT = "MISSING_ELEMENT"
     UNEXPECTED_ELEMENT = "UNEXPECTED_ELEMENT"

@@ -10,8 +10,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from .authenticity import Purpose, RecordKeys
 from .errors import Problem, Rejected
 from .limits import MAX_HEADER_BYTES, MAX_PROBLEM_TEXT, clip
+from .routing import coffre_key
 
 # headers -------------------------------------------------------------------------------
 CORRELATION_ID = "correlation-id"
@@ -115,6 +117,138 @@ def decode_findings(raw: bytes | str | None) -> tuple[list[dict[str, Any]] | Non
     return findings, omitted or None
 
 
+# records: what one Kafka record carries, and who wrote it --------------------------------
+
+KafkaRecord = tuple[bytes | None, bytes, Headers]
+"""(key, value, headers) of one record."""
+
+
+class InvalidMessage(ValueError):
+    """A record that cannot be what its topic holds (unreadable, or its headers contradict its bytes)."""
+
+
+class ForeignRecord(InvalidMessage):
+    """A record coffre did not write: its ``coffre-auth`` tag is missing or does not verify
+    (:mod:`coffre.domain.authenticity`). Refused and counted, never obeyed."""
+
+
+def _authentic(
+    keys: RecordKeys, purpose: bytes, key: bytes | None, value: bytes, headers: Headers, what: str
+) -> None:
+    if not keys.authentic(purpose, key, value, headers):
+        raise ForeignRecord(f"a {what} coffre did not write (no valid coffre-auth tag)")
+
+
+# the normalized event --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizedEvent:
+    """An event as ingest numbered it, on ``coffre.events.normalized``: its canonical bytes, keyed
+    by IDCoffre, the coffre's fields repeated as headers (so the vault need not parse the XML)."""
+
+    id_oper: str
+    id_coffre: int
+    id_evt: int
+    event_type: str
+    value: bytes
+    correlation_id: str | None
+    supervised: bool
+    ingested_at: float | None
+    findings: list[dict[str, Any]] | None = None
+    """The event's own findings, from ingest's ``coffre-findings`` header: copied into the receipt."""
+    findings_omitted: int | None = None
+
+    @property
+    def key(self) -> bytes:
+        return coffre_key(self.id_coffre)
+
+    @staticmethod
+    def headers_of(
+        passthrough: Headers,
+        event_type: str,
+        id_oper: str,
+        id_coffre: int,
+        id_evt: int,
+        supervised: bool,
+        ingested_at: float,
+    ) -> Headers:
+        """The headers ingest writes (``coffre-findings`` may follow, then the tag): the platform's
+        correlation and source ids as they came, then the coffre's fields."""
+        return [
+            *passthrough,
+            (EVENT_TYPE, event_type.encode()),
+            (ID_OPER, id_oper.encode()),
+            (ID_COFFRE, str(id_coffre).encode()),
+            (ID_EVT, str(id_evt).encode()),
+            (SUPERVISED, b"1" if supervised else b"0"),
+            (INGESTED_AT, repr(ingested_at).encode()),
+        ]
+
+    @staticmethod
+    def seal(keys: RecordKeys, key: bytes, value: bytes, headers: Headers) -> Headers:
+        return keys.seal(Purpose.NORMALIZED, key, value, headers)
+
+    @classmethod
+    def from_record(
+        cls, key: bytes | None, value: bytes, headers: Headers, keys: RecordKeys
+    ) -> NormalizedEvent:
+        """The event of a record of the normalized topic, or :class:`ForeignRecord` when coffre did not
+        write it, or :class:`InvalidMessage` when it is not what ingest writes."""
+        _authentic(keys, Purpose.NORMALIZED, key, value, headers, "normalized event")
+        event = cls.parse(value, headers)
+        if key != event.key:
+            raise InvalidMessage(f"a normalized event of coffre {event.id_coffre} under the key {key!r}")
+        return event
+
+    @classmethod
+    def parse(cls, value: bytes, headers: Headers) -> NormalizedEvent:
+        """The event of a normalized record's value and headers, without authenticating it."""
+        named = dict(reversed(headers))  # the first of a repeated header wins, as in header()
+        try:
+            id_oper = (named.get(ID_OPER) or b"").decode()
+            id_coffre = int(named.get(ID_COFFRE) or b"")
+            id_evt = int(named.get(ID_EVT) or b"")
+            event_type = (named.get(EVENT_TYPE) or b"").decode()
+        except ValueError as exc:  # UnicodeDecodeError included
+            raise InvalidMessage(f"normalized message without coffre headers: {headers!r}") from exc
+        # the headers must say what the bytes say: the journal stores the bytes
+        expected = (
+            value.startswith(f"<{event_type}".encode())
+            and f"<IDOper>{id_oper}</IDOper>".encode() in value
+            and f"<IDCoffre>{id_coffre}</IDCoffre>".encode() in value
+            and f"<IDEvt>{id_evt}</IDEvt>".encode() in value
+        )
+        if not expected:
+            raise InvalidMessage(
+                f"headers {id_oper}/{id_coffre}/{id_evt} {event_type} do not match the event bytes"
+            )
+        correlation_id = named.get(CORRELATION_ID)
+        findings, omitted = decode_findings(named.get(FINDINGS))
+        return cls(
+            id_oper,
+            id_coffre,
+            id_evt,
+            event_type,
+            value,
+            correlation_id.decode("utf-8", "replace") if correlation_id is not None else None,
+            named.get(SUPERVISED) == b"1",
+            _seconds(named.get(INGESTED_AT)),
+            findings,
+            omitted,
+        )
+
+
+def _seconds(raw: bytes | None) -> float | None:
+    """The ingest time header; None when absent or unreadable (it only dates the event)."""
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
 # rejections ----------------------------------------------------------------------------
 
 
@@ -206,6 +340,27 @@ class Rejection:
         data["original"] = base64.b64decode(data["original"])
         return cls(**data)
 
+    def record(self, keys: RecordKeys) -> KafkaRecord:
+        """The record on ``events.rejected``: keyed by the correlation id, which travels as a header
+        too, with the source id; authenticated."""
+        key = (self.correlation_id or "").encode() or None
+        value = self.encode()
+        headers = [
+            (name, text.encode())
+            for name, text in ((CORRELATION_ID, self.correlation_id), (SOURCE_ID, self.source_id))
+            if text is not None
+        ]
+        return key, value, keys.seal(Purpose.REJECTION, key, value, headers)
+
+    @classmethod
+    def from_record(cls, key: bytes | None, value: bytes, headers: Headers, keys: RecordKeys) -> Rejection:
+        """The rejection of a record of ``events.rejected``; :class:`ForeignRecord` when coffre did not write it."""
+        _authentic(keys, Purpose.REJECTION, key, value, headers, "rejection")
+        try:
+            return cls.decode(value)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InvalidMessage(f"an unreadable rejection: {exc}") from exc
+
 
 def _bounded_header(headers: Headers | None, name: str) -> str | None:
     value = header(headers, name)
@@ -271,6 +426,22 @@ class Receipt:
     def decode(cls, raw: bytes) -> Receipt:
         return cls(**json.loads(raw))
 
+    def record(self, keys: RecordKeys) -> KafkaRecord:
+        """The record on ``coffre.receipts``: keyed by IDCoffre, the correlation id as a header, authenticated."""
+        key = coffre_key(self.id_coffre)
+        value = self.encode()
+        headers = [(CORRELATION_ID, self.correlation_id.encode())] if self.correlation_id is not None else []
+        return key, value, keys.seal(Purpose.RECEIPT, key, value, headers)
+
+    @classmethod
+    def from_record(cls, key: bytes | None, value: bytes, headers: Headers, keys: RecordKeys) -> Receipt:
+        """The receipt of a record of ``coffre.receipts``; :class:`ForeignRecord` when coffre did not write it."""
+        _authentic(keys, Purpose.RECEIPT, key, value, headers, "receipt")
+        try:
+            return cls.decode(value)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InvalidMessage(f"an unreadable receipt: {exc}") from exc
+
 
 @dataclass(frozen=True, slots=True)
 class Acquittal:
@@ -334,7 +505,11 @@ _ACQUITTAL_FIELDS = tuple(f.name for f in fields(Acquittal))
 
 __all__ = [
     "Acquittal",
+    "ForeignRecord",
     "Headers",
+    "InvalidMessage",
+    "KafkaRecord",
+    "NormalizedEvent",
     "Problem",
     "Receipt",
     "Rejection",

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
+from coffre.adapters.keys import record_keys
 from coffre.adapters.service import kafka_endpoints, run_until_signalled
 from coffre.config import Settings
-from coffre.domain.messages import Acquittal, Receipt, Rejection
+from coffre.domain.messages import Acquittal, ForeignRecord, Receipt, Rejection
 from coffre.logs import log_context
 from coffre.ops import BrokerCheck, LagMeter, Ops
 
@@ -38,6 +39,8 @@ class AcquittalStats:
     not_acquitted: int = 0
     late: int = 0
     unreadable: int = 0
+    foreign: int = 0
+    """Receipts and rejections coffre did not write: no acquittal comes of them."""
     latencies: list[float] = field(default_factory=list)
 
 
@@ -91,6 +94,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
     topics = settings.topics
     stop = stop or asyncio.Event()
     acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
+    keys = record_keys(settings)
     ops = Ops("acquittal", settings)
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
     recorded_total = metrics.ACQUITTALS.labels("recorded")
@@ -111,18 +115,28 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
                     for tp, records in batches.items():
                         from_vault = tp.topic == topics.receipts
                         for record in records:
+                            headers = list(record.headers or ())
                             try:
                                 if from_vault:
-                                    receipt = Receipt.decode(record.value or b"")
+                                    receipt = Receipt.from_record(
+                                        record.key, record.value or b"", headers, keys
+                                    )
                                     acquittal = acquitter.on_receipt(receipt)
                                     if acquittal:
                                         out.append(acquittal)
                                         if receipt.ingested_at is not None:
                                             ingested.append(receipt.ingested_at)
                                 else:
-                                    out.append(acquitter.on_rejection(Rejection.decode(record.value or b"")))
+                                    rejection = Rejection.from_record(
+                                        record.key, record.value or b"", headers, keys
+                                    )
+                                    out.append(acquitter.on_rejection(rejection))
                                     rejected += 1
-                            except (ValueError, TypeError, KeyError):  # not written by coffre: never crash
+                            except ForeignRecord as exc:  # a stranger's: never acquitted, never a crash
+                                acquitter.stats.foreign += 1
+                                metrics.FOREIGN_RECORDS.labels("acquittal", tp.topic).inc()
+                                log.error("passed over a record at %s offset %d: %s", tp, record.offset, exc)
+                            except (ValueError, TypeError, KeyError):  # unreadable: never crash
                                 acquitter.stats.unreadable += 1
                                 metrics.UNREADABLE.inc()
                                 log.error(

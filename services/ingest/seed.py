@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import PRODUCER_TUNING
+from coffre.adapters.keys import record_keys
 from coffre.config import Settings
 from coffre.domain.routing import coffre_partition
 
@@ -88,12 +89,11 @@ async def seed_from_journals(settings: Settings, journal_root: Path) -> list[Par
     producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers, **PRODUCER_TUNING)
     await producer.start()
     try:
+        keys = record_keys(settings)
         for state in fresh:
+            key, value, headers = state.record(keys)
             await producer.send_and_wait(
-                topics.ingest_state,
-                state.encode(),
-                key=str(state.partition).encode(),
-                partition=state.partition,
+                topics.ingest_state, value, key=key, headers=headers, partition=state.partition
             )
     finally:
         await producer.stop()

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from coffre import metrics
 from coffre.config import Topics
 from coffre.domain.audit.single import check_event
+from coffre.domain.authenticity import AUTH, AUTH_HEADER_BYTES, Purpose, RecordKeys, reserved_headers
 from coffre.domain.catalogue.base import Event
 from coffre.domain.codec import Limits, canonical_bytes
 from coffre.domain.errors import Problem, ReasonCode, Rejected
@@ -35,17 +36,14 @@ from coffre.domain.limits import MAX_HEADER_BYTES
 from coffre.domain.messages import (
     CORRELATION_ID,
     DEFAULT_MAX_MESSAGE_BYTES,
-    EVENT_TYPE,
     FINDINGS,
-    ID_COFFRE,
-    ID_EVT,
-    ID_OPER,
-    INGESTED_AT,
     MAX_FINDINGS_HEADER_BYTES,
     RECORD_FRAMING,
     SOURCE_ID,
-    SUPERVISED,
+    ForeignRecord,
     Headers,
+    KafkaRecord,
+    NormalizedEvent,
     Rejection,
     encode_findings,
     record_size,
@@ -117,6 +115,33 @@ class PartitionState:
             },
             separators=(",", ":"),
         ).encode()
+
+    def record(self, keys: RecordKeys) -> KafkaRecord:
+        """The snapshot's record on ``<prefix>ingest.state`` (partition p's on partition p), authenticated:
+        a snapshot is what a take-over folds from, so a stranger's must never be taken for one."""
+        key = str(self.partition).encode()
+        value = self.encode()
+        return key, value, keys.seal(Purpose.snapshot(self.partition), key, value, [])
+
+    @classmethod
+    def from_record(
+        cls,
+        key: bytes | None,
+        value: bytes,
+        headers: Headers,
+        partition: int,
+        partitions: int,
+        keys: RecordKeys,
+    ) -> PartitionState:
+        """The snapshot of a record of partition ``partition`` of ``<prefix>ingest.state``;
+        :class:`ForeignRecord` when coffre did not write it (skipped by the reader: a stranger's record
+        must neither move the fold nor stop ingest), :class:`SnapshotError` when coffre did and it
+        cannot be used."""
+        if not keys.authentic(Purpose.snapshot(partition), key, value, headers):
+            raise ForeignRecord(
+                f"a record on partition {partition} of ingest's snapshots that coffre did not write"
+            )
+        return cls.decode(value, partition, partitions)
 
     @classmethod
     def decode(cls, data: bytes, partition: int, partitions: int) -> PartitionState:
@@ -237,10 +262,13 @@ class IngestStep:
         topics: Topics,
         limits: Limits,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        *,
+        keys: RecordKeys,
     ):
         self.topics = topics
         self.limits = limits
         self.max_message_bytes = max_message_bytes
+        self.keys = keys
 
     def run(self, state: PartitionState, batch: list[InputMessage], published_below: int = 0) -> StepResult:
         """Fold ``batch`` (inputs of ``state.partition``, in offset order) into ``state``.
@@ -265,20 +293,38 @@ class IngestStep:
         return StepResult(outputs, counts)
 
     def _fold(self, state: PartitionState, message: InputMessage, counts: StepCounts) -> Output | None:
-        source = forwarded_from(_header_bytes(message.headers, FORWARDED_FROM))
-        if source is not None and source[0] != state.partition and source[0] < state.partitions:
+        reserved = reserved_headers(message.headers)
+        source = None
+        if reserved:
+            source = self._authentic_copy(state, message, reserved)
+            if source is None:
+                return self._rejection(message, _reserved_header(reserved))
             if source[1] <= state.forwarded.get(source[0], -1):
                 counts.duplicate_copies += 1
                 return None
             state.forwarded[source[0]] = source[1]
-        else:
-            source = None
         try:
             return self._event(state, message, copy=source is not None)
         except Rejected as refusal:
             return self._rejection(message, refusal)
         except Exception as exc:
             return self._internal_error(message, exc)
+
+    def _authentic_copy(
+        self, state: PartitionState, message: InputMessage, reserved: list[str]
+    ) -> tuple[int, int] | None:
+        """The (partition, offset) of the original when ``message`` is a copy ingest forwarded to this
+        partition (its two coffre headers, its tag verified for this partition), else None: whatever a
+        platform writes, it cannot move the fold's marks."""
+        if sorted(reserved) != sorted((AUTH, FORWARDED_FROM)):
+            return None
+        source = forwarded_from(_header_bytes(message.headers, FORWARDED_FROM))
+        if source is None or source[0] == state.partition or source[0] >= state.partitions:
+            return None
+        # the key is left out of the tag: the fold reads the coffre from the value, never from the key
+        if not self.keys.authentic(Purpose.forward(state.partition), None, message.value, message.headers):
+            return None
+        return source
 
     def _event(self, state: PartitionState, message: InputMessage, copy: bool) -> Output:
         """The event under the IDEvt it takes, its forwarded copy, or Rejected."""
@@ -306,16 +352,10 @@ class IngestStep:
                 )
         id_evt = (last or 0) + 1
         value = canonical_bytes(event.with_id_evt(id_evt))
-        headers = [
-            *passthrough,
-            (EVENT_TYPE, event.xml_tag.encode()),
-            (ID_OPER, event.id_oper.encode()),
-            (ID_COFFRE, str(event.id_coffre).encode()),
-            (ID_EVT, str(id_evt).encode()),
-            (SUPERVISED, b"1" if event.supervised else b"0"),
-            (INGESTED_AT, repr(time.time()).encode()),
-        ]
-        size = record_size(key, value, headers)
+        headers = NormalizedEvent.headers_of(
+            passthrough, event.xml_tag, event.id_oper, event.id_coffre, id_evt, event.supervised, time.time()
+        )
+        size = record_size(key, value, headers) + AUTH_HEADER_BYTES
         if size > self.max_message_bytes:
             raise Rejected(
                 [
@@ -337,7 +377,7 @@ class IngestStep:
             self.topics.normalized,
             key,
             value,
-            headers,
+            NormalizedEvent.seal(self.keys, key, value, headers),
             offset=message.offset,
             event_type=event.xml_tag,
             coffre=coffre,
@@ -365,10 +405,10 @@ class IngestStep:
 
     def _forward(self, state: PartitionState, message: InputMessage, target: int, key: bytes) -> Output:
         headers = [
-            *((name, value) for name, value in message.headers if name != FORWARDED_FROM),
+            *message.headers,  # a platform's own: an input with coffre's headers never gets here
             (FORWARDED_FROM, b"%d:%d" % (state.partition, message.offset)),
         ]
-        size = record_size(key, message.value, headers)
+        size = record_size(key, message.value, headers) + AUTH_HEADER_BYTES
         if size > self.max_message_bytes:
             raise Rejected(
                 [
@@ -385,7 +425,7 @@ class IngestStep:
             self.topics.events_in,
             key,
             message.value,
-            headers,
+            self.keys.seal(Purpose.forward(target), None, message.value, headers),
             offset=message.offset,
             partition=target,
             forward=True,
@@ -409,16 +449,11 @@ class IngestStep:
                 message.offset,
                 ", ".join(refusal.codes),
             )
-        key = (rejection.correlation_id or "").encode() or None
-        headers = [
-            (name, value.encode())
-            for name, value in ((CORRELATION_ID, rejection.correlation_id), (SOURCE_ID, rejection.source_id))
-            if value is not None
-        ]
+        key, value, headers = rejection.record(self.keys)
         return Output(
             self.topics.rejected,
             key,
-            rejection.encode(),
+            value,
             headers,
             offset=message.offset,
             reasons=tuple(refusal.codes),
@@ -454,6 +489,19 @@ def _passthrough(headers: Headers) -> Headers:
             )
         kept.append((name, value))
     return kept
+
+
+def _reserved_header(names: list[str]) -> Rejected:
+    return Rejected(
+        [
+            Problem(
+                ReasonCode.RESERVED_HEADER,
+                f"headers/{names[0]}",
+                f"headers named coffre-… are coffre's own, authenticated, and these are not coffre's: "
+                f"{', '.join(sorted(set(names)))[:200]}",
+            )
+        ]
+    )
 
 
 def _header_bytes(headers: Headers, name: str) -> bytes | None:

@@ -20,25 +20,15 @@ The same IDEvt with other bytes is a real breach (two writers of one coffre): :c
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from coffre import metrics
 from coffre.adapters.journal import Journal, JournalSet
-from coffre.domain.messages import (
-    CORRELATION_ID,
-    EVENT_TYPE,
-    FINDINGS,
-    ID_COFFRE,
-    ID_EVT,
-    ID_OPER,
-    INGESTED_AT,
-    SUPERVISED,
-    Headers,
-    Receipt,
-    decode_findings,
-    now_iso,
-)
+from coffre.domain.authenticity import RecordKeys
+from coffre.domain.messages import ForeignRecord, Headers, InvalidMessage, NormalizedEvent, Receipt, now_iso
+from coffre.domain.routing import coffre_partition
 from coffre.logs import log_context
 
 log = logging.getLogger("coffre.vault")
@@ -49,70 +39,8 @@ class VaultHalt(Exception):
     The vault stops rather than write a broken chain: the event stays on Kafka."""
 
 
-class InvalidMessage(ValueError):
-    """A message on the normalized topic that ingest did not write (headers missing or
-    not matching the event's bytes)."""
-
-
-@dataclass(frozen=True, slots=True)
-class NormalizedMessage:
-    id_oper: str
-    id_coffre: int
-    id_evt: int
-    event_type: str
-    value: bytes
-    correlation_id: str | None
-    supervised: bool
-    ingested_at: float | None
-    findings: list[dict[str, Any]] | None = None
-    """The event's own findings, from ingest's ``coffre-findings`` header: copied into the receipt."""
-    findings_omitted: int | None = None
-
-    @classmethod
-    def parse(cls, value: bytes, headers: Headers) -> NormalizedMessage:
-        named = dict(reversed(headers))  # the first of a repeated header wins, as in messages.header
-        try:
-            id_oper = (named.get(ID_OPER) or b"").decode()
-            id_coffre = int(named.get(ID_COFFRE) or b"")
-            id_evt = int(named.get(ID_EVT) or b"")
-            event_type = (named.get(EVENT_TYPE) or b"").decode()
-        except ValueError as exc:  # UnicodeDecodeError included
-            raise InvalidMessage(f"normalized message without coffre headers: {headers!r}") from exc
-        # the headers must say what the bytes say: the journal stores the bytes
-        expected = (
-            value.startswith(f"<{event_type}".encode())
-            and f"<IDOper>{id_oper}</IDOper>".encode() in value
-            and f"<IDCoffre>{id_coffre}</IDCoffre>".encode() in value
-            and f"<IDEvt>{id_evt}</IDEvt>".encode() in value
-        )
-        if not expected:
-            raise InvalidMessage(
-                f"headers {id_oper}/{id_coffre}/{id_evt} {event_type} do not match the event bytes"
-            )
-        correlation_id = named.get(CORRELATION_ID)
-        findings, omitted = decode_findings(named.get(FINDINGS))
-        return cls(
-            id_oper,
-            id_coffre,
-            id_evt,
-            event_type,
-            value,
-            correlation_id.decode("utf-8", "replace") if correlation_id is not None else None,
-            named.get(SUPERVISED) == b"1",
-            _seconds(named.get(INGESTED_AT)),
-            findings,
-            omitted,
-        )
-
-
-def _seconds(raw: bytes | None) -> float | None:
-    """The ingest time header; None when absent or unreadable (it only dates the event)."""
-    if not raw:
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        return None
+NormalizedMessage = NormalizedEvent
+"""The event of a normalized record (its definition is the domain's, beside the other records)."""
 
 
 @dataclass
@@ -121,6 +49,16 @@ class RecordCounts:
     redelivered: int = 0
     ahead: int = 0
     foreign: int = 0
+    """Records coffre did not write (no valid tag, or on another coffre's partition), or unreadable."""
+
+
+class KafkaRecordLike(Protocol):
+    """What the vault reads of a consumer record."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Iterable[tuple[str, bytes]]
+    partition: int
 
 
 Recorded = tuple[NormalizedMessage, bytes]
@@ -128,10 +66,51 @@ Recorded = tuple[NormalizedMessage, bytes]
 
 
 class Recorder:
-    def __init__(self, journals: JournalSet, counts: RecordCounts | None = None):
+    def __init__(
+        self,
+        journals: JournalSet,
+        counts: RecordCounts | None = None,
+        *,
+        keys: RecordKeys | None = None,
+        partitions: int | None = None,
+    ):
         self.journals = journals
         self.counts = counts or RecordCounts()
+        self.keys = keys
+        """The record keys the normalized records must carry a tag of (:meth:`record_records`)."""
+        self.partitions = partitions
+        """The partition count of the normalized topic: a coffre's events are on its own partition."""
         self._grown: dict[tuple[str, int], Journal] = {}
+
+    def record_records(self, records: Iterable[KafkaRecordLike]) -> list[Recorded]:
+        """:meth:`record` for records of the normalized topic as Kafka delivers them: each must be
+        coffre's (its tag verified, :class:`~coffre.domain.messages.ForeignRecord` otherwise) and on
+        its coffre's partition (a genuine record replayed onto another partition would start a second
+        chain of that coffre on another vault replica). Any other is passed over, counted and
+        logged: a stranger's record never halts the vault nor takes an IDEvt."""
+        assert self.keys is not None and self.partitions is not None
+        events: list[NormalizedEvent] = []
+        for r in records:
+            try:
+                event = NormalizedEvent.from_record(r.key, r.value or b"", list(r.headers or ()), self.keys)
+                if coffre_partition(event.id_coffre, self.partitions) != r.partition:
+                    raise ForeignRecord(
+                        f"coffre {event.id_oper}/{event.id_coffre} IDEvt {event.id_evt} on partition {r.partition}, "
+                        f"not its coffre's ({coffre_partition(event.id_coffre, self.partitions)})"
+                    )
+            except InvalidMessage as exc:
+                self._foreign(exc, r.partition)
+                continue
+            events.append(event)
+        return self.record_events(events)
+
+    def _foreign(self, exc: InvalidMessage, partition: int | None = None) -> None:
+        self.counts.foreign += 1
+        reason = "not_from_coffre" if isinstance(exc, ForeignRecord) else "not_from_ingest"
+        metrics.EVENTS_SKIPPED.labels(reason).inc()
+        metrics.FOREIGN_RECORDS.labels("vault", reason).inc()
+        where = f" (partition {partition})" if partition is not None else ""
+        log.error("passed over a normalized record%s that ingest did not write: %s", where, exc)
 
     def append(self, messages: list[tuple[bytes, Headers]]) -> list[Receipt]:
         """:meth:`record` then :meth:`receipts`, stamped now. Not durable: call :meth:`sync`
@@ -142,20 +121,23 @@ class Recorder:
         """Append what is new among ``(value, headers)`` messages of the normalized topic, and
         return what is recorded or was already, with its chain hash. Not durable: call
         :meth:`sync` before making receipts of them."""
+        events = []
+        for value, headers in messages:
+            try:
+                events.append(NormalizedEvent.parse(value, headers))
+            except InvalidMessage as exc:
+                self._foreign(exc)
+        return self.record_events(events)
+
+    def record_events(self, events: Iterable[NormalizedEvent]) -> list[Recorded]:
+        """Append what is new among ``events``; see :meth:`record`."""
         recorded: list[Recorded] = []
         counts = self.counts
         grown = self._grown
         journals = self.journals
         new = redelivered = 0
         try:
-            for value, headers in messages:
-                try:
-                    m = NormalizedMessage.parse(value, headers)
-                except InvalidMessage as exc:
-                    counts.foreign += 1
-                    metrics.EVENTS_SKIPPED.labels("not_from_ingest").inc()
-                    log.error("passed over a message ingest did not write: %s", exc)
-                    continue
+            for m in events:
                 journal = journals.journal(m.id_oper, m.id_coffre)
                 last = journal.last_id_evt
                 if m.id_evt == last + 1:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import COMMIT_INTERVAL
+from coffre.adapters.keys import record_keys
 from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
 from coffre.config import Settings, configuration_error
 from coffre.domain.messages import now_iso
@@ -62,7 +63,8 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     journal_dir = settings.journal_root
     journal_dir.mkdir(parents=True, exist_ok=True)
     journals = JournalSet(journal_dir)
-    recorder = Recorder(journals)
+    keys = record_keys(settings)
+    recorder = Recorder(journals, keys=keys, partitions=settings.partitions)
     storage = archive_storage(settings)
     key = signer(settings)
     sealer = Sealer(
@@ -87,17 +89,11 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
                 sealing.check()  # the archive and the journal disagree: halt
                 batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
                 if batches:
-                    recorded = recorder.record(
-                        [(r.value or b"", r.headers or ()) for records in batches.values() for r in records]
-                    )
+                    recorded = recorder.record_records(r for records in batches.values() for r in records)
                     await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
                     sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
-                    await kafka.send_all(
-                        topics.receipts,
-                        (
-                            (str(r.id_coffre).encode(), r.encode(), r.correlation_id)
-                            for r in recorder.receipts(recorded, now_iso())
-                        ),
+                    await kafka.send_records(
+                        topics.receipts, (r.record(keys) for r in recorder.receipts(recorded, now_iso()))
                     )
                     kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
                 await lag.update()

@@ -134,7 +134,7 @@ def test_an_event_on_another_partition_is_forwarded_once_and_numbered_by_the_own
     assert header(target.outputs[1].headers, CORRELATION_ID) == "c-1"  # carried to the acquittal
 
 
-def test_a_copy_claiming_to_come_from_its_own_partition_is_an_ordinary_input():
+def test_a_copy_claiming_to_come_from_its_own_partition_is_refused_and_moves_no_mark():
     coffre, owner, _ = _misrouted(4)
     raw = other_coffre(POINSCRIT, coffre)
     fold = IngestFold(owner, 4)
@@ -142,7 +142,9 @@ def test_a_copy_claiming_to_come_from_its_own_partition_is_an_ordinary_input():
     counts = ingest_batch(
         [InputMessage(owner, 0, raw, forged), InputMessage(owner, 1, raw, forged)], fold, TOPICS, LIMITS
     )
-    assert (counts.accepted, counts.duplicate_copies) == (2, 0)
+    assert (counts.accepted, counts.rejected, counts.duplicate_copies) == (0, 2, 0)
+    assert [Rejection.decode(o.value).codes for o in fold.outputs] == [["RESERVED_HEADER"]] * 2
+    assert fold.state.forwarded == {} and fold.state.counters == {}
 
 
 def test_a_snapshot_of_another_partitioning_is_refused():
