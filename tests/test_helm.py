@@ -276,9 +276,11 @@ def test_no_secret_is_rendered_but_the_record_keys_the_chart_makes(rendered: Ren
         assert made["metadata"]["name"] == "coffre-record-keys"
         assert made["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
         assert set(made["data"]) == {"keys"}
+        from coffre.domain.authenticity import RecordKeys
+
         (line,) = base64.b64decode(made["data"]["keys"]).decode().splitlines()
-        key_id, key = line.split(":")
-        assert re.fullmatch(r"[a-z0-9]+", key_id) and len(base64.b64decode(key, validate=True)) == 32
+        keys = RecordKeys.parse(line)  # what the services will read: one key, 256 bits
+        assert len(keys.keys) == 1 and len(keys.keys[0][1]) == 32
     for configmap in of_kind(docs, "ConfigMap"):
         dumped = yaml.safe_dump(configmap)
         assert "PRIVATE KEY" not in dumped and "PASSWORD:" not in dumped.replace("PASSWORD_FILE:", "")
