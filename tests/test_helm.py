@@ -6,11 +6,13 @@ shared library (helm_python/lib/libhelm_c.so, Helm v4), bound with ctypes. `helm
 first, as `helm template` does). The tests skip when that package or its library is missing.
 
 Every rendered manifest is validated against the Kubernetes 1.30 JSON schemas bundled in
-kubernetes-validate (strict: unknown fields fail), without network.
+kubernetes-validate (strict: unknown fields fail), without network; Strimzi's KafkaTopics and
+KafkaUsers, which those schemas do not know, against tests/helm/strimzi-v1beta2.schema.json.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -26,6 +28,8 @@ from coffre.config import Settings
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy" / "helm" / "coffre"
 MINIMAL = ROOT / "tests" / "helm" / "minimal.yaml"
+STRIMZI_SCHEMA = ROOT / "tests" / "helm" / "strimzi-v1beta2.schema.json"
+OPERATIONS = ROOT / "docs" / "operations.md"
 S3 = CHART / "values-s3.yaml"
 KUBERNETES = "1.30.0"
 COMPONENTS = ("ingest", "vault", "acquittal", "auditor")
@@ -33,8 +37,13 @@ COMPONENTS = ("ingest", "vault", "acquittal", "auditor")
 (with a local archive it is a container of the vault pods)."""
 # Variables the chart may set that are not coffre's own: boto3's, from an existing Secret.
 AWS_CREDENTIALS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
-# Kinds of CRDs the Kubernetes schemas do not know (the optional ServiceMonitor).
-CUSTOM_KINDS = {"ServiceMonitor"}
+# Kinds of CRDs the Kubernetes schemas do not know (the optional ServiceMonitor; Strimzi's, checked
+# against tests/helm/strimzi-v1beta2.schema.json).
+CUSTOM_KINDS = {"ServiceMonitor", "KafkaTopic", "KafkaUser"}
+STRIMZI_KINDS = {"KafkaTopic", "KafkaUser"}
+# The pod volumes of the services that talk to Kafka: the brokers' CA, the service's own principal,
+# the record keys. Never mounted by the regulator API's container.
+KAFKA_VOLUMES = {"kafka-ca", "kafka-client", "kafka-password", "kafka-oauth", "record-keys"}
 
 Manifest = dict[str, Any]
 Rendered = dict[str, list[Manifest]]  # value set -> its manifests
@@ -114,7 +123,37 @@ EVERYTHING = merged(
     },
 )
 
-VALUE_SETS = {"minimal": load(MINIMAL), "s3": load(S3), "everything": EVERYTHING}
+# Mutual TLS with certificates from existing Secrets (one of them encrypted), and an existing
+# record keys Secret, in the value set that turns everything on.
+EVERYTHING = merged(
+    EVERYTHING,
+    {
+        "kafka": {
+            "securityProtocol": "SSL",
+            "tls": {"caSecret": "kafka-ca", "checkHostname": False},
+            "principals": {
+                component: {"certificate": {"existingSecret": f"kafka-{component}-tls"}}
+                for component in COMPONENTS
+            },
+        },
+        "recordKeys": {"existingSecret": "coffre-record-keys-2025"},
+    },
+)
+EVERYTHING["kafka"]["principals"]["vault"]["certificate"]["keyPasswordKey"] = "key-password"
+
+# A production cluster run by Strimzi: SASL_SSL with SCRAM-SHA-512, the chart's KafkaTopics and
+# KafkaUsers (each service its own principal, its password in its KafkaUser's Secret).
+STRIMZI = merged(
+    load(MINIMAL),
+    {
+        "kafka": {"securityProtocol": "SASL_SSL", "sasl": {"mechanism": "SCRAM-SHA-512"}},
+        "strimzi": {"enabled": True, "clusterName": "main"},
+        "networkPolicy": {"egress": {"kafka": {"namespaces": ["kafka"], "ports": [9093]}}},
+    },
+)
+
+VALUE_SETS = {"minimal": load(MINIMAL), "s3": load(S3), "everything": EVERYTHING, "strimzi": STRIMZI}
+ALL = sorted(VALUE_SETS)
 
 
 @pytest.fixture(scope="module")
@@ -187,14 +226,14 @@ def every_container(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any
 # --- helm lint, helm template, Kubernetes schemas ---------------------------------------
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_helm_lint_is_clean(values: str) -> None:
     report = helm.lint(CHART, VALUE_SETS[values], strict=True, kube_version=f"v{KUBERNETES}")
     problems = [m for m in report["messages"] if m["severity"] >= 2]  # 2 warning, 3 error
     assert not problems and not report["errors"], report
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_every_manifest_is_valid_for_kubernetes(rendered: Rendered, values: str) -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     docs = rendered[values]
@@ -222,15 +261,33 @@ def test_the_schema_is_draft_07_and_takes_the_example_values() -> None:
 # --- what the manifests must say ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
-def test_no_secret_is_rendered(rendered: Rendered, values: str) -> None:
-    """Key material never goes through Helm: every Secret exists beforehand and is referenced."""
-    assert of_kind(rendered[values], "Secret") == []
-    for configmap in of_kind(rendered[values], "ConfigMap"):
-        assert "PRIVATE KEY" not in yaml.safe_dump(configmap)
+@pytest.mark.parametrize("values", ALL)
+def test_no_secret_is_rendered_but_the_record_keys_the_chart_makes(rendered: Rendered, values: str) -> None:
+    """Key material never goes through Helm: every Secret exists beforehand and is referenced.
+    The one exception is the record keys' Secret, when no existing one is named: the chart makes it
+    once (random, looked up and kept on later upgrades) and never deletes it."""
+    docs = rendered[values]
+    secrets = of_kind(docs, "Secret")
+    existing = VALUE_SETS[values].get("recordKeys", {}).get("existingSecret")
+    if existing:
+        assert secrets == []
+    else:
+        (made,) = secrets
+        assert made["metadata"]["name"] == "coffre-record-keys"
+        assert made["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert set(made["data"]) == {"keys"}
+        from coffre.domain.authenticity import RecordKeys
+
+        (line,) = base64.b64decode(made["data"]["keys"]).decode().splitlines()
+        keys = RecordKeys.parse(line)  # what the services will read: one key, 256 bits
+        assert len(keys.keys) == 1 and len(keys.keys[0][1]) == 32
+    for configmap in of_kind(docs, "ConfigMap"):
+        dumped = yaml.safe_dump(configmap)
+        assert "PRIVATE KEY" not in dumped and "PASSWORD:" not in dumped.replace("PASSWORD_FILE:", "")
+        assert "COFFRE_RECORD_KEYS:" not in dumped and "COFFRE_KAFKA_SASL_PASSWORD:" not in dumped
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_every_pod_is_locked_down(rendered: Rendered, values: str) -> None:
     for component, workload in workloads(rendered[values]).items():
         pod = workload["spec"]["template"]["spec"]
@@ -262,15 +319,18 @@ def test_every_pod_is_locked_down(rendered: Rendered, values: str) -> None:
             assert each["args"] == ["regulator-api" if each["name"] == "regulator" else component], where
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_secret_volumes_are_mounted_read_only(rendered: Rendered, values: str) -> None:
     for component, workload in workloads(rendered[values]).items():
         pod = workload["spec"]["template"]["spec"]
-        # Secrets, and the ConfigMaps that stand for them (client CA, older certificates).
+        # Secrets, the ConfigMaps that stand for them (client CA, older certificates), and a
+        # projected service-account token (Kafka's OAUTHBEARER).
         protected = {
-            v["name"]: v.get("secret") or v["configMap"]
+            v["name"]: v.get("secret") or v.get("projected") or v["configMap"]
             for v in pod["volumes"]
-            if "secret" in v or ("configMap" in v and v["name"] in ("api-client-ca", "trusted-certs"))
+            if "secret" in v
+            or "projected" in v
+            or ("configMap" in v and v["name"] in ("api-client-ca", "trusted-certs"))
         }
         for source in protected.values():
             assert source["defaultMode"] == 0o440
@@ -278,8 +338,13 @@ def test_secret_volumes_are_mounted_read_only(rendered: Rendered, values: str) -
             for mount in each["volumeMounts"]:
                 if mount["name"] in protected:
                     assert mount.get("readOnly") is True, f"{component}: {mount}"
-        if component not in ("vault", "regulator"):
-            assert not protected, component
+            if each["name"] == "regulator":  # the regulator API never talks to Kafka
+                assert not KAFKA_VOLUMES & {m["name"] for m in each["volumeMounts"]}, component
+        if component == "regulator":
+            assert not KAFKA_VOLUMES & set(protected)
+        elif component != "vault":
+            assert set(protected) <= KAFKA_VOLUMES, component
+            assert "record-keys" in protected, component
     vault = workloads(rendered[values])["vault"]["spec"]["template"]["spec"]
     assert "signing" in {v["name"] for v in vault["volumes"]}
 
@@ -331,7 +396,7 @@ def test_static_s3_credentials_come_from_an_existing_secret(rendered: Rendered) 
         )
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_ingest_scales_out_without_a_volume(rendered: Rendered, values: str) -> None:
     """ingest's counters are in Kafka (<prefix>ingest.state): replicas, rolling updates that never
     leave fewer replicas than asked, no PersistentVolumeClaim, a budget of one available."""
@@ -356,7 +421,7 @@ def test_ingest_scales_out_without_a_volume(rendered: Rendered, values: str) -> 
     assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels(ingest).items()
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_the_auditor_is_a_deployment_of_its_own_with_its_state_in_kafka(
     rendered: Rendered, values: str
 ) -> None:
@@ -371,7 +436,7 @@ def test_the_auditor_is_a_deployment_of_its_own_with_its_state_in_kafka(
     assert {"name": "ops", "containerPort": 8080, "protocol": "TCP"} in main["ports"]
     pod = auditor["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert set(volumes) == {"tmp", "data"} and "emptyDir" in volumes["data"]
+    assert set(volumes) - KAFKA_VOLUMES == {"tmp", "data"} and "emptyDir" in volumes["data"]
     env = environment(docs, main)
     assert {"name": "data", "mountPath": env["COFFRE_DATA_DIR"]} in main["volumeMounts"]
     assert "COFFRE_ARCHIVE_BACKEND" not in env and "COFFRE_SIGNING_KEY" not in env  # no vault secrets
@@ -388,7 +453,8 @@ def test_the_auditor_is_a_deployment_of_its_own_with_its_state_in_kafka(
             continue
         if policy["metadata"]["name"] == "coffre-egress":
             ports = {p["port"] for rule in spec["egress"] for p in rule.get("ports", [])}
-            assert 9092 in ports
+            in_force = merged(load(CHART / "values.yaml"), VALUE_SETS[values])
+            assert set(in_force["networkPolicy"]["egress"]["kafka"]["ports"]) <= ports
             break
     else:
         raise AssertionError("no egress policy lets the auditor reach Kafka")
@@ -541,7 +607,7 @@ def test_the_api_service_reaches_the_regulator_api_on_8443(rendered: Rendered, v
     assert environment(docs, serving)["COFFRE_API_PORT"] == "8443"
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_the_grace_period_outlasts_the_drain(rendered: Rendered, values: str) -> None:
     docs = rendered[values]
     for component, workload, each in every_container(docs):
@@ -578,7 +644,7 @@ def test_pods_roll_when_their_configuration_changes(chart: Any) -> None:
 # --- the chart cannot drift from coffre/config.py -----------------------------------------
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_every_variable_the_chart_sets_is_a_setting(rendered: Rendered, values: str) -> None:
     settings = {f"COFFRE_{name.upper()}" for name in Settings.model_fields}
     extra = {var["name"] for var in VALUE_SETS[values].get("extraEnv", [])}
@@ -591,7 +657,7 @@ def test_every_variable_the_chart_sets_is_a_setting(rendered: Rendered, values: 
                 assert name in AWS_CREDENTIALS | extra, f"{component}: {name}"
 
 
-@pytest.mark.parametrize("values", ["minimal", "s3", "everything"])
+@pytest.mark.parametrize("values", ALL)
 def test_settings_accept_the_rendered_configuration(
     rendered: Rendered, values: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -620,6 +686,295 @@ def test_settings_accept_the_rendered_configuration(
         if component == "vault" and not sidecar:
             assert settings.vault_replicas == workload["spec"]["replicas"]
             assert settings.signing_key is not None
+
+
+# --- Kafka: a secured cluster, one principal per service, the record keys, Strimzi ---------
+
+# Strimzi with mutual TLS: each service presents its KafkaUser's certificate.
+STRIMZI_TLS = merged(
+    STRIMZI,
+    {"kafka": {"securityProtocol": "SSL", "sasl": {"mechanism": ""}}, "strimzi": {"authentication": "tls"}},
+)
+# OAUTHBEARER: a projected token of each service's own ServiceAccount.
+OAUTH = merged(
+    load(MINIMAL),
+    {
+        "kafka": {
+            "securityProtocol": "SASL_SSL",
+            "sasl": {"mechanism": "OAUTHBEARER", "oauthbearer": {"audience": "kafka.example.internal"}},
+        }
+    },
+)
+KAFKA_VALUE_SETS = {**VALUE_SETS, "strimzi-tls": STRIMZI_TLS, "oauth": OAUTH}
+
+
+@pytest.fixture(scope="module")
+def kafka_rendered(chart: Any, rendered: Rendered) -> Rendered:
+    extra = {name: render(chart, KAFKA_VALUE_SETS[name]) for name in ("strimzi-tls", "oauth")}
+    return {**rendered, **extra}
+
+
+def mounted_file(workload: Manifest, each: dict[str, Any], path: str) -> tuple[Manifest, str]:
+    """The pod volume that gives container ``each`` the file ``path``, and the Secret key it comes
+    from ("serviceAccountToken" for a projected token); the mount must be read-only."""
+    volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+    for mount in each["volumeMounts"]:
+        folder = mount["mountPath"].rstrip("/") + "/"
+        if not path.startswith(folder):
+            continue
+        assert mount.get("readOnly") is True, mount
+        volume, name = volumes[mount["name"]], path[len(folder) :]
+        if "secret" in volume:
+            (key,) = [item["key"] for item in volume["secret"]["items"] if item["path"] == name]
+            return volume, key
+        (source,) = volume["projected"]["sources"]
+        assert source["serviceAccountToken"]["path"] == name
+        return volume, "serviceAccountToken"
+    raise AssertionError(f"{each['name']}: no mount holds {path}")
+
+
+def strimzi(docs: list[Manifest], kind: str) -> dict[str, Manifest]:
+    return {doc["metadata"]["name"]: doc for doc in of_kind(docs, kind)}
+
+
+def test_a_sasl_ssl_cluster_run_by_strimzi_renders(rendered: Rendered) -> None:
+    """SASL_SSL with SCRAM-SHA-512 and the Strimzi resources: every service is told so, with the
+    cluster's CA, and creates no topic (the KafkaTopics do). Validity: the tests above and below."""
+    docs = rendered["strimzi"]
+    assert len(of_kind(docs, "KafkaTopic")) == 8
+    assert set(strimzi(docs, "KafkaUser")) == {f"coffre-{c}" for c in COMPONENTS} | {"coffre-platform"}
+    for component, workload in workloads(docs).items():
+        env = environment(docs, container(workload))
+        if component not in COMPONENTS:
+            continue
+        assert env["COFFRE_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL", component
+        assert env["COFFRE_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512", component
+        assert env["COFFRE_KAFKA_SSL_CHECK_HOSTNAME"] == "true", component
+        assert env["COFFRE_KAFKA_CREATE_TOPICS"] == "false", component
+        volume, key = mounted_file(workload, container(workload), env["COFFRE_KAFKA_SSL_CA_FILE"])
+        assert (volume["secret"]["secretName"], key) == ("main-cluster-ca-cert", "ca.crt")
+    # Without Strimzi, coffre creates its topics unless told otherwise.
+    plain = rendered["minimal"]
+    for component in COMPONENTS:
+        env = environment(plain, container(workloads(plain)[component]))
+        assert (
+            env["COFFRE_KAFKA_CREATE_TOPICS"] == "true"
+            and env["COFFRE_KAFKA_SECURITY_PROTOCOL"] == "PLAINTEXT"
+        )
+        assert not any(name.startswith(("COFFRE_KAFKA_SSL", "COFFRE_KAFKA_SASL")) for name in env), component
+
+
+@pytest.mark.parametrize("values", ["strimzi", "strimzi-tls", "oauth", "everything"])
+def test_each_service_is_its_own_principal(kafka_rendered: Rendered, values: str) -> None:
+    docs = kafka_rendered[values]
+    users = strimzi(docs, "KafkaUser")
+    identities = set()
+    for component in COMPONENTS:
+        workload = workloads(docs)[component]
+        each = container(workload)
+        env = environment(docs, each)
+        if values == "strimzi":  # SCRAM: its user name, its password from its KafkaUser's Secret
+            assert env["COFFRE_KAFKA_SASL_USERNAME"] == f"coffre-{component}"
+            volume, key = mounted_file(workload, each, env["COFFRE_KAFKA_SASL_PASSWORD_FILE"])
+            assert key == "password" and volume["secret"]["secretName"] in users
+            identity = volume["secret"]["secretName"]
+            assert identity == env["COFFRE_KAFKA_SASL_USERNAME"]
+        elif values == "oauth":  # its own ServiceAccount's token
+            volume, _ = mounted_file(workload, each, env["COFFRE_KAFKA_SASL_OAUTH_TOKEN_FILE"])
+            (source,) = volume["projected"]["sources"]
+            assert source["serviceAccountToken"]["audience"] == "kafka.example.internal"
+            identity = workload["spec"]["template"]["spec"]["serviceAccountName"]
+            assert "COFFRE_KAFKA_SASL_USERNAME" not in env
+        else:  # mutual TLS: its own certificate (its KafkaUser's with Strimzi)
+            cert, cert_key = mounted_file(workload, each, env["COFFRE_KAFKA_SSL_CERT_FILE"])
+            key, key_key = mounted_file(workload, each, env["COFFRE_KAFKA_SSL_KEY_FILE"])
+            assert cert is key
+            identity = cert["secret"]["secretName"]
+            if values == "strimzi-tls":
+                assert identity == f"coffre-{component}" and identity in users
+                assert (cert_key, key_key) == ("user.crt", "user.key")
+            else:
+                assert identity == f"kafka-{component}-tls" and (cert_key, key_key) == ("tls.crt", "tls.key")
+            assert "COFFRE_KAFKA_SASL_USERNAME" not in env and "COFFRE_KAFKA_SASL_MECHANISM" not in env
+            if component == "vault" and values == "everything":
+                _, password = mounted_file(workload, each, env["COFFRE_KAFKA_SSL_KEY_PASSWORD_FILE"])
+                assert password == "key-password"
+        identities.add(identity)
+    assert len(identities) == len(COMPONENTS)  # nobody shares a principal
+    # The regulator API never talks to Kafka: none of it reaches its container.
+    for component, _, each in every_container(docs):
+        if each["name"] == "regulator":
+            env = environment(docs, each)
+            assert not [name for name in env if name.startswith(("COFFRE_KAFKA_", "COFFRE_RECORD_"))], (
+                component
+            )
+
+
+@pytest.mark.parametrize("values", sorted(KAFKA_VALUE_SETS))
+def test_kafka_secrets_are_mounted_files_never_values(kafka_rendered: Rendered, values: str) -> None:
+    docs = kafka_rendered[values]
+    for component in COMPONENTS:
+        workload = workloads(docs)[component]
+        each = container(workload)
+        env = environment(docs, each)
+        assert "COFFRE_KAFKA_SASL_PASSWORD" not in env and "COFFRE_RECORD_KEYS" not in env, component
+        files = [
+            name
+            for name in env
+            if name.startswith(("COFFRE_KAFKA_", "COFFRE_RECORD_")) and name.endswith("_FILE")
+        ]
+        assert "COFFRE_RECORD_KEYS_FILE" in files
+        for name in files:
+            volume, _ = mounted_file(workload, each, env[name])  # read-only, from a Secret or a token
+            assert volume.get("secret", volume.get("projected"))["defaultMode"] == 0o440, name
+        refs = [var for var in each.get("env", []) if "valueFrom" in var]
+        assert {var["name"] for var in refs} <= AWS_CREDENTIALS, component
+
+
+@pytest.mark.parametrize("values", sorted(KAFKA_VALUE_SETS))
+def test_the_record_keys_secret_is_shared_by_every_kafka_service(
+    kafka_rendered: Rendered, values: str
+) -> None:
+    docs = kafka_rendered[values]
+    sources = set()
+    for component in COMPONENTS:
+        workload = workloads(docs)[component]
+        each = container(workload)
+        volume, key = mounted_file(workload, each, environment(docs, each)["COFFRE_RECORD_KEYS_FILE"])
+        sources.add((volume["secret"]["secretName"], key))
+    existing = KAFKA_VALUE_SETS[values].get("recordKeys", {}).get("existingSecret")
+    assert sources == {(existing or "coffre-record-keys", "keys")}
+    made = [secret["metadata"]["name"] for secret in of_kind(docs, "Secret")]
+    assert made == ([] if existing else ["coffre-record-keys"])
+
+
+def test_pods_roll_when_kafka_settings_change(chart: Any) -> None:
+    def checksums(values: dict[str, Any]) -> dict[str, str]:
+        return {
+            component: workload["spec"]["template"]["metadata"]["annotations"].get(
+                "checksum/kafka-config", ""
+            )
+            for component, workload in workloads(render(chart, values)).items()
+        }
+
+    before = checksums(VALUE_SETS["s3"])
+    after = checksums(merged(VALUE_SETS["s3"], {"kafka": {"createTopics": False}}))
+    assert all(before[c] and before[c] != after[c] for c in COMPONENTS)
+    assert before["regulator"] == after["regulator"] == ""  # it has no Kafka settings
+
+
+@pytest.mark.parametrize("values", ["strimzi", "strimzi-tls"])
+def test_strimzi_resources_match_what_strimzi_accepts(kafka_rendered: Rendered, values: str) -> None:
+    import jsonschema
+
+    schema = json.loads(STRIMZI_SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+
+    def validator(kind: str) -> Any:
+        return jsonschema.Draft7Validator({**schema, "$ref": f"#/definitions/{kind}"})
+
+    found = [doc for doc in kafka_rendered[values] if doc["kind"] in STRIMZI_KINDS]
+    assert {doc["kind"] for doc in found} == STRIMZI_KINDS
+    for doc in found:
+        errors = [e.message for e in validator(doc["kind"]).iter_errors(doc)]
+        assert not errors, (doc["kind"], doc["metadata"]["name"], errors)
+        assert doc["metadata"]["labels"]["strimzi.io/cluster"] == "main"
+    # The schema is strict: what Strimzi would refuse, it refuses.
+    user = copy.deepcopy(next(doc for doc in found if doc["kind"] == "KafkaUser"))
+    user["spec"]["authorization"]["acls"][0]["operations"] = ["Raed"]
+    assert list(validator("KafkaUser").iter_errors(user))
+    topic = copy.deepcopy(next(doc for doc in found if doc["kind"] == "KafkaTopic"))
+    topic["spec"]["retention"] = "7d"
+    assert list(validator("KafkaTopic").iter_errors(topic))
+
+
+def documented_acls(prefix: str) -> set[tuple[str, str, str, str, frozenset[str]]]:
+    """docs/operations.md's ACL table: (principal, resource type, name, pattern type, operations)."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    table = text.split("### Who may do what", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(
+        r"^\| `([a-z0-9.-]+)` \| (topic|group)s?( prefixed)? `([^`]+)` \| ([A-Za-z, ]+) \|",
+        table,
+        re.MULTILINE,
+    )
+    assert len(rows) >= 20, rows
+    return {
+        (
+            user,
+            kind,
+            name.replace("<prefix>", prefix),
+            "prefix" if prefixed else "literal",
+            frozenset(ops.split(", ")),
+        )
+        for user, kind, prefixed, name, ops in rows
+    }
+
+
+def test_the_strimzi_acls_are_the_documented_table(chart: Any) -> None:
+    """The KafkaUsers grant exactly the table of docs/operations.md, whatever the topic prefix."""
+    prefix = "acme.coffre."
+    docs = render(chart, merged(STRIMZI, {"kafka": {"topicPrefix": prefix}}))
+    rendered_acls = set()
+    for name, user in strimzi(docs, "KafkaUser").items():
+        assert user["spec"]["authentication"] == {"type": "scram-sha-512"}
+        assert user["spec"]["authorization"]["type"] == "simple"
+        for acl in user["spec"]["authorization"]["acls"]:
+            assert acl.get("type", "allow") == "allow" and acl["host"] == "*"
+            resource = acl["resource"]
+            rendered_acls.add(
+                (
+                    name,
+                    resource["type"],
+                    resource["name"],
+                    resource["patternType"],
+                    frozenset(acl["operations"]),
+                )
+            )
+    assert rendered_acls == documented_acls(prefix)
+    # Quotas: a platform's produce rate is capped, coffre's own principals are not.
+    users = strimzi(docs, "KafkaUser")
+    assert users["coffre-platform"]["spec"]["quotas"]["producerByteRate"] > 0
+    assert all("quotas" not in users[f"coffre-{c}"]["spec"] for c in COMPONENTS)
+    # Nobody but acquittal may write acquittals, nobody but ingest the normalized topic.
+    writers = {
+        acl[2]: {u for u, _, n, _, ops in rendered_acls if n == acl[2] and "Write" in ops}
+        for acl in rendered_acls
+    }
+    assert writers[f"{prefix}acquittals"] == {"coffre-acquittal"}
+    assert writers[f"{prefix}events.normalized"] == {"coffre-ingest"}
+    assert writers[f"{prefix}receipts"] == {"coffre-vault"}
+
+
+def documented_topic_settings() -> dict[str, dict[str, str]]:
+    """docs/operations.md's retention table: topic (without the prefix) -> its Kafka settings."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    table = text.split("### Topics and their retention", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `<prefix>([a-z.-]+)` \| ([^|]+) \|", table, re.MULTILINE)
+    return {topic: dict(re.findall(r"`([a-z.]+)=([^`]+)`", cell)) for topic, cell in rows}
+
+
+def test_the_strimzi_topics_are_coffres_with_the_documented_settings(rendered: Rendered) -> None:
+    from coffre_auditor.app import changelog_topic
+
+    settings = Settings(topic_prefix="coffre.")
+    topics = {doc["spec"]["topicName"]: doc["spec"] for doc in of_kind(rendered["strimzi"], "KafkaTopic")}
+    assert set(topics) == set(settings.topics.all()) | {changelog_topic(settings)}
+    documented = documented_topic_settings()
+    assert {f"coffre.{name}" for name in documented} == set(topics)
+    for name, spec in topics.items():
+        assert spec["partitions"] == 6 and spec["replicas"] == 3, name
+        config = spec["config"]
+        assert config["min.insync.replicas"] == 2 and config["unclean.leader.election.enable"] is False, name
+        assert config["max.message.bytes"] >= settings.max_message_bytes, name
+        changelog = name == changelog_topic(settings)
+        assert config["cleanup.policy"] == ("compact" if changelog else "delete"), name
+        for key, value in documented[name.removeprefix("coffre.")].items():
+            assert str(config.get(key)) == value, (name, key)
+    kept = {
+        doc["metadata"]["annotations"]["helm.sh/resource-policy"]
+        for doc in of_kind(rendered["strimzi"], "KafkaTopic")
+    }
+    assert kept == {"keep"}  # helm uninstall must not delete the topics, ingest's counters among them
 
 
 # --- values the chart must refuse ---------------------------------------------------------
@@ -667,6 +1022,50 @@ REFUSED = {
         "egress.kafka",
     ),
     "no API certificate": ({"api": {"tls": {"existingSecret": None}}}, "api.tls"),
+    "an unknown security protocol": ({"kafka": {"securityProtocol": "TLS"}}, "securityProtocol"),
+    "SASL without a mechanism": ({"kafka": {"securityProtocol": "SASL_SSL"}}, "needs kafka.sasl.mechanism"),
+    "a mechanism in plaintext": ({"kafka": {"sasl": {"mechanism": "PLAIN"}}}, "needs kafka.securityProtocol"),
+    "SCRAM without a password": (
+        {"kafka": {"securityProtocol": "SASL_SSL", "sasl": {"mechanism": "SCRAM-SHA-256"}}},
+        "kafka.principals.ingest.password.existingSecret",
+    ),
+    "a Kafka CA in plaintext": ({"kafka": {"tls": {"caSecret": "kafka-ca"}}}, "connect in the clear"),
+    "a client certificate in plaintext": (
+        {"kafka": {"principals": {"vault": {"certificate": {"existingSecret": "v"}}}}},
+        "kafka.principals.vault.certificate",
+    ),
+    "Strimzi without its cluster": (
+        merged(STRIMZI, {"strimzi": {"clusterName": ""}}),
+        "strimzi.clusterName",
+    ),
+    "Strimzi with coffre creating topics": (
+        merged(STRIMZI, {"kafka": {"createTopics": True}}),
+        "no Create ACL",
+    ),
+    "Strimzi SCRAM users over mutual TLS": (
+        merged(STRIMZI, {"kafka": {"securityProtocol": "SSL", "sasl": {"mechanism": ""}}}),
+        "strimzi.authentication=scram-sha-512",
+    ),
+    "Strimzi TLS users over SASL": (
+        merged(STRIMZI, {"strimzi": {"authentication": "tls"}}),
+        "needs kafka.securityProtocol=SSL",
+    ),
+    "two services as one principal": (
+        merged(STRIMZI, {"kafka": {"principals": {"vault": {"username": "coffre-ingest"}}}}),
+        "a user of its own",
+    ),
+    "a user name Strimzi cannot take": (
+        merged(STRIMZI, {"kafka": {"principals": {"auditor": {"username": "Coffre_Auditor"}}}}),
+        "must be a Kubernetes name",
+    ),
+    "min.insync.replicas as high as the replicas": (
+        merged(STRIMZI, {"strimzi": {"topics": {"minInsyncReplicas": 3}}}),
+        "minInsyncReplicas",
+    ),
+    "an unknown topic's config": (
+        merged(STRIMZI, {"strimzi": {"topics": {"config": {"events.out": {"retention.ms": 1}}}}}),
+        "events.out",
+    ),
 }
 
 
@@ -702,7 +1101,9 @@ def test_a_development_key_only_when_chosen(chart: Any) -> None:
     assert api["COFFRE_SIGNING_KEY"] == env["COFFRE_DATA_DIR"] + "/keys/signing-key.pem"
     assert "COFFRE_API_TLS_CERT" not in api
     assert not any(
-        "secret" in v for v in vault["spec"]["template"]["spec"]["volumes"] if v["name"] != "api-tokens"
+        "secret" in v
+        for v in vault["spec"]["template"]["spec"]["volumes"]
+        if v["name"] not in {"api-tokens"} | KAFKA_VOLUMES
     )
     # ...and never with several replicas: each would sign with its own key.
     several = merged(

@@ -94,6 +94,7 @@ so every `helm template`/`install` runs them.
 */}}
 {{- define "coffre.validate" -}}
 {{- $v := .Values }}
+{{- include "coffre.validateKafka" . }}
 {{- if le (float64 $v.terminationGracePeriodSeconds) (float64 $v.config.shutdownTimeoutSeconds) }}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must exceed config.shutdownTimeoutSeconds (%v): Kubernetes would kill a service in the middle of its drain" $v.terminationGracePeriodSeconds $v.config.shutdownTimeoutSeconds) }}
 {{- end }}
@@ -160,6 +161,9 @@ so every `helm template`/`install` runs them.
 {{- define "coffre.podAnnotations" -}}
 {{- $ctx := .ctx }}
 checksum/config: {{ include (print $ctx.Template.BasePath "/configmap.yaml") $ctx | sha256sum }}
+{{- if include "coffre.usesKafka" . }}
+checksum/kafka-config: {{ include (print $ctx.Template.BasePath "/kafka-configmap.yaml") $ctx | sha256sum }}
+{{- end }}
 {{- if has .component (list "vault" "regulator") }}
 checksum/vault-config: {{ include (print $ctx.Template.BasePath "/vault-configmap.yaml") $ctx | sha256sum }}
 {{- end }}
@@ -264,6 +268,10 @@ volumes:
     emptyDir:
       sizeLimit: {{ $ctx.Values.regulator.dataSizeLimit }}
   {{- end }}
+  {{- if include "coffre.usesKafka" . }}
+  # Kafka: the brokers' CA, this service's own principal, the record keys (all read-only).
+  {{- include "coffre.kafkaVolumes" . | trim | nindent 2 }}
+  {{- end }}
   {{- if or (eq $component "vault") (eq $component "regulator") }}
   {{- include "coffre.secretVolumes" (dict "ctx" $ctx "api" (or (eq $component "regulator") (eq $regulator "sidecar"))) | trim | nindent 2 }}
   {{- end }}
@@ -286,6 +294,11 @@ in local mode, it reads the vault's volume read-only and writes only in its fold
   envFrom:
     - configMapRef:
         name: {{ include "coffre.fullname" $ctx }}-config
+    {{- if include "coffre.usesKafka" . }}
+    # How to reach Kafka, and the record keys' file (not for the regulator API: it never does).
+    - configMapRef:
+        name: {{ include "coffre.fullname" $ctx }}-kafka
+    {{- end }}
     {{- if has $component (list "vault" "regulator") }}
     # The archive and the signing key: the vault writes the one, the regulator API reads it.
     - configMapRef:
@@ -300,6 +313,10 @@ in local mode, it reads the vault's volume read-only and writes only in its fold
   {{- $creds := $ctx.Values.archive.s3.credentials }}
   {{- $env = append $env (dict "name" "AWS_ACCESS_KEY_ID" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.accessKeyIdKey))) }}
   {{- $env = append $env (dict "name" "AWS_SECRET_ACCESS_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.secretAccessKeyKey))) }}
+  {{- end }}
+  {{- if include "coffre.usesKafka" . }}
+  {{- /* This service's own principal: its user name and the files of its password or certificate. */}}
+  {{- $env = concat $env (include "coffre.kafkaEnv" . | fromJsonArray) }}
   {{- end }}
   {{- $env = concat $env $ctx.Values.extraEnv }}
   {{- with $env }}
@@ -352,6 +369,9 @@ in local mode, it reads the vault's volume read-only and writes only in its fold
     {{- else if eq $component "regulator" }}
     - name: data
       mountPath: {{ include "coffre.regulatorDir" $ctx }}
+    {{- end }}
+    {{- if include "coffre.usesKafka" . }}
+    {{- include "coffre.kafkaMounts" . | trim | nindent 4 }}
     {{- end }}
     {{- if has $component (list "vault" "regulator") }}
     {{- include "coffre.secretMounts" (dict "ctx" $ctx "api" (eq $component "regulator")) | trim | nindent 4 }}
