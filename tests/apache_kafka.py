@@ -162,7 +162,12 @@ def kafka_libs(version: str = KAFKA_VERSION) -> Path:
 
 
 def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "coffre tests"), x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "coffre tests"),
+            x509.NameAttribute(NameOID.COMMON_NAME, cn),
+        ]
+    )
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -320,7 +325,9 @@ class Broker:
             timeout=120,
         )
         if run.returncode != 0:
-            raise KafkaUnavailable(f"StorageTool format failed (exit {run.returncode}):\n{run.stdout}{run.stderr}")
+            raise KafkaUnavailable(
+                f"StorageTool format failed (exit {run.returncode}):\n{run.stdout}{run.stderr}"
+            )
 
     def start(self) -> None:
         out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
@@ -344,7 +351,9 @@ class Broker:
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                raise KafkaUnavailable(f"broker {self.node_id} exited {self.process.returncode}:\n{self.tail()}")
+                raise KafkaUnavailable(
+                    f"broker {self.node_id} exited {self.process.returncode}:\n{self.tail()}"
+                )
             with contextlib.suppress(OSError):
                 if self.log.read_bytes().count(b"Kafka Server started") > since:
                     return
@@ -375,10 +384,8 @@ class Broker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGCONT)
                 os.killpg(self.process.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -547,7 +554,11 @@ def cluster(folder: Path, size: int = 3) -> KafkaCluster:
             "broker.heartbeat.interval.ms": 1000,
             "replica.lag.time.max.ms": 5000,
         }
-        brokers.append(Broker(n + 1, folder / f"node-{n + 1}", libs, config, {"PLAINTEXT": port, "CONTROLLER": controller}))
+        brokers.append(
+            Broker(
+                n + 1, folder / f"node-{n + 1}", libs, config, {"PLAINTEXT": port, "CONTROLLER": controller}
+            )
+        )
     ident = cluster_id()
     for b in brokers:
         b.format(ident)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
+from coffre.adapters.kafka_security import check_kafka_access
 from coffre.adapters.service import kafka_endpoints, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.messages import Acquittal, Receipt, Rejection
@@ -88,6 +89,7 @@ class Acquitter:
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> AcquittalStats:
+    await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
     stop = stop or asyncio.Event()
     acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)

@@ -28,6 +28,7 @@ from coffre.adapters.kafka import (
     stop_consumer,
     track_leadership,
 )
+from coffre.adapters.kafka_security import check_kafka_access
 from coffre.adapters.service import ensure_coffre_topics, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.codec import Limits
@@ -330,6 +331,7 @@ class Ingest(ConsumerRebalanceListener):
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
     stop = stop or asyncio.Event()
     await ensure_coffre_topics(settings)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import COMMIT_INTERVAL
+from coffre.adapters.kafka_security import check_kafka_access
 from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
 from coffre.config import Settings, configuration_error
 from coffre.domain.messages import now_iso
@@ -56,6 +57,7 @@ def key_check(key: Signer) -> Callable[[], None]:
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> RecordCounts:
+    await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
     stop = stop or asyncio.Event()
     owns = partition_owner(settings)
