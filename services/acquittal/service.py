@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
-from coffre.adapters.kafka_security import check_kafka_access
+from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.service import kafka_endpoints, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.messages import Acquittal, Receipt, Rejection
@@ -94,7 +94,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
     stop = stop or asyncio.Event()
     acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
     ops = Ops("acquittal", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
     recorded_total = metrics.ACQUITTALS.labels("recorded")
     rejected_total = metrics.ACQUITTALS.labels("rejected")
     await ops.start()

@@ -28,7 +28,7 @@ from coffre.adapters.kafka import (
     stop_consumer,
     track_leadership,
 )
-from coffre.adapters.kafka_security import check_kafka_access
+from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.service import ensure_coffre_topics, run_until_signalled
 from coffre.config import Settings
 from coffre.domain.codec import Limits
@@ -67,6 +67,7 @@ class StateTopic:
             auto_offset_reset="earliest",
             fetch_max_wait_ms=5,
             max_partition_fetch_bytes=settings.max_message_bytes + 1024 * 1024,
+            **client_options(settings),
         )
 
     async def start(self) -> None:
@@ -336,11 +337,12 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     await ensure_coffre_topics(settings)
     ops = Ops("ingest", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
     await ops.start()
     producer = AIOKafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
         **{**PRODUCER_TUNING, "max_request_size": settings.max_message_bytes + 1024 * 1024},
+        **client_options(settings),
     )
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
@@ -353,6 +355,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             "session_timeout_ms": round(settings.ingest_session_seconds * 1000),
             "heartbeat_interval_ms": round(settings.ingest_session_seconds * 1000 / 6),
         },
+        **client_options(settings),
     )
     state_topic = StateTopic(settings, producer)
     await producer.start()
