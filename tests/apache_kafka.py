@@ -586,3 +586,82 @@ def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((HOST, port)) == 0
+
+
+# ------------------------------------------------------------------------------------------- ACLs
+
+Acl = tuple[str, str, str, str, str]
+"""(principal, resource type ``topic``/``group``, name, pattern ``literal``/``prefixed``, operation)."""
+
+SERVICE_PRINCIPALS = {
+    "ingest": "coffre-ingest",
+    "vault": "coffre-vault",
+    "acquittal": "coffre-acquittal",
+    "auditor": "coffre-auditor",
+}
+PLATFORM = "coffre-platform"
+
+
+def coffre_acls(prefix: str) -> list[Acl]:
+    """Least privilege for coffre's principals and a platform's, under topic prefix ``prefix``."""
+    acls: list[Acl] = []
+
+    def grant(principal: str, kind: str, name: str, operations: str, pattern: str = "literal") -> None:
+        acls.extend((principal, kind, name, pattern, op) for op in operations.split(","))
+
+    ingest, vault, acquittal, auditor = SERVICE_PRINCIPALS.values()
+    for principal in SERVICE_PRINCIPALS.values():
+        # every service checks at its start that all of coffre's topics exist with their partitions and
+        # take its largest record (ensure_coffre_topics): metadata and configurations, never records
+        grant(principal, "topic", prefix, "describe,describe_configs", "prefixed")
+    grant(ingest, "topic", f"{prefix}events.in", "read,write")
+    grant(ingest, "topic", f"{prefix}events.normalized", "write")
+    grant(ingest, "topic", f"{prefix}events.rejected", "write")
+    grant(ingest, "topic", f"{prefix}ingest.state", "read,write")
+    grant(ingest, "group", f"{prefix}ingest", "read")
+    grant(vault, "topic", f"{prefix}events.normalized", "read")
+    grant(vault, "topic", f"{prefix}receipts", "write")
+    grant(vault, "group", f"{prefix}vault", "read")
+    grant(acquittal, "topic", f"{prefix}receipts", "read")
+    grant(acquittal, "topic", f"{prefix}events.rejected", "read")
+    grant(acquittal, "topic", f"{prefix}acquittals", "write")
+    grant(acquittal, "group", f"{prefix}acquittal", "read")
+    grant(auditor, "topic", f"{prefix}events.normalized", "read")
+    grant(auditor, "topic", f"{prefix}receipts", "read")
+    grant(auditor, "topic", f"{prefix}audit", "write")
+    grant(auditor, "topic", f"{prefix}auditor-", "read,write,describe", "prefixed")
+    grant(auditor, "group", f"{prefix}auditor", "read")
+    grant(PLATFORM, "topic", f"{prefix}events.in", "write,describe")
+    for topic in ("acquittals", "events.rejected", "receipts"):
+        grant(PLATFORM, "topic", f"{prefix}{topic}", "read,describe")
+    grant(PLATFORM, "group", "platform-", "read", "prefixed")
+    return acls
+
+
+def create_acls(admin_config: dict[str, str], acls: Iterable[Acl]) -> None:
+    """Create ``acls`` (ALLOW, any host) with confluent-kafka's admin client (aiokafka has none)."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    bindings = [
+        AclBinding(
+            ResourceType[kind.upper()],
+            name,
+            ResourcePatternType[pattern.upper()],
+            f"User:{principal}",
+            "*",
+            AclOperation[operation.upper()],
+            AclPermissionType.ALLOW,
+        )
+        for principal, kind, name, pattern, operation in acls
+    ]
+    admin = AdminClient(admin_config)
+    for binding, future in admin.create_acls(bindings, request_timeout=30).items():
+        future.result(timeout=30)  # raises with the broker's error for a refused binding
+        del binding

@@ -25,6 +25,7 @@ from coffre.adapters.kafka import (
     CONSUMER_TUNING,
     PRODUCER_TUNING,
     OffsetCommitter,
+    partitions_for,
     stop_consumer,
     track_leadership,
 )
@@ -364,8 +365,11 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await consumer.start()
         track_leadership(consumer)
         ingest = Ingest(settings, consumer, producer, state_topic)
-        await consumer.topics()
-        ingest.partitions = len(consumer.partitions_for_topic(topics.events_in) or ())
+        # not consumer.topics(): the consumer's own metadata holds only its subscriptions on Apache
+        # Kafka (an empty topic list asks for none), where Tansu answered with every topic
+        ingest.partitions = await partitions_for(
+            settings.bootstrap_servers, topics.events_in, client_options(settings)
+        )
         consumer.subscribe([topics.events_in], listener=ingest)
         lag = LagMeter(consumer)
         log.info("ingest ready: folding %s (%d partitions)", topics.events_in, ingest.partitions)
