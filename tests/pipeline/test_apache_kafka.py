@@ -343,7 +343,11 @@ class Platform:
     def publish(self) -> None:
         producer = Producer({**self.config, "linger.ms": 2, "enable.idempotence": True})
         start, n = time.monotonic(), 0
-        while (n < CLUSTER_EVENTS or not self.enough.is_set()) and not self.stop.is_set():
+        while (
+            (n < CLUSTER_EVENTS or not self.enough.is_set())
+            and not self.stop.is_set()
+            and n < 4 * CLUSTER_EVENTS
+        ):
             delay = start + n / CLUSTER_RATE - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
@@ -409,7 +413,20 @@ def test_three_brokers_one_killed_one_paused_lose_nothing(apache_kafka_cluster, 
     publisher = threading.Thread(target=platform.publish, daemon=True)
     figures: dict[str, float] = {}
     killed, paused = cluster.brokers[0], cluster.brokers[1]
+    restarts: list[str] = []
+    supervising = threading.Event()
+
+    def supervise() -> None:  # as Kubernetes would: a service that exits is started again
+        while not supervising.is_set():
+            for name, child in list(stack.children.items()):
+                if child.poll() is not None and not supervising.is_set():
+                    restarts.append(f"{name} (exit {child.returncode})")
+                    stack.spawn(name)
+            time.sleep(0.5)
+
+    supervisor = threading.Thread(target=supervise, daemon=True)
     try:
+        supervisor.start()
         reader.start()
         time.sleep(3)  # the services join their groups
         began = time.monotonic()
@@ -439,6 +456,9 @@ def test_three_brokers_one_killed_one_paused_lose_nothing(apache_kafka_cluster, 
         figures["acknowledged"] = len(platform.answered)
         figures["seconds"] = round(time.monotonic() - began, 1)
     finally:
+        supervising.set()
+        supervisor.join(timeout=5)
+        figures["service restarts"] = restarts  # type: ignore[assignment]
         platform.enough.set()
         platform.stop.set()
         reader.join(timeout=30)
@@ -452,6 +472,7 @@ def test_three_brokers_one_killed_one_paused_lose_nothing(apache_kafka_cluster, 
     assert not missing, f"{len(missing)} events without acquittal, first {missing[:5]} (logs in {tmp_path})"
     assert {a.status for _, a in platform.answered.values()} == {"recorded"}
     assert all(code == 0 for code in codes.values()), codes
+    print(f" services restarted: {restarts}", end="")
 
     journals = JournalSet(settings.journal_root)  # opening verifies each chain
     players: list[int] = []
