@@ -49,6 +49,10 @@ class Stack:
     auditor: bool = False
     """Whether the whole stack includes the auditor (``coffre up`` does; the tests and benches that
     do not audit leave it out)."""
+    service_env: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    """Extra environment per service (``ingest``, ``vault``, ``acquittal``, ``auditor``, ``regulator``;
+    an ingest replica ``ingest-2`` takes ``ingest``'s): each its own Kafka principal, say. ``None``
+    removes a variable the settings would give."""
 
     def start(self, services: tuple[str, ...] = SERVICES) -> str:
         self.check()
@@ -155,6 +159,11 @@ class Stack:
         env["COFFRE_BOOTSTRAP_SERVERS"] = self.bootstrap or ""
         if name is not None:
             env["COFFRE_OPS_PORT"] = str(self.ops_port(name))
+            for variable, value in self.service_env.get(name.partition("-")[0], {}).items():
+                if value is None:
+                    env.pop(variable, None)
+                else:
+                    env[variable] = value
         return env
 
     def spawn(self, name: str) -> subprocess.Popen[bytes]:

@@ -9,15 +9,24 @@ opens a connection. The settings are checked for consistency by :class:`coffre.c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
+from aiokafka import errors as kafka_errors
 from aiokafka.abc import AbstractTokenProvider
+from aiokafka.conn import create_conn
+from aiokafka.protocol.metadata import MetadataRequest
 
 from coffre.config import Settings, configuration_error
 
-__all__ = ["TokenFile", "client_options", "faust_credentials", "ssl_context"]
+__all__ = ["TokenFile", "check_kafka_access", "client_options", "faust_credentials", "ssl_context"]
+
+log = logging.getLogger(__name__)
 
 
 def _read_secret(path: Path, variable: str) -> str:
@@ -117,3 +126,156 @@ def faust_credentials(settings: Settings) -> Any:
     if context is not None:
         return faust.SSLCredentials(context)
     return None
+
+
+ACCESS_CHECK_SECONDS = 20.0
+"""How long :func:`check_kafka_access` tries to reach a broker before leaving it to the clients."""
+
+_AUTHENTICATION_ERRORS = (
+    kafka_errors.AuthenticationFailedError,
+    kafka_errors.SaslAuthenticationFailed,
+    kafka_errors.UnsupportedSaslMechanismError,
+    kafka_errors.IllegalSaslStateError,
+)
+
+
+async def check_kafka_access(settings: Settings, timeout: float = ACCESS_CHECK_SECONDS) -> None:
+    """Log in to the cluster once, as every client of this service will, before any of them starts.
+
+    What a retry cannot mend is a configuration error (exit 2, the variables named, the broker's own
+    words): a refused credential (SASL), a certificate the client does not trust or the broker refuses,
+    a client that speaks plaintext to a TLS listener or TLS to a plaintext one, a listener that wants a
+    client certificate or SASL the settings do not give. A broker that does not answer at all (not
+    started yet, a network partition) is not: after ``timeout`` the check logs it and leaves the
+    clients to their own retries.
+    """
+    options = client_options(settings)
+    protocol = settings.kafka_security_protocol
+    if protocol == "PLAINTEXT":
+        timeout = 0.0  # no credential to refuse: one try, for a TLS listener named by mistake
+    servers = [s.strip() for s in settings.bootstrap_servers.split(",") if s.strip()]
+    deadline = time.monotonic() + timeout
+    last = "no bootstrap server"
+    while True:
+        for server in servers:
+            host, _, port_text = server.rpartition(":")
+            host = host.strip("[]") or "127.0.0.1"
+            try:
+                port = int(port_text)
+            except ValueError:
+                configuration_error(f"COFFRE_BOOTSTRAP_SERVERS: {server!r} is not HOST:PORT")
+            refusal = await _log_in(host, port, options, settings)
+            if refusal is None:
+                return
+            fatal, reason = refusal
+            if fatal:
+                configuration_error(f"Kafka at {server} ({protocol}): {reason}")
+            last = f"{server}: {reason}"
+        if time.monotonic() >= deadline:
+            log.warning(
+                "no Kafka broker answered within %.0f s (%s): the clients will go on trying", timeout, last
+            )
+            return
+        await asyncio.sleep(1.0)
+
+
+async def _log_in(
+    host: str, port: int, options: dict[str, Any], settings: Settings
+) -> tuple[bool, str] | None:
+    """None when a metadata request succeeds after the log-in; else (fatal, reason)."""
+    protocol = settings.kafka_security_protocol
+    tls = protocol in ("SSL", "SASL_SSL")
+    conn = None
+    stage = "connecting"
+    try:
+        async with asyncio.timeout(10.0):
+            conn = await create_conn(host, port, request_timeout_ms=10_000, **options)
+            stage = "authenticated" if settings.kafka_sasl_mechanism else "connected"
+            await conn.send(MetadataRequest([]))
+        return None
+    except _AUTHENTICATION_ERRORS as exc:
+        variables = (
+            "COFFRE_KAFKA_SASL_OAUTH_TOKEN_FILE"
+            if settings.kafka_sasl_mechanism == "OAUTHBEARER"
+            else "COFFRE_KAFKA_SASL_USERNAME, COFFRE_KAFKA_SASL_PASSWORD(_FILE)"
+        )
+        who = f" as {settings.kafka_sasl_username!r}" if settings.kafka_sasl_username else ""
+        return True, (
+            f"SASL {settings.kafka_sasl_mechanism} authentication{who} refused ({variables}): {_words(exc)}"
+        )
+    except ssl.SSLCertVerificationError as exc:
+        return True, (
+            f"the broker's certificate is not trusted (COFFRE_KAFKA_SSL_CA_FILE, "
+            f"COFFRE_KAFKA_SSL_CHECK_HOSTNAME): {exc.verify_message or exc}"
+        )
+    except ConnectionRefusedError as exc:
+        return False, f"connection refused ({exc.strerror or exc})"
+    except (OSError, TimeoutError, kafka_errors.KafkaError) as exc:
+        probe = await _probe_tls(host, port)
+        if probe == "silent":
+            return False, f"no answer ({_words(exc) or type(exc).__name__})"
+        if not tls and probe in ("tls", "tls-wants-certificate"):
+            return True, (
+                "this listener speaks TLS and COFFRE_KAFKA_SECURITY_PROTOCOL is "
+                f"{protocol}: set it to SSL or SASL_SSL with COFFRE_KAFKA_SSL_CA_FILE"
+            )
+        if tls and probe == "plain":
+            return True, (
+                f"this listener does not speak TLS and COFFRE_KAFKA_SECURITY_PROTOCOL is {protocol}: "
+                "use the cluster's TLS listener, or PLAINTEXT / SASL_PLAINTEXT"
+            )
+        if tls and probe == "tls-wants-certificate" and settings.kafka_ssl_cert_file is None:
+            return True, (
+                "this listener requires a client certificate (mutual TLS): set COFFRE_KAFKA_SSL_CERT_FILE "
+                "and COFFRE_KAFKA_SSL_KEY_FILE, or use its SASL listener"
+            )
+        if isinstance(exc, ssl.SSLError):
+            return True, f"TLS handshake refused (COFFRE_KAFKA_SSL_*): {exc}"
+        if stage == "connected" and settings.kafka_sasl_mechanism is None:
+            return True, (
+                "the broker closed the connection after the first request: this listener probably "
+                "requires SASL (COFFRE_KAFKA_SASL_MECHANISM and credentials) or a client certificate"
+            )
+        return False, _words(exc) or type(exc).__name__
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+async def _probe_tls(host: str, port: int) -> str:
+    """What the listener speaks: ``tls``, ``tls-wants-certificate`` (a TLS listener that refuses a
+    client without a certificate), ``plain`` (a TLS hello answered by anything but TLS) or ``silent``
+    (no connection)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    writer = None
+    try:
+        async with asyncio.timeout(5.0):
+            reader, writer = await asyncio.open_connection(host, port, ssl=context)
+            # TLS 1.3: a server that wants a certificate says so after the handshake, at the first read
+            writer.write(b"\x00\x00\x00\x00")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await reader.read(1)
+        return "tls"
+    except ssl.SSLError as exc:
+        text = str(exc).upper()
+        if "CERTIFICATE_REQUIRED" in text or "HANDSHAKE_FAILURE" in text or "CERTIFICATE" in text:
+            return "tls-wants-certificate"
+        if "ALERT" in text:
+            return "tls"
+        return "plain"
+    except (ConnectionRefusedError, TimeoutError):
+        return "silent"
+    except OSError:
+        return "plain"  # the connection was closed on the hello: not a TLS listener
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+def _words(exc: BaseException) -> str:
+    return str(exc).strip() or type(exc).__name__

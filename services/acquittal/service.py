@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
+from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.service import kafka_endpoints, run_until_signalled
 from coffre.config import Settings
@@ -91,12 +92,13 @@ class Acquitter:
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> AcquittalStats:
+    await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
     stop = stop or asyncio.Event()
     acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
     keys = record_keys(settings)
     ops = Ops("acquittal", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
     recorded_total = metrics.ACQUITTALS.labels("recorded")
     rejected_total = metrics.ACQUITTALS.labels("rejected")
     await ops.start()

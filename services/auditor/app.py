@@ -25,6 +25,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coffre import metrics
 from coffre.adapters.kafka import KAFKA_DEFAULT_MAX_MESSAGE_BYTES, ensure_topics
+from coffre.adapters.kafka_security import check_kafka_access
 from coffre.adapters.keys import record_keys
 from coffre.adapters.service import ensure_coffre_topics
 from coffre.config import Settings
@@ -371,6 +372,7 @@ def build_app(settings: Settings) -> AuditorApp:
 
 def run(settings: Settings) -> None:
     """``coffre auditor``: create the topics, then run the faust worker until SIGTERM."""
+    asyncio.run(check_kafka_access(settings))  # a wrong credential or TLS setting: exit 2
     asyncio.run(ensure_auditor_topics(settings))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -25,9 +25,11 @@ from coffre.adapters.kafka import (
     CONSUMER_TUNING,
     PRODUCER_TUNING,
     OffsetCommitter,
+    partitions_for,
     stop_consumer,
     track_leadership,
 )
+from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.service import ensure_coffre_topics, run_until_signalled
 from coffre.config import Settings
@@ -70,6 +72,7 @@ class StateTopic:
             auto_offset_reset="earliest",
             fetch_max_wait_ms=5,
             max_partition_fetch_bytes=settings.max_message_bytes + 1024 * 1024,
+            **client_options(settings),
         )
 
     async def start(self) -> None:
@@ -352,15 +355,17 @@ class Ingest(ConsumerRebalanceListener):
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
     stop = stop or asyncio.Event()
     await ensure_coffre_topics(settings)
     ops = Ops("ingest", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
     await ops.start()
     producer = AIOKafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
         **{**PRODUCER_TUNING, "max_request_size": settings.max_message_bytes + 1024 * 1024},
+        **client_options(settings),
     )
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
@@ -373,6 +378,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             "session_timeout_ms": round(settings.ingest_session_seconds * 1000),
             "heartbeat_interval_ms": round(settings.ingest_session_seconds * 1000 / 6),
         },
+        **client_options(settings),
     )
     state_topic = StateTopic(settings, producer)
     await producer.start()
@@ -381,8 +387,11 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await consumer.start()
         track_leadership(consumer)
         ingest = Ingest(settings, consumer, producer, state_topic, state_topic.keys)
-        await consumer.topics()
-        ingest.partitions = len(consumer.partitions_for_topic(topics.events_in) or ())
+        # not consumer.topics(): the consumer's own metadata holds only its subscriptions on Apache
+        # Kafka (an empty topic list asks for none), where Tansu answered with every topic
+        ingest.partitions = await partitions_for(
+            settings.bootstrap_servers, topics.events_in, client_options(settings)
+        )
         consumer.subscribe([topics.events_in], listener=ingest)
         lag = LagMeter(consumer)
         log.info("ingest ready: folding %s (%d partitions)", topics.events_in, ingest.partitions)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import COMMIT_INTERVAL
+from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
 from coffre.config import Settings, configuration_error
@@ -57,6 +58,7 @@ def key_check(key: Signer) -> Callable[[], None]:
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> RecordCounts:
+    await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
     stop = stop or asyncio.Event()
     owns = partition_owner(settings)
@@ -71,7 +73,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         storage, key, journals, max_events=settings.lot_max_events, max_age=settings.lot_max_age_seconds
     )
     ops = Ops("vault", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
     ops.add_check("journal", writable_dir(journal_dir))
     ops.add_check("archive", in_thread(storage.probe))
     ops.add_check("signing_key", in_thread(key_check(key)))

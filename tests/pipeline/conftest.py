@@ -94,3 +94,34 @@ def stack(kafka_bootstrap, topic_prefix, tmp_path):
     assert all(code == 0 for code in codes.values()), (
         f"services did not stop cleanly: {codes} (logs in {tmp_path}/logs)"
     )
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_secured(tmp_path_factory: pytest.TempPathFactory):
+    """One Apache Kafka broker, secured (``tests/apache_kafka.py``): SASL_SSL with SCRAM-SHA-512 and
+    mutual TLS, ACLs enforced; every coffre principal, ``coffre-platform`` and ``admin`` have a
+    password and a client certificate. Skipped without a JVM and Maven (failed under CI)."""
+    from apache_kafka import PLATFORM, SERVICE_PRINCIPALS, require_java, secured_broker
+
+    require_java()
+    kafka = secured_broker(
+        tmp_path_factory.mktemp("apache-kafka-secured"), [*SERVICE_PRINCIPALS.values(), PLATFORM]
+    )
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """Three Apache Kafka brokers (each a KRaft controller too), plaintext, replication factor 3,
+    ``min.insync.replicas`` 2. Skipped without a JVM and Maven (failed under CI)."""
+    from apache_kafka import cluster, require_java
+
+    require_java()
+    kafka = cluster(tmp_path_factory.mktemp("apache-kafka-cluster"))
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
