@@ -199,21 +199,25 @@ two). As YAML: principal key -> list of {type, name, patternType, operations}; P
 {{- define "coffre.strimzi.acls" -}}
 {{- $p := .Values.kafka.topicPrefix }}
 ingest:
+  - {type: topic, name: {{ $p | quote }}, patternType: prefix, operations: [Describe, DescribeConfigs]}
   - {type: topic, name: {{ printf "%sevents.in" $p | quote }}, patternType: literal, operations: [Read, Write, Describe]}
   - {type: topic, name: {{ printf "%sevents.normalized" $p | quote }}, patternType: literal, operations: [Write, Describe]}
   - {type: topic, name: {{ printf "%sevents.rejected" $p | quote }}, patternType: literal, operations: [Write, Describe]}
   - {type: topic, name: {{ printf "%singest.state" $p | quote }}, patternType: literal, operations: [Read, Write, Describe]}
   - {type: group, name: {{ printf "%singest" $p | quote }}, patternType: literal, operations: [Read]}
 vault:
+  - {type: topic, name: {{ $p | quote }}, patternType: prefix, operations: [Describe, DescribeConfigs]}
   - {type: topic, name: {{ printf "%sevents.normalized" $p | quote }}, patternType: literal, operations: [Read, Describe]}
   - {type: topic, name: {{ printf "%sreceipts" $p | quote }}, patternType: literal, operations: [Write, Describe]}
   - {type: group, name: {{ printf "%svault" $p | quote }}, patternType: literal, operations: [Read]}
 acquittal:
+  - {type: topic, name: {{ $p | quote }}, patternType: prefix, operations: [Describe, DescribeConfigs]}
   - {type: topic, name: {{ printf "%sreceipts" $p | quote }}, patternType: literal, operations: [Read, Describe]}
   - {type: topic, name: {{ printf "%sevents.rejected" $p | quote }}, patternType: literal, operations: [Read, Describe]}
   - {type: topic, name: {{ printf "%sacquittals" $p | quote }}, patternType: literal, operations: [Write, Describe]}
   - {type: group, name: {{ printf "%sacquittal" $p | quote }}, patternType: literal, operations: [Read]}
 auditor:
+  - {type: topic, name: {{ $p | quote }}, patternType: prefix, operations: [Describe, DescribeConfigs]}
   - {type: topic, name: {{ printf "%sevents.normalized" $p | quote }}, patternType: literal, operations: [Read, Describe]}
   - {type: topic, name: {{ printf "%sreceipts" $p | quote }}, patternType: literal, operations: [Read, Describe]}
   - {type: topic, name: {{ printf "%saudit" $p | quote }}, patternType: literal, operations: [Write, Describe]}
