@@ -638,6 +638,22 @@ def coffre_acls(prefix: str) -> list[Acl]:
     return acls
 
 
+def wait_until_granted(kafka: SecuredKafka, principal: str, topic: str, timeout: float = 30.0) -> None:
+    """Wait until ``principal`` sees ``topic`` in its metadata: the ACLs just created apply on the
+    broker once it replayed them (a platform that produced at once was refused, once in a full run)."""
+    from confluent_kafka.admin import AdminClient
+
+    client = AdminClient(kafka.librdkafka_sasl(principal))
+    deadline = time.monotonic() + timeout
+    while True:
+        found = client.list_topics(topic=topic, timeout=5).topics.get(topic)
+        if found is not None and found.error is None:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{principal} still cannot describe {topic} after {timeout:.0f} s: {found}")
+        time.sleep(0.2)
+
+
 def create_acls(admin_config: dict[str, str], acls: Iterable[Acl]) -> None:
     """Create ``acls`` (ALLOW, any host) with confluent-kafka's admin client (aiokafka has none)."""
     from confluent_kafka.admin import (

@@ -69,6 +69,9 @@ PRODUCER_TUNING: dict[str, Any] = {
     "linger_ms": 0,
     "enable_idempotence": False,
     "max_batch_size": 256 * 1024,
+    # a leader that stops answering (a broker paused, a host cut off) holds a send this long before
+    # the producer asks for the new leader: aiokafka's 40 s stalled every acquittal as long
+    "request_timeout_ms": 15_000,
 }
 
 _ADMIN_TIMEOUT_MS = 10_000
