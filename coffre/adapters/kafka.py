@@ -60,6 +60,10 @@ CONSUMER_TUNING: dict[str, Any] = {
     "enable_auto_commit": False,
     "auto_offset_reset": "earliest",
     "max_poll_records": 500,
+    # a broker that stops answering (paused, cut off) holds a fetch, a metadata request at start or a
+    # join this long before the client tries another: aiokafka's 40 s kept a restarted service from
+    # its partitions for most of a minute when a bootstrap server was the paused one
+    "request_timeout_ms": 15_000,
 }
 
 #: aiokafka producer keyword arguments: every write acknowledged by all in-sync replicas, a

@@ -164,7 +164,8 @@ async def check_kafka_access(settings: Settings, timeout: float = ACCESS_CHECK_S
                 port = int(port_text)
             except ValueError:
                 configuration_error(f"COFFRE_BOOTSTRAP_SERVERS: {server!r} is not HOST:PORT")
-            refusal = await _log_in(host, port, options, settings)
+            # one silent server (paused, cut off) must not hold the start when others can answer
+            refusal = await _log_in(host, port, options, settings, 10.0 if len(servers) == 1 else 4.0)
             if refusal is None:
                 return
             fatal, reason = refusal
@@ -180,7 +181,7 @@ async def check_kafka_access(settings: Settings, timeout: float = ACCESS_CHECK_S
 
 
 async def _log_in(
-    host: str, port: int, options: dict[str, Any], settings: Settings
+    host: str, port: int, options: dict[str, Any], settings: Settings, seconds: float = 10.0
 ) -> tuple[bool, str] | None:
     """None when a metadata request succeeds after the log-in; else (fatal, reason)."""
     protocol = settings.kafka_security_protocol
@@ -188,8 +189,8 @@ async def _log_in(
     conn = None
     stage = "connecting"
     try:
-        async with asyncio.timeout(10.0):
-            conn = await create_conn(host, port, request_timeout_ms=10_000, **options)
+        async with asyncio.timeout(seconds):
+            conn = await create_conn(host, port, request_timeout_ms=int(seconds * 1000), **options)
             stage = "authenticated" if settings.kafka_sasl_mechanism else "connected"
             await conn.send(MetadataRequest([]))
         return None
