@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 
 from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
-from coffre.adapters.service import kafka_endpoints, run_until_signalled
-from coffre.config import Settings
-from coffre.domain.messages import Acquittal, Receipt, Rejection
+from coffre.adapters.kafka_security import client_options
+from coffre.adapters.stream import Batch, Record, run_stream, run_until_signalled
+from coffre.config import Settings, Topics
+from coffre.domain.messages import CORRELATION_ID, Acquittal, Receipt, Rejection
 from coffre.logs import log_context
-from coffre.ops import BrokerCheck, LagMeter, Ops
+from coffre.ops import BrokerCheck, Ops
 
 log = logging.getLogger("coffre.acquittal")
 Key = tuple[str, int, int]
@@ -45,13 +46,69 @@ class Acquitter:
     """The decisions, without Kafka."""
 
     def __init__(
-        self, synthesis_events: set[str], late_after: float, clock: Callable[[], float] = time.time
+        self,
+        synthesis_events: set[str],
+        late_after: float,
+        clock: Callable[[], float] = time.time,
+        topics: Topics | None = None,
     ) -> None:
         self.synthesis_events = synthesis_events
         self.late_after = late_after
         self.clock = clock
+        self.topics = topics or Settings().topics
         self.reported_late: OrderedDict[Key, None] = OrderedDict()
         self.stats = AcquittalStats()
+        self._sent: tuple[int, int, list[float]] = (0, 0, [])
+        """The last batch's acquittals recorded and rejected, and when ingest published each
+        recorded event: counted once they are acknowledged."""
+
+    async def handle(self, batch: Batch) -> list[Record]:
+        """The acquittals of a batch of receipts and rejections; a record coffre did not write is
+        counted and passed over, never a crash."""
+        out: list[Acquittal] = []
+        ingested: list[float] = []
+        rejected = 0
+        for tp, records in batch.items():
+            from_vault = tp.topic == self.topics.receipts
+            for record in records:
+                try:
+                    if from_vault:
+                        receipt = Receipt.decode(record.value or b"")
+                        acquittal = self.on_receipt(receipt)
+                        if acquittal:
+                            out.append(acquittal)
+                            if receipt.ingested_at is not None:
+                                ingested.append(receipt.ingested_at)
+                    else:
+                        out.append(self.on_rejection(Rejection.decode(record.value or b"")))
+                        rejected += 1
+                except (ValueError, TypeError, KeyError):
+                    self.stats.unreadable += 1
+                    metrics.UNREADABLE.inc()
+                    log.error(
+                        "passed over an unreadable record at %s offset %d", tp, record.offset, exc_info=True
+                    )
+        self._sent = (len(out) - rejected, rejected, ingested)
+        return [
+            (
+                self.topics.acquittals,
+                a.correlation_id.encode() if a.correlation_id else None,
+                a.encode(),
+                [(CORRELATION_ID, a.correlation_id.encode())] if a.correlation_id else [],
+                None,
+            )
+            for a in out
+        ]
+
+    def acknowledged(self) -> None:
+        recorded, rejected, ingested = self._sent
+        if recorded:
+            metrics.ACQUITTALS.labels("recorded").inc(recorded)
+        if rejected:
+            metrics.ACQUITTALS.labels("rejected").inc(rejected)
+        published = time.time()
+        for since in ingested:
+            metrics.ACQUITTAL_LATENCY.observe(max(0.0, published - since))
 
     def acquittable(self, event_type: str, supervised: bool) -> bool:
         return event_type not in self.synthesis_events and not supervised
@@ -90,68 +147,21 @@ class Acquitter:
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> AcquittalStats:
     topics = settings.topics
     stop = stop or asyncio.Event()
-    acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
+    acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds, topics=topics)
     ops = Ops("acquittal", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
-    recorded_total = metrics.ACQUITTALS.labels("recorded")
-    rejected_total = metrics.ACQUITTALS.labels("rejected")
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
     await ops.start()
     try:
-        async with kafka_endpoints(
-            settings, "acquittal", topics.receipts, topics.rejected, commit_interval=COMMIT_INTERVAL
-        ) as kafka:
-            lag = LagMeter(kafka.consumer)
-            log.info("acquittal ready")
-            while not stop.is_set():
-                batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
-                if batches:
-                    out: list[Acquittal] = []
-                    ingested: list[float] = []  # when ingest published each recorded event acquitted here
-                    rejected = 0
-                    for tp, records in batches.items():
-                        from_vault = tp.topic == topics.receipts
-                        for record in records:
-                            try:
-                                if from_vault:
-                                    receipt = Receipt.decode(record.value or b"")
-                                    acquittal = acquitter.on_receipt(receipt)
-                                    if acquittal:
-                                        out.append(acquittal)
-                                        if receipt.ingested_at is not None:
-                                            ingested.append(receipt.ingested_at)
-                                else:
-                                    out.append(acquitter.on_rejection(Rejection.decode(record.value or b"")))
-                                    rejected += 1
-                            except (ValueError, TypeError, KeyError):  # not written by coffre: never crash
-                                acquitter.stats.unreadable += 1
-                                metrics.UNREADABLE.inc()
-                                log.error(
-                                    "passed over an unreadable record at %s offset %d",
-                                    tp,
-                                    record.offset,
-                                    exc_info=True,
-                                )
-                    if out:
-                        await kafka.send_all(
-                            topics.acquittals,
-                            (
-                                (
-                                    a.correlation_id.encode() if a.correlation_id else None,
-                                    a.encode(),
-                                    a.correlation_id,
-                                )
-                                for a in out
-                            ),
-                        )
-                        published = time.time()
-                        if len(out) > rejected:
-                            recorded_total.inc(len(out) - rejected)
-                        if rejected:
-                            rejected_total.inc(rejected)
-                        for since in ingested:
-                            metrics.ACQUITTAL_LATENCY.observe(max(0.0, published - since))
-                    kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
-                await lag.update()
+        log.info("acquittal ready")
+        await run_stream(
+            settings,
+            "acquittal",
+            [topics.receipts, topics.rejected],
+            acquitter.handle,
+            stop,
+            acknowledged=acquitter.acknowledged,
+            commit_interval=COMMIT_INTERVAL,
+        )
     finally:
         await ops.stop()
     return acquitter.stats

@@ -9,17 +9,25 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import COMMIT_INTERVAL
-from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
+from coffre.adapters.kafka_security import client_options
+from coffre.adapters.stream import (
+    Batch,
+    Record,
+    host_ordinal,
+    owned_partitions,
+    run_stream,
+    run_until_signalled,
+)
 from coffre.config import Settings, configuration_error
-from coffre.domain.messages import now_iso
+from coffre.domain.messages import CORRELATION_ID, now_iso
 from coffre.domain.signing import Signer
 from coffre.logs import bind
-from coffre.ops import BrokerCheck, LagMeter, Ops, in_thread, writable_dir
+from coffre.ops import BrokerCheck, Ops, in_thread, writable_dir
 
 from .recorder import RecordCounts, Recorder, VaultHalt
 from .sealer import ArchiveMismatch, Sealer, SealerThread
@@ -55,6 +63,29 @@ def key_check(key: Signer) -> Callable[[], None]:
     return check
 
 
+def recording(
+    recorder: Recorder, sealing: SealerThread, receipts_topic: str
+) -> Callable[[Batch], Awaitable[list[Record]]]:
+    """The vault's step: record a batch, make it durable, and only then its receipts."""
+
+    async def step(batch: Batch) -> list[Record]:
+        recorded = recorder.record([(r.value or b"", r.headers or ()) for rs in batch.values() for r in rs])
+        await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
+        sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
+        return [
+            (
+                receipts_topic,
+                str(r.id_coffre).encode(),
+                r.encode(),
+                [(CORRELATION_ID, r.correlation_id.encode())] if r.correlation_id else [],
+                None,
+            )
+            for r in recorder.receipts(recorded, now_iso())
+        ]
+
+    return step
+
+
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> RecordCounts:
     topics = settings.topics
     stop = stop or asyncio.Event()
@@ -69,7 +100,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         storage, key, journals, max_events=settings.lot_max_events, max_age=settings.lot_max_age_seconds
     )
     ops = Ops("vault", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
     ops.add_check("journal", writable_dir(journal_dir))
     ops.add_check("archive", in_thread(storage.probe))
     ops.add_check("signing_key", in_thread(key_check(key)))
@@ -78,29 +109,21 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     try:
         sealer.start()  # start-up recovery, before anything new is recorded
         sealing.start()
-        async with kafka_endpoints(
-            settings, "vault", topics.normalized, owns=owns, commit_interval=COMMIT_INTERVAL
-        ) as kafka:
-            lag = LagMeter(kafka.consumer)
-            log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
-            while not stop.is_set():
-                sealing.check()  # the archive and the journal disagree: halt
-                batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
-                if batches:
-                    recorded = recorder.record(
-                        [(r.value or b"", r.headers or ()) for records in batches.values() for r in records]
-                    )
-                    await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
-                    sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
-                    await kafka.send_all(
-                        topics.receipts,
-                        (
-                            (str(r.id_coffre).encode(), r.encode(), r.correlation_id)
-                            for r in recorder.receipts(recorded, now_iso())
-                        ),
-                    )
-                    kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
-                await lag.update()
+        log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
+
+        async def tick(_: bool) -> None:
+            sealing.check()  # the archive and the journal disagree: halt
+
+        await run_stream(
+            settings,
+            "vault",
+            [topics.normalized],
+            recording(recorder, sealing, topics.receipts),
+            stop,
+            owns=owns,
+            tick=tick,
+            commit_interval=COMMIT_INTERVAL,
+        )
         recorder.sync()
         sealing.recorded(recorder.durable())
         # what waits is sealed before the vault stops: the archive is complete
