@@ -30,7 +30,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord
 
 from coffre.config import Settings, configuration_error
-from coffre.domain.messages import Headers
+from coffre.domain.messages import CORRELATION_ID, Headers
 
 from .kafka import (
     CONSUMER_TUNING,
@@ -56,6 +56,12 @@ deletes from the batch (it did not handle it, and sought back) is not committed.
 Tick = Callable[[bool], Awaitable[None]]
 """Called after every turn of the loop, and once more with ``True`` when draining."""
 
+
+def correlated(topic: str, key: bytes | None, value: bytes, correlation_id: str | None) -> Record:
+    """A record carrying the correlation id of the event it answers as a header (receipts, acquittals)."""
+    return (topic, key, value, [(CORRELATION_ID, correlation_id.encode())] if correlation_id else [], None)
+
+
 _PARTITION_CACHE = 4096
 """Keys whose partition is remembered per topic and partition count (the vault's keys are its
 IDCoffre, few and repeated; murmur2 in Python costs more than the rest of a record's sending)."""
@@ -79,9 +85,11 @@ class Publisher:
         not above the highest it folded, and a hole would lose an event)."""
         now = int(time.time() * 1000)
         batches: dict[tuple[str, int], list[Any]] = defaultdict(list)  # BatchBuilders, in order
+        routes: dict[str, Callable[[bytes | None], int]] = {}
         for topic, key, value, headers, partition in records:
             if partition is None:
-                partition = await self._partition(topic, key)
+                route = routes.get(topic) or routes.setdefault(topic, await self._route(topic))
+                partition = route(key)
             builders = batches[(topic, partition)]
             # full (or none yet): begin the next one (a first record always fits)
             if (
@@ -94,28 +102,32 @@ class Publisher:
         async def send(topic: str, partition: int, builders: list[Any]) -> None:
             deliveries = []
             for builder in builders:
-                delivery = await self.producer.send_batch(builder, topic, partition=partition)
+                deliveries.append(await self.producer.send_batch(builder, topic, partition=partition))
                 if ordered:
-                    await delivery
-                deliveries.append(delivery)
+                    await deliveries[-1]
             await asyncio.gather(*deliveries)
 
         await asyncio.gather(*(send(t, p, builders) for (t, p), builders in batches.items()))
 
-    async def _partition(self, topic: str, key: bytes | None) -> int:
+    async def _route(self, topic: str) -> Callable[[bytes | None], int]:
+        """The partition of a key on ``topic``: the partitioner's (remembered), any without a key."""
         partitions = sorted(await self.producer.partitions_for(topic))
         if not partitions:
             raise KafkaError(f"no partitions known for {topic!r}")
-        if key is None:
-            return random.choice(partitions)
         known = self._partitions.get((topic, len(partitions)))
         if known is None or len(known) > _PARTITION_CACHE:
             known = self._partitions[(topic, len(partitions))] = {}
-        partition = known.get(key)
-        if partition is None:
-            partitioner = getattr(self.producer, "_partitioner", None) or DefaultPartitioner()
-            partition = known[key] = partitioner(key, partitions, partitions)
-        return partition
+        partitioner = getattr(self.producer, "_partitioner", None) or DefaultPartitioner()
+
+        def route(key: bytes | None) -> int:
+            if key is None:
+                return random.choice(partitions)
+            partition = known.get(key)
+            if partition is None:
+                partition = known[key] = partitioner(key, partitions, partitions)
+            return partition
+
+        return route
 
 
 class _Watched(ConsumerRebalanceListener):
@@ -180,10 +192,8 @@ class Stream:
             ]
             consumer.assign(assigned)
             log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
-        elif watched is not None:
-            consumer.subscribe(list(self.topics), listener=watched)
         else:
-            consumer.subscribe(list(self.topics))
+            consumer.subscribe(list(self.topics), listener=watched)
         lag = LagMeter(consumer)
         while not stop.is_set():
             batch = await consumer.getmany(timeout_ms=100, max_records=self.settings.batch_max)

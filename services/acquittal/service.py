@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.kafka_security import client_options
-from coffre.adapters.stream import Batch, Record, run_stream, run_until_signalled
+from coffre.adapters.stream import Batch, Record, correlated, run_stream, run_until_signalled
 from coffre.config import Settings, Topics
-from coffre.domain.messages import CORRELATION_ID, Acquittal, Receipt, Rejection
+from coffre.domain.messages import Acquittal, Receipt, Rejection
 from coffre.logs import log_context
 from coffre.ops import BrokerCheck, Ops
 
@@ -82,20 +82,19 @@ class Acquitter:
                     else:
                         out.append(self.on_rejection(Rejection.decode(record.value or b"")))
                         rejected += 1
-                except (ValueError, TypeError, KeyError):
+                except (ValueError, TypeError, KeyError):  # not written by coffre: never crash
                     self.stats.unreadable += 1
                     metrics.UNREADABLE.inc()
                     log.error(
                         "passed over an unreadable record at %s offset %d", tp, record.offset, exc_info=True
                     )
         self._sent = (len(out) - rejected, rejected, ingested)
-        return [
-            (
+        return [  # keyed by correlation id (none without one)
+            correlated(
                 self.topics.acquittals,
-                a.correlation_id.encode() if a.correlation_id else None,
+                (a.correlation_id or "").encode() or None,
                 a.encode(),
-                [(CORRELATION_ID, a.correlation_id.encode())] if a.correlation_id else [],
-                None,
+                a.correlation_id,
             )
             for a in out
         ]

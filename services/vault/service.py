@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
@@ -18,13 +18,14 @@ from coffre.adapters.kafka_security import client_options
 from coffre.adapters.stream import (
     Batch,
     Record,
+    correlated,
     host_ordinal,
     owned_partitions,
     run_stream,
     run_until_signalled,
 )
 from coffre.config import Settings, configuration_error
-from coffre.domain.messages import CORRELATION_ID, now_iso
+from coffre.domain.messages import now_iso
 from coffre.domain.signing import Signer
 from coffre.logs import bind
 from coffre.ops import BrokerCheck, Ops, in_thread, writable_dir
@@ -63,29 +64,6 @@ def key_check(key: Signer) -> Callable[[], None]:
     return check
 
 
-def recording(
-    recorder: Recorder, sealing: SealerThread, receipts_topic: str
-) -> Callable[[Batch], Awaitable[list[Record]]]:
-    """The vault's step: record a batch, make it durable, and only then its receipts."""
-
-    async def step(batch: Batch) -> list[Record]:
-        recorded = recorder.record([(r.value or b"", r.headers or ()) for rs in batch.values() for r in rs])
-        await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
-        sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
-        return [
-            (
-                receipts_topic,
-                str(r.id_coffre).encode(),
-                r.encode(),
-                [(CORRELATION_ID, r.correlation_id.encode())] if r.correlation_id else [],
-                None,
-            )
-            for r in recorder.receipts(recorded, now_iso())
-        ]
-
-    return step
-
-
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> RecordCounts:
     topics = settings.topics
     stop = stop or asyncio.Event()
@@ -111,18 +89,23 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         sealing.start()
         log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
 
+        async def step(batch: Batch) -> list[Record]:
+            recorded = recorder.record(
+                [(r.value or b"", r.headers or ()) for rs in batch.values() for r in rs]
+            )
+            await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
+            sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
+            return [
+                correlated(topics.receipts, str(r.id_coffre).encode(), r.encode(), r.correlation_id)
+                for r in recorder.receipts(recorded, now_iso())
+            ]
+
         async def tick(_: bool) -> None:
             sealing.check()  # the archive and the journal disagree: halt
 
+        group, sources = "vault", [topics.normalized]
         await run_stream(
-            settings,
-            "vault",
-            [topics.normalized],
-            recording(recorder, sealing, topics.receipts),
-            stop,
-            owns=owns,
-            tick=tick,
-            commit_interval=COMMIT_INTERVAL,
+            settings, group, sources, step, stop, owns=owns, tick=tick, commit_interval=COMMIT_INTERVAL
         )
         recorder.sync()
         sealing.recorded(recorder.durable())
