@@ -1,11 +1,13 @@
-"""Kafka plumbing shared by the services: client tuning, topic creation, reading a topic to its end.
+"""Kafka plumbing shared by the services: client tuning, topic creation, reading a partition span,
+offset commits, consumer lag.
 
 Written for aiokafka against both Apache Kafka and the embedded Tansu broker
 (:mod:`coffre.adapters.broker`). What Tansu 0.6.0 does differently, and how this module copes:
 
 * No idempotent or transactional producers (InitProducerId fails): ``enable_idempotence=False``.
 * ``end_offsets()`` can under-report when the last batch holds several records, so
-  :func:`drain` reads until a fetch returns nothing for ``idle_ms`` instead of trusting it.
+  :func:`read_span` (every reader of a span, :func:`drain` among them) reads until a fetch returns
+  nothing for ``idle_ms`` instead of trusting it, and :func:`read_end_offsets` reads the last batch.
 * A metadata request naming a missing topic creates it with 4 partitions (auto-creation), so
   this module only ever asks for *all* topics and filters, and creates topics explicitly.
 * A consumer-group join waits about half the session timeout, hence the short session timeout.
