@@ -55,7 +55,8 @@ class Acquitter:
         self.synthesis_events = synthesis_events
         self.late_after = late_after
         self.clock = clock
-        self.topics = topics or Settings().topics
+        self.topics = topics
+        """Where :meth:`handle` reads receipts and sends acquittals (the decisions alone need none)."""
         self.reported_late: OrderedDict[Key, None] = OrderedDict()
         self.stats = AcquittalStats()
         self._sent: tuple[int, int, list[float]] = (0, 0, [])
@@ -65,6 +66,7 @@ class Acquitter:
     async def handle(self, batch: Batch) -> list[Record]:
         """The acquittals of a batch of receipts and rejections; a record coffre did not write is
         counted and passed over, never a crash."""
+        assert self.topics is not None, "Acquitter(topics=...) handles batches"
         out: list[Acquittal] = []
         ingested: list[float] = []
         rejected = 0
