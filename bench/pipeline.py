@@ -63,6 +63,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from coffre.adapters.broker import EmbeddedBroker, free_port_block
 from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, drain, ensure_topics
+from coffre.adapters.kafka_security import client_options
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID, Acquittal, header
 from coffre.stack import Stack
@@ -112,6 +113,11 @@ AUDITOR_ON_START = 70_000_000
 AUDITOR_AFTER_START = 75_000_000
 
 Message = tuple[str, bytes]  # (correlation id, event)
+
+
+def security(settings: Settings | None = None) -> dict[str, Any]:
+    """The bench's own clients' TLS and SASL options: the ``COFFRE_KAFKA_*`` settings, as the services'."""
+    return client_options(settings or Settings())
 
 
 class PhaseTimeout(RuntimeError):
@@ -259,7 +265,7 @@ class AcquittalReader:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, **CONSUMER_TUNING)
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, **CONSUMER_TUNING, **security())
         await self._consumer.start()
         self._consumer.assign(self.tps)
         # The topic is fresh (unique prefix): reading from the beginning and filtering by
@@ -318,10 +324,10 @@ async def raw_passthrough(
 ) -> float:
     """Messages/s of one aiokafka producer into ``topic`` and one consumer out of it, concurrently,
     from the first send to the last record consumed."""
-    await ensure_topics(bootstrap, {topic: partitions})
+    await ensure_topics(bootstrap, {topic: partitions}, security=security())
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **CONSUMER_TUNING)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_TUNING)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **CONSUMER_TUNING, **security())
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_TUNING, **security())
     await consumer.start()
     await producer.start()
     try:
@@ -423,7 +429,7 @@ async def hop_latencies(
     goes, hop by hop."""
     stamps: dict[str, dict[str, dict[str, int]]] = {prefix: {} for prefix in prefixes}
     for name in ("events_in", "normalized", "receipts", "acquittals"):
-        for record in await drain(bootstrap, getattr(topics, name)):
+        for record in await drain(bootstrap, getattr(topics, name), security=security()):
             cid = header(list(record.headers or ()), CORRELATION_ID)
             if cid:
                 prefix = cid.split("-", 1)[0] + "-"
@@ -497,7 +503,9 @@ class Session:
         assert stack.bootstrap
         self.bootstrap = stack.bootstrap
         self.reader = AcquittalReader(self.bootstrap, self.topics.acquittals, self.settings.partitions)
-        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, **PRODUCER_TUNING)
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, **PRODUCER_TUNING, **security(self.settings)
+        )
 
     def check(self) -> None:
         dead = {
@@ -691,7 +699,7 @@ async def auditor_lag(bootstrap: str, prefix: str, topic: str, partitions: int) 
     """(events on ``topic``, how many of them the auditor's group has not committed yet)."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=f"{prefix}auditor", enable_auto_commit=False
+        bootstrap_servers=bootstrap, group_id=f"{prefix}auditor", enable_auto_commit=False, **security()
     )
     await consumer.start()
     try:

@@ -161,7 +161,10 @@ async def _submit_all(
     from .client import CoffreClient
 
     failures = 0
-    async with CoffreClient(bootstrap, settings.topics, settings.synthesis_events) as client:
+    from .adapters.kafka_security import client_options
+
+    client = CoffreClient(bootstrap, settings.topics, settings.synthesis_events, client_options(settings))
+    async with client:
         for label, raw in items:
             try:
                 outcome = await client.submit(raw, timeout=timeout)
@@ -177,17 +180,17 @@ async def _submit_all(
 async def _audit_start(bootstrap: str, settings: Settings) -> dict[int, int]:
     """The audit topic's partitions and their end offsets now: the demo's records are those that
     come after (the stack created the topic at start-up)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import TopicPartition
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
+    from .adapters.kafka import read_end_offsets, span_reader
+    from .adapters.kafka_security import client_options
+
+    async with span_reader(bootstrap, client_options(settings)) as consumer:
         await consumer.topics()  # the cluster's metadata, which partitions_for_topic reads
         partitions = consumer.partitions_for_topic(settings.topics.audit) or set()
-        ends = await consumer.end_offsets([TopicPartition(settings.topics.audit, p) for p in partitions])
+        reported = await consumer.end_offsets([TopicPartition(settings.topics.audit, p) for p in partitions])
+        ends = await read_end_offsets(consumer, reported)
         return {tp.partition: offset for tp, offset in ends.items()}
-    finally:
-        await consumer.stop()
 
 
 async def _show_audit(
@@ -199,30 +202,27 @@ async def _show_audit(
 ) -> int:
     """Print the auditor's records of the demo (``coffre.audit``) as they come, until each finding the
     demo's own audit expects has come (1: some did not within ``timeout``, or others came)."""
-    import asyncio
-    import time
+    import contextlib
     from collections import Counter
 
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import TopicPartition
+
+    from .adapters.kafka import read_span, span_reader
+    from .adapters.kafka_security import client_options
 
     print(
         f"audit: waiting for the auditor's findings on {settings.topics.audit} "
         f"({len(expected)} event(s) with findings expected)",
         flush=True,
     )
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=200)
-    await consumer.start()
     seen: Counter[tuple[str, int, str, tuple[str, ...]]] = Counter()
     want = Counter(expected)
-    try:
-        tps = [TopicPartition(settings.topics.audit, p) for p in sorted(start)]
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, start[tp.partition])
-        deadline = time.monotonic() + timeout
-        while seen != want and time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=500)
-            for records in batches.values():
+    spans = {TopicPartition(settings.topics.audit, p): (start[p], None) for p in sorted(start) if want}
+    async with span_reader(bootstrap, client_options(settings), fetch_max_wait_ms=200) as consumer:
+        with contextlib.suppress(TimeoutError):  # read until all came, or for ``timeout`` at most
+            async for _, records in read_span(
+                consumer, spans, idle_ms=round(timeout * 1000), timeout=timeout
+            ):
                 for r in records:
                     record = json.loads(r.value)
                     codes = tuple(sorted(f["code"] for f in record["findings"]))
@@ -237,9 +237,8 @@ async def _show_audit(
                             f"{record['event_type']} (chain {chain}…): {f['code']}{where}: {f['message']}",
                             flush=True,
                         )
-            await asyncio.sleep(0)
-    finally:
-        await consumer.stop()
+                if seen == want:
+                    break
     missing, extra = want - seen, seen - want
     for what, items in (("missing", missing), ("unexpected", extra)):
         for (oper, coffre, tag, codes), n in items.items():

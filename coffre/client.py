@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -39,11 +41,18 @@ class Outcome:
 
 class CoffreClient:
     def __init__(
-        self, bootstrap: str, topics: Topics | None = None, synthesis_events: set[str] | None = None
+        self,
+        bootstrap: str,
+        topics: Topics | None = None,
+        synthesis_events: set[str] | None = None,
+        security: Mapping[str, Any] | None = None,
     ):
+        """``security``: the clients' TLS and SASL options
+        (:func:`coffre.adapters.kafka_security.client_options`); none for a plaintext cluster."""
         from .config import Settings
 
         self.bootstrap = bootstrap
+        self.security = dict(security or {})
         self.topics = topics or Settings(bootstrap_servers=bootstrap).topics
         self.synthesis_events = synthesis_events if synthesis_events is not None else {"POJEU"}
         self._producer: AIOKafkaProducer | None = None
@@ -53,10 +62,12 @@ class CoffreClient:
         self._early: dict[str, Outcome] = {}
 
     async def start(self) -> None:
-        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, **PRODUCER_TUNING)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, **PRODUCER_TUNING, **self.security
+        )
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5, **self.security
         )
         await self._consumer.start()
         partitions = []

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from aiokafka import AIOKafkaConsumer
 from aiokafka.client import AIOKafkaClient
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
@@ -168,25 +167,3 @@ def in_thread(probe: Callable[[], object]) -> Check:
 def writable_dir(path: Path) -> Check:
     """``path`` takes a new file now (written, fsynced, removed)."""
     return in_thread(lambda: probe_directory(path))
-
-
-class LagMeter:
-    """``coffre_consumer_lag`` for an aiokafka consumer, refreshed at most every ``period`` s."""
-
-    def __init__(self, consumer: AIOKafkaConsumer, period: float = 1.0) -> None:
-        self.consumer = consumer
-        self.period = period
-        self._last = 0.0
-
-    async def update(self) -> None:
-        now = time.monotonic()
-        if now - self._last < self.period:
-            return
-        self._last = now
-        for tp in self.consumer.assignment():
-            highwater = self.consumer.highwater(tp)
-            if highwater is None:
-                continue
-            with contextlib.suppress(Exception):  # a partition revoked meanwhile
-                position = await self.consumer.position(tp)
-                metrics.CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, highwater - position))

@@ -23,7 +23,7 @@ from pydantic import SecretStr
 from .adapters.archive import signer, trust_store
 from .adapters.broker import EmbeddedBroker
 from .adapters.keys import KeyFileError, record_keys
-from .adapters.service import ensure_coffre_topics
+from .adapters.stream import ensure_coffre_topics
 from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
 from .config import Settings, configuration_error
 

@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from coffre.adapters.broker import free_port
-from coffre.adapters.service import SHUTDOWN_OVERRUN_EXIT, host_ordinal, owned_partitions
+from coffre.adapters.stream import SHUTDOWN_OVERRUN_EXIT, host_ordinal, owned_partitions
 from coffre.config import Settings
 from coffre.logs import JsonFormatter, TextFormatter, log_context
 from coffre.ops import Ops, writable_dir
@@ -129,7 +129,7 @@ def test_a_drain_that_overruns_the_deadline_exits_75():
     script = textwrap.dedent(
         """
         import asyncio
-        from coffre.adapters.service import run_until_signalled
+        from coffre.adapters.stream import run_until_signalled
         from coffre.config import Settings
 
         async def serve(settings, stop):

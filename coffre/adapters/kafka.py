@@ -1,11 +1,13 @@
-"""Kafka plumbing shared by the services: client tuning, topic creation, reading a topic to its end.
+"""Kafka plumbing shared by the services: client tuning, topic creation, reading a partition span,
+offset commits, consumer lag.
 
 Written for aiokafka against both Apache Kafka and the embedded Tansu broker
 (:mod:`coffre.adapters.broker`). What Tansu 0.6.0 does differently, and how this module copes:
 
 * No idempotent or transactional producers (InitProducerId fails): ``enable_idempotence=False``.
 * ``end_offsets()`` can under-report when the last batch holds several records, so
-  :func:`drain` reads until a fetch returns nothing for ``idle_ms`` instead of trusting it.
+  :func:`read_span` (every reader of a span, :func:`drain` among them) reads until a fetch returns
+  nothing for ``idle_ms`` instead of trusting it, and :func:`read_end_offsets` reads the last batch.
 * A metadata request naming a missing topic creates it with 4 partitions (auto-creation), so
   this module only ever asks for *all* topics and filters, and creates topics explicitly.
 * A consumer-group join waits about half the session timeout, hence the short session timeout.
@@ -22,7 +24,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -34,18 +36,24 @@ from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import ConsumerRecord
 
+from coffre import metrics
+
 log = logging.getLogger("coffre.kafka")
 
 __all__ = [
     "COMMIT_INTERVAL",
     "CONSUMER_TUNING",
     "PRODUCER_TUNING",
+    "LagMeter",
     "OffsetCommitter",
     "TopicMismatchError",
     "drain",
     "ensure_topics",
     "kafka_available",
     "partitions_for",
+    "read_end_offsets",
+    "read_span",
+    "span_reader",
     "stop_consumer",
     "track_leadership",
 ]
@@ -121,6 +129,7 @@ async def ensure_topics(
     max_message_bytes: int | None = None,
     security: Security | None = None,
     create: bool = True,
+    configs: Mapping[str, str] | None = None,
 ) -> None:
     """Create every missing topic with exactly its partition count, then wait until metadata shows them.
 
@@ -132,6 +141,8 @@ async def ensure_topics(
     records that large, and a topic whose ``max.message.bytes`` is smaller raises
     :class:`TopicMismatchError`: a record the broker refuses would stop ingest's partition at every retry.
     A broker that does not report the setting (Tansu takes any size) is not checked.
+
+    ``configs``: more settings of the topics created (``cleanup.policy``, say).
 
     ``create=False`` (``COFFRE_KAFKA_CREATE_TOPICS=false``: an admin or Strimzi creates them and
     coffre's principals may not): a missing topic raises :class:`TopicMismatchError`, nothing is created.
@@ -151,13 +162,13 @@ async def ensure_topics(
                 f"topics {', '.join(absent)} do not exist (or this principal may not describe them), and "
                 "COFFRE_KAFKA_CREATE_TOPICS=false: create them first (docs/operations.md)"
             )
-        configs = (
-            {"max.message.bytes": str(max(max_message_bytes, KAFKA_DEFAULT_MAX_MESSAGE_BYTES))}
-            if max_message_bytes is not None
-            else None
-        )
+        created = dict(configs or {})
+        if max_message_bytes is not None:
+            created["max.message.bytes"] = str(max(max_message_bytes, KAFKA_DEFAULT_MAX_MESSAGE_BYTES))
         missing = [
-            NewTopic(n, c, replication, topic_configs=configs) for n, c in topics.items() if n not in existing
+            NewTopic(n, c, replication, topic_configs=created or None)
+            for n, c in topics.items()
+            if n not in existing
         ]
         if missing:
             response = await admin.create_topics(missing, timeout_ms=_ADMIN_TIMEOUT_MS)
@@ -219,6 +230,84 @@ async def partitions_for(bootstrap: str, topic: str, security: Security | None =
     return len(found["partitions"])
 
 
+@contextlib.asynccontextmanager
+async def span_reader(
+    bootstrap: str, security: Security | None = None, **options: Any
+) -> AsyncIterator[AIOKafkaConsumer]:
+    """A started consumer for :func:`read_span` (no group unless ``options`` name one, nothing
+    committed, 5 ms fetch waits), stopped on exit."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        **{"enable_auto_commit": False, "auto_offset_reset": "earliest", "fetch_max_wait_ms": 5, **options},
+        **(security or {}),
+    )
+    await consumer.start()
+    try:
+        yield consumer
+    finally:
+        await consumer.stop()
+
+
+async def read_span(
+    consumer: AIOKafkaConsumer,
+    spans: Mapping[TopicPartition, tuple[int, int | None]],
+    *,
+    idle_ms: int = 500,
+    timeout: float | None = None,
+) -> AsyncIterator[tuple[TopicPartition, list[ConsumerRecord]]]:
+    """The records of each partition of ``spans`` from its start, as fetched: at least up to its end
+    (exclusive) when one is given, however slow the fetches (an empty fetch on a busy machine is not
+    the end), then on until a fetch has returned nothing for ``idle_ms``: an end from
+    ``end_offsets()`` is only a floor, Tansu can under-report it. A caller that has what it wants
+    stops iterating. ``TimeoutError`` once ``timeout`` seconds have passed.
+
+    ``consumer`` (:func:`span_reader`) is assigned the partitions of ``spans`` and nothing else."""
+    tps = list(spans)
+    if not tps:
+        return
+    consumer.assign(tps)
+    for tp, (start, _) in spans.items():
+        consumer.seek(tp, start)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        batch = await consumer.getmany(*tps, timeout_ms=idle_ms)
+        for tp, records in batch.items():
+            if records:
+                yield tp, records
+        if not batch:
+            for tp, (_, end) in spans.items():
+                if end is not None and await consumer.position(tp) < end:
+                    break
+            else:
+                return
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"{', '.join(f'{tp.topic}[{tp.partition}]' for tp in tps)}: not read within {timeout:g}s"
+            )
+
+
+async def read_end_offsets(
+    consumer: AIOKafkaConsumer, reported: Mapping[TopicPartition, int], timeout: float = 10.0
+) -> dict[TopicPartition, int]:
+    """Each partition's end offset, read rather than asked: ``reported`` (ListOffsets) with the
+    records of the last batch beyond it.
+
+    Tansu 0.6.0 answers ListOffsets with the last record batch's base offset + 1: when that batch
+    holds several records, a reader up to the end offset stops short of the newest writes. A fetch
+    from ``reported - 1`` returns that last batch whole. On Kafka the answer is exact and the fetch
+    confirms it. ``TimeoutError`` when the last records cannot be read within ``timeout``."""
+    ends = dict(reported)  # keys may be faust's TP: equal, as tuples, to aiokafka's TopicPartition
+    pending = {TopicPartition(tp.topic, tp.partition) for tp, end in reported.items() if end > 0}
+    if pending:
+        spans = {tp: (reported[tp] - 1, reported[tp]) for tp in pending}
+        async for tp, records in read_span(consumer, spans, idle_ms=100, timeout=timeout):
+            ends[tp] = max(ends[tp], records[-1].offset + 1)
+            pending.discard(tp)
+            if not pending:
+                break
+    return ends
+
+
 async def drain(
     bootstrap: str,
     topic: str,
@@ -231,40 +320,22 @@ async def drain(
 
     Partitions are assigned by hand (no group join, nothing committed; ``group_id`` only names
     the reading consumer). Records come back partition by partition, each in offset order.
-    ``end_offsets()`` serves only as a lower bound: on Tansu it can under-report. ``KeyError``
-    when the topic does not exist (it is never created).
+    ``end_offsets()`` serves only as a lower bound (:func:`read_span`). ``KeyError`` when the topic
+    does not exist (it is never created).
     """
     count = await partitions_for(bootstrap, topic, security)
     tps = [TopicPartition(topic, p) for p in range(count)]
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=group_id,
-        **{**CONSUMER_TUNING, "max_poll_records": 10_000},
-        **(security or {}),
-    )
-    await consumer.start()
     records: dict[int, list[ConsumerRecord]] = {p: [] for p in range(count)}
-    try:
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+    options = {**CONSUMER_TUNING, "max_poll_records": 10_000, "group_id": group_id}
+    async with span_reader(bootstrap, security, **options) as consumer:
         floor = await consumer.end_offsets(tps)
         # If the floor is never reached (it should be), give up after a bounded wait.
-        give_up = time.monotonic() + max(10.0, 20 * idle_ms / 1000)
-        while True:
-            batch = await consumer.getmany(*tps, timeout_ms=idle_ms)
-            if batch:
-                for tp, recs in batch.items():
-                    records[tp.partition].extend(recs)
-                continue
-            reached = True
-            for tp in tps:
-                if await consumer.position(tp) < floor[tp]:
-                    reached = False
-                    break
-            if reached or time.monotonic() >= give_up:
-                break
-    finally:
-        await consumer.stop()
+        with contextlib.suppress(TimeoutError):
+            spans = {tp: (0, floor[tp]) for tp in tps}
+            async for tp, recs in read_span(
+                consumer, spans, idle_ms=idle_ms, timeout=max(10.0, 20 * idle_ms / 1000)
+            ):
+                records[tp.partition].extend(recs)
     return [r for p in range(count) for r in records[p]]
 
 
@@ -432,3 +503,25 @@ class OffsetCommitter:
                 await self._last  # a commit handed over meanwhile makes a newer last one
         finally:
             self._hurry.clear()
+
+
+class LagMeter:
+    """``coffre_consumer_lag`` for an aiokafka consumer, refreshed at most every ``period`` s."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, period: float = 1.0) -> None:
+        self.consumer = consumer
+        self.period = period
+        self._last = 0.0
+
+    async def update(self) -> None:
+        now = time.monotonic()
+        if now - self._last < self.period:
+            return
+        self._last = now
+        for tp in self.consumer.assignment():
+            highwater = self.consumer.highwater(tp)
+            if highwater is None:
+                continue
+            with contextlib.suppress(Exception):  # a partition revoked meanwhile
+                position = await self.consumer.position(tp)
+                metrics.CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, highwater - position))

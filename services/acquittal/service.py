@@ -21,11 +21,12 @@ from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
-from coffre.adapters.service import kafka_endpoints, run_until_signalled
-from coffre.config import Settings
+from coffre.adapters.stream import Batch, Record, correlated, run_stream, run_until_signalled
+from coffre.config import Settings, Topics
+from coffre.domain.authenticity import RecordKeys
 from coffre.domain.messages import Acquittal, ForeignRecord, Receipt, Rejection
 from coffre.logs import log_context
-from coffre.ops import BrokerCheck, LagMeter, Ops
+from coffre.ops import BrokerCheck, Ops
 
 log = logging.getLogger("coffre.acquittal")
 Key = tuple[str, int, int]
@@ -49,13 +50,81 @@ class Acquitter:
     """The decisions, without Kafka."""
 
     def __init__(
-        self, synthesis_events: set[str], late_after: float, clock: Callable[[], float] = time.time
+        self,
+        synthesis_events: set[str],
+        late_after: float,
+        clock: Callable[[], float] = time.time,
+        topics: Topics | None = None,
+        keys: RecordKeys | None = None,
     ) -> None:
         self.synthesis_events = synthesis_events
         self.late_after = late_after
         self.clock = clock
+        self.topics = topics
+        """Where :meth:`handle` reads receipts and sends acquittals (the decisions alone need none)."""
+        self.keys = keys
+        """What the receipts and rejections :meth:`handle` reads must carry a tag of."""
         self.reported_late: OrderedDict[Key, None] = OrderedDict()
         self.stats = AcquittalStats()
+        self._sent: tuple[int, int, list[float]] = (0, 0, [])
+        """The last batch's acquittals recorded and rejected, and when ingest published each
+        recorded event: counted once they are acknowledged."""
+
+    async def handle(self, batch: Batch) -> list[Record]:
+        """The acquittals of a batch of receipts and rejections; a record coffre did not write is
+        counted and passed over, never a crash."""
+        assert self.topics is not None and self.keys is not None, (
+            "Acquitter(topics=..., keys=...) handles batches"
+        )
+        out: list[Acquittal] = []
+        ingested: list[float] = []
+        rejected = 0
+        for tp, records in batch.items():
+            from_vault = tp.topic == self.topics.receipts
+            for record in records:
+                headers = list(record.headers or ())
+                try:
+                    if from_vault:
+                        receipt = Receipt.from_record(record.key, record.value or b"", headers, self.keys)
+                        acquittal = self.on_receipt(receipt)
+                        if acquittal:
+                            out.append(acquittal)
+                            if receipt.ingested_at is not None:
+                                ingested.append(receipt.ingested_at)
+                    else:
+                        rejection = Rejection.from_record(record.key, record.value or b"", headers, self.keys)
+                        out.append(self.on_rejection(rejection))
+                        rejected += 1
+                except ForeignRecord as exc:  # a stranger's: never acquitted, never a crash
+                    self.stats.foreign += 1
+                    metrics.FOREIGN_RECORDS.labels("acquittal", tp.topic).inc()
+                    log.error("passed over a record at %s offset %d: %s", tp, record.offset, exc)
+                except (ValueError, TypeError, KeyError):  # unreadable: never crash
+                    self.stats.unreadable += 1
+                    metrics.UNREADABLE.inc()
+                    log.error(
+                        "passed over an unreadable record at %s offset %d", tp, record.offset, exc_info=True
+                    )
+        self._sent = (len(out) - rejected, rejected, ingested)
+        return [  # keyed by correlation id (none without one)
+            correlated(
+                self.topics.acquittals,
+                (a.correlation_id or "").encode() or None,
+                a.encode(),
+                a.correlation_id,
+            )
+            for a in out
+        ]
+
+    def acknowledged(self) -> None:
+        recorded, rejected, ingested = self._sent
+        if recorded:
+            metrics.ACQUITTALS.labels("recorded").inc(recorded)
+        if rejected:
+            metrics.ACQUITTALS.labels("rejected").inc(rejected)
+        published = time.time()
+        for since in ingested:
+            metrics.ACQUITTAL_LATENCY.observe(max(0.0, published - since))
 
     def acquittable(self, event_type: str, supervised: bool) -> bool:
         return event_type not in self.synthesis_events and not supervised
@@ -95,79 +164,23 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
     await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
     stop = stop or asyncio.Event()
-    acquitter = Acquitter(settings.synthesis_events, settings.late_after_seconds)
-    keys = record_keys(settings)
+    acquitter = Acquitter(
+        settings.synthesis_events, settings.late_after_seconds, topics=topics, keys=record_keys(settings)
+    )
     ops = Ops("acquittal", settings)
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
-    recorded_total = metrics.ACQUITTALS.labels("recorded")
-    rejected_total = metrics.ACQUITTALS.labels("rejected")
     await ops.start()
     try:
-        async with kafka_endpoints(
-            settings, "acquittal", topics.receipts, topics.rejected, commit_interval=COMMIT_INTERVAL
-        ) as kafka:
-            lag = LagMeter(kafka.consumer)
-            log.info("acquittal ready")
-            while not stop.is_set():
-                batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
-                if batches:
-                    out: list[Acquittal] = []
-                    ingested: list[float] = []  # when ingest published each recorded event acquitted here
-                    rejected = 0
-                    for tp, records in batches.items():
-                        from_vault = tp.topic == topics.receipts
-                        for record in records:
-                            headers = list(record.headers or ())
-                            try:
-                                if from_vault:
-                                    receipt = Receipt.from_record(
-                                        record.key, record.value or b"", headers, keys
-                                    )
-                                    acquittal = acquitter.on_receipt(receipt)
-                                    if acquittal:
-                                        out.append(acquittal)
-                                        if receipt.ingested_at is not None:
-                                            ingested.append(receipt.ingested_at)
-                                else:
-                                    rejection = Rejection.from_record(
-                                        record.key, record.value or b"", headers, keys
-                                    )
-                                    out.append(acquitter.on_rejection(rejection))
-                                    rejected += 1
-                            except ForeignRecord as exc:  # a stranger's: never acquitted, never a crash
-                                acquitter.stats.foreign += 1
-                                metrics.FOREIGN_RECORDS.labels("acquittal", tp.topic).inc()
-                                log.error("passed over a record at %s offset %d: %s", tp, record.offset, exc)
-                            except (ValueError, TypeError, KeyError):  # unreadable: never crash
-                                acquitter.stats.unreadable += 1
-                                metrics.UNREADABLE.inc()
-                                log.error(
-                                    "passed over an unreadable record at %s offset %d",
-                                    tp,
-                                    record.offset,
-                                    exc_info=True,
-                                )
-                    if out:
-                        await kafka.send_all(
-                            topics.acquittals,
-                            (
-                                (
-                                    a.correlation_id.encode() if a.correlation_id else None,
-                                    a.encode(),
-                                    a.correlation_id,
-                                )
-                                for a in out
-                            ),
-                        )
-                        published = time.time()
-                        if len(out) > rejected:
-                            recorded_total.inc(len(out) - rejected)
-                        if rejected:
-                            rejected_total.inc(rejected)
-                        for since in ingested:
-                            metrics.ACQUITTAL_LATENCY.observe(max(0.0, published - since))
-                    kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
-                await lag.update()
+        log.info("acquittal ready")
+        await run_stream(
+            settings,
+            "acquittal",
+            [topics.receipts, topics.rejected],
+            acquitter.handle,
+            stop,
+            acknowledged=acquitter.acknowledged,
+            commit_interval=COMMIT_INTERVAL,
+        )
     finally:
         await ops.stop()
     return acquitter.stats

@@ -12,6 +12,7 @@ is in services/auditor/README.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -19,16 +20,21 @@ from typing import Any, TypeVar
 
 import faust
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coffre import metrics
-from coffre.adapters.kafka import KAFKA_DEFAULT_MAX_MESSAGE_BYTES, ensure_topics
-from coffre.adapters.kafka_security import check_kafka_access
+from coffre.adapters.kafka import (
+    Security,
+    TopicMismatchError,
+    ensure_topics,
+    read_end_offsets,
+    read_span,
+    span_reader,
+)
+from coffre.adapters.kafka_security import check_kafka_access, client_options, faust_credentials
 from coffre.adapters.keys import record_keys
-from coffre.adapters.service import ensure_coffre_topics
-from coffre.config import Settings
+from coffre.adapters.stream import ensure_coffre_topics
+from coffre.config import Settings, configuration_error
 from coffre.domain.authenticity import RecordKeys
 from coffre.domain.messages import ForeignRecord, InvalidMessage, NormalizedEvent, Receipt
 from coffre.ops import BrokerCheck, Ops
@@ -70,44 +76,20 @@ class _LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
     async def _highwaters(self, partitions: list[faust.types.TP]) -> Mapping[faust.types.TP, int]:
         reported = await super()._highwaters(partitions)
-        return await true_end_offsets(self.app.bootstrap, reported)  # type: ignore[attr-defined]
+        app: AuditorApp = self.app  # type: ignore[assignment]
+        return await true_end_offsets(app.bootstrap, reported, app.security)
 
 
 async def true_end_offsets(
-    bootstrap: str, reported: Mapping[faust.types.TP, int], timeout: float = 10.0
+    bootstrap: str, reported: Mapping[faust.types.TP, int], security: Security | None = None
 ) -> dict[faust.types.TP, int]:
-    """Each partition's end offset, read rather than asked: ``reported`` (ListOffsets) with the
-    records of the last batch beyond it.
-
-    Tansu 0.6.0 answers ListOffsets with the last record batch's base offset + 1: when that
-    batch holds several records, faust's table recovery, which reads a changelog partition up
-    to its end offset, would stop short of the newest writes (measured: 8 records, end offset 6;
-    the auditor, restarted, lost coffres' newest ``audited`` marks and passed every later event
-    of them over as ahead of the chain). A fetch from ``reported - 1`` returns that last batch
-    whole. On Kafka the answer is exact and the fetch confirms it."""
-    ends = dict(reported)
-    probed = {TopicPartition(tp.topic, tp.partition): tp for tp, end in reported.items() if end > 0}
-    if not probed:
-        return ends
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
-    await consumer.start()
-    try:
-        consumer.assign(list(probed))
-        for tp, faust_tp in probed.items():
-            consumer.seek(tp, reported[faust_tp] - 1)
-        pending = set(probed)
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            for tp, records in (await consumer.getmany(timeout_ms=100)).items():
-                if records:
-                    faust_tp = probed[tp]
-                    ends[faust_tp] = max(ends[faust_tp], records[-1].offset + 1)
-                    pending.discard(tp)
-        if pending:
-            raise RuntimeError(f"could not read the last records of {sorted(pending)} within {timeout:g}s")
-    finally:
-        await consumer.stop()
-    return ends
+    """:func:`~coffre.adapters.kafka.read_end_offsets`: faust's table recovery reads a changelog
+    partition up to its end offset, and Tansu's can be short of the newest writes (the auditor,
+    restarted, lost coffres' newest ``audited`` marks and passed every later event of them over)."""
+    if not any(reported.values()):
+        return dict(reported)
+    async with span_reader(bootstrap, security) as consumer:
+        return await read_end_offsets(consumer, reported)  # type: ignore[arg-type]
 
 
 async def read_back(
@@ -118,38 +100,35 @@ async def read_back(
     pick: Callable[[ConsumerRecord], tuple[int, T] | None],
     wanted: set[int],
     timeout: float = 30.0,
+    security: Security | None = None,
 ) -> dict[int, T]:
     """What ``pick`` makes of the records of ``topic``'s ``partition`` before offset ``before``, for the
     IDEvt ``wanted``: read backwards by spans growing fourfold (64, 256, … records before
     ``before``) until all are found or the partition's start is reached. What the topic no longer
     holds is not found. ``pick`` gives (IDEvt, value) of a record of the coffre, else None."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
-    await consumer.start()
+    tp = TopicPartition(topic, partition)
     found: dict[int, T] = {}
-    try:
-        tp = TopicPartition(topic, partition)
-        consumer.assign([tp])
-        deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout
+
+    async def read(consumer: AIOKafkaConsumer, start: int) -> None:
+        spans = {tp: (start, before)}
+        async for _, records in read_span(consumer, spans, timeout=max(0.0, deadline - time.monotonic())):
+            for r in records:
+                if r.offset >= before:
+                    return
+                picked = pick(r)
+                if picked is not None and picked[0] in wanted:
+                    found.setdefault(*picked)
+
+    async with span_reader(bootstrap, security) as consumer:
         span = 64
         while True:
             start = max(0, before - span)
-            consumer.seek(tp, start)
-            position = start
-            while position < before and time.monotonic() < deadline:
-                for r in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
-                    if r.offset >= before:
-                        position = before
-                        break
-                    position = r.offset + 1
-                    picked = pick(r)
-                    if picked is not None and picked[0] in wanted:
-                        found.setdefault(*picked)
+            with contextlib.suppress(TimeoutError):
+                await read(consumer, start)
             if set(found) >= wanted or start == 0 or time.monotonic() >= deadline:
-                break
+                return found
             span *= 4
-    finally:
-        await consumer.stop()
-    return found
 
 
 def _event_of(
@@ -213,7 +192,8 @@ class _LowLatencyTransport(faust_aiokafka.Transport):
 class AuditorApp(faust.App):
     ops: Ops | None = None
     bootstrap: str = ""
-    """coffre's bootstrap servers, for :func:`true_end_offsets`' own consumer."""
+    """coffre's bootstrap servers and security options, for :func:`true_end_offsets`' own consumer."""
+    security: Security | None = None
 
     def _new_transport(self) -> faust_aiokafka.Transport:
         return _LowLatencyTransport(self.conf.broker_consumer, self)
@@ -235,27 +215,22 @@ def changelog_topic(settings: Settings) -> str:
 
 async def ensure_auditor_topics(settings: Settings) -> None:
     """coffre's topics (``<prefix>audit`` among them), and the state table's changelog: compacted,
-    with the partitions of the topics it is co-partitioned with. faust is not let declare topics
-    (it would give them its own partition count)."""
+    with the partitions of the topics it is co-partitioned with (created, or only checked with
+    ``COFFRE_KAFKA_CREATE_TOPICS=false``). faust is not let declare topics (it would give them its
+    own partition count)."""
     await ensure_coffre_topics(settings)
-    name = changelog_topic(settings)
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers, request_timeout_ms=10_000)
-    await admin.start()
     try:
-        if name not in await admin.list_topics():
-            configs = {
-                "cleanup.policy": "compact",
-                "max.message.bytes": str(max(settings.max_message_bytes, KAFKA_DEFAULT_MAX_MESSAGE_BYTES)),
-            }
-            response = await admin.create_topics(
-                [NewTopic(name, settings.partitions, settings.replication_factor, topic_configs=configs)]
-            )
-            for entry in response.topic_errors:
-                if entry[1] not in (0, TopicAlreadyExistsError.errno):
-                    raise RuntimeError(f"could not create topic {name!r}: error {entry[1]}")
-    finally:
-        await admin.close()
-    await ensure_topics(settings.bootstrap_servers, {name: settings.partitions})
+        await ensure_topics(
+            settings.bootstrap_servers,
+            {changelog_topic(settings): settings.partitions},
+            replication=settings.replication_factor,
+            max_message_bytes=settings.max_message_bytes,
+            configs={"cleanup.policy": "compact"},
+            security=client_options(settings),
+            create=settings.kafka_create_topics,
+        )
+    except TopicMismatchError as exc:
+        configuration_error(str(exc))
 
 
 def build_app(settings: Settings) -> AuditorApp:
@@ -281,8 +256,10 @@ def build_app(settings: Settings) -> AuditorApp:
         producer_linger_ms=0,  # faust waits on its changelog sends: a linger slows every table write (20 ms: 303 -> 140 events/s)
         producer_max_request_size=settings.max_message_bytes,
         stream_wait_empty=False,
+        broker_credentials=faust_credentials(settings),
     )
     app.bootstrap = settings.bootstrap_servers
+    app.security = client_options(settings)
     source = app.topic(
         topics.normalized, topics.receipts, value_serializer="raw", key_serializer="raw", allow_empty=True
     )
@@ -294,7 +271,7 @@ def build_app(settings: Settings) -> AuditorApp:
     )
     keys = record_keys(settings)
     ops = app.ops = Ops("auditor", settings)
-    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers))
+    ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, app.security))
 
     async def publish(key: bytes, value: bytes) -> None:
         await app.producer.send_and_wait(topics.audit, key, value, None, None, None)
@@ -304,7 +281,13 @@ def build_app(settings: Settings) -> AuditorApp:
     ) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
         pick = _event_of(id_oper, id_coffre, keys)
         found = await read_back(
-            settings.bootstrap_servers, topics.normalized, partition, before, pick, wanted
+            settings.bootstrap_servers,
+            topics.normalized,
+            partition,
+            before,
+            pick,
+            wanted,
+            security=app.security,
         )
         return [found[i] for i in sorted(found)]
 
@@ -312,7 +295,15 @@ def build_app(settings: Settings) -> AuditorApp:
         partition: int, before: int, id_oper: str, id_coffre: int, wanted: set[int]
     ) -> dict[int, str]:
         pick = _receipt_of(id_oper, id_coffre, keys)
-        return await read_back(settings.bootstrap_servers, topics.receipts, partition, before, pick, wanted)
+        return await read_back(
+            settings.bootstrap_servers,
+            topics.receipts,
+            partition,
+            before,
+            pick,
+            wanted,
+            security=app.security,
+        )
 
     join = AuditJoin(
         state,  # type: ignore[arg-type]

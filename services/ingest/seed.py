@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.kafka import PRODUCER_TUNING
+from coffre.adapters.kafka import span_reader
+from coffre.adapters.kafka_security import client_options
 from coffre.adapters.keys import record_keys
+from coffre.adapters.stream import publisher
 from coffre.config import Settings
 from coffre.domain.routing import coffre_partition
 
@@ -56,9 +58,7 @@ async def seed_from_journals(settings: Settings, journal_root: Path) -> list[Par
     if not heads:
         return []
     topics = settings.topics
-    reader = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers, enable_auto_commit=False)
-    await reader.start()
-    try:
+    async with span_reader(settings.bootstrap_servers, client_options(settings)) as reader:
         await reader.topics()  # the metadata of every topic, as ingest reads it at its start
         partitions = len(reader.partitions_for_topic(topics.events_in) or ()) or settings.partitions
         candidates = seed_states(heads, partitions)
@@ -71,8 +71,6 @@ async def seed_from_journals(settings: Settings, journal_root: Path) -> list[Par
             )
         ]
         ends = await reader.end_offsets(tps)
-    finally:
-        await reader.stop()
     fresh = [
         s
         for s in candidates
@@ -86,17 +84,9 @@ async def seed_from_journals(settings: Settings, journal_root: Path) -> list[Par
             )
     if not fresh:
         return []
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers, **PRODUCER_TUNING)
-    await producer.start()
-    try:
-        keys = record_keys(settings)
-        for state in fresh:
-            key, value, headers = state.record(keys)
-            await producer.send_and_wait(
-                topics.ingest_state, value, key=key, headers=headers, partition=state.partition
-            )
-    finally:
-        await producer.stop()
+    keys = record_keys(settings)
+    async with publisher(settings) as out:
+        await out.send_records((topics.ingest_state, *s.record(keys), s.partition) for s in fresh)
     log.info(
         "seeded the IDEvt counters of %d coffre(s) on %d partition(s) from %s",
         sum(len(s.counters) for s in fresh),

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coffre.adapters.keys import KeyFileError, load_signer
-from coffre.adapters.service import run_until_signalled
+from coffre.adapters.stream import run_until_signalled
 from coffre.config import Settings, configuration_error
 from coffre.domain.signing import Signer, TrustStore
 from coffre.ops import Ops, in_thread

@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaConsumer
 from coffre.adapters.archive import archive_storage, signer, trust_store
 from coffre.adapters.files import fsync_directory
 from coffre.adapters.journal import JournalSet
+from coffre.adapters.kafka_security import client_options
 from coffre.adapters.storage import ArchiveStorage
 from coffre.config import Settings
 from coffre.domain.lot import checkpoint_key, parse_document, parse_lot_name, read_lot
@@ -168,6 +169,7 @@ async def rewind(
         enable_auto_commit=False,
         session_timeout_ms=6000,
         heartbeat_interval_ms=1000,
+        **client_options(settings),
     )
     await consumer.start()
     try:

@@ -16,12 +16,19 @@ from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
-from coffre.adapters.service import host_ordinal, kafka_endpoints, owned_partitions, run_until_signalled
+from coffre.adapters.stream import (
+    Batch,
+    Record,
+    host_ordinal,
+    owned_partitions,
+    run_stream,
+    run_until_signalled,
+)
 from coffre.config import Settings, configuration_error
 from coffre.domain.messages import now_iso
 from coffre.domain.signing import Signer
 from coffre.logs import bind
-from coffre.ops import BrokerCheck, LagMeter, Ops, in_thread, writable_dir
+from coffre.ops import BrokerCheck, Ops, in_thread, writable_dir
 
 from .recorder import RecordCounts, Recorder, VaultHalt
 from .sealer import ArchiveMismatch, Sealer, SealerThread
@@ -82,23 +89,21 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     try:
         sealer.start()  # start-up recovery, before anything new is recorded
         sealing.start()
-        async with kafka_endpoints(
-            settings, "vault", topics.normalized, owns=owns, commit_interval=COMMIT_INTERVAL
-        ) as kafka:
-            lag = LagMeter(kafka.consumer)
-            log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
-            while not stop.is_set():
-                sealing.check()  # the archive and the journal disagree: halt
-                batches = await kafka.consumer.getmany(timeout_ms=100, max_records=settings.batch_max)
-                if batches:
-                    recorded = recorder.record_records(r for records in batches.values() for r in records)
-                    await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
-                    sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
-                    await kafka.send_records(
-                        topics.receipts, (r.record(keys) for r in recorder.receipts(recorded, now_iso()))
-                    )
-                    kafka.committer.commit({tp: records[-1].offset + 1 for tp, records in batches.items()})
-                await lag.update()
+        log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
+
+        async def step(batch: Batch) -> list[Record]:
+            recorded = recorder.record_records(r for rs in batch.values() for r in rs)
+            await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
+            sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
+            return [(topics.receipts, *r.record(keys), None) for r in recorder.receipts(recorded, now_iso())]
+
+        async def tick(_: bool) -> None:
+            sealing.check()  # the archive and the journal disagree: halt
+
+        group, sources = "vault", [topics.normalized]
+        await run_stream(
+            settings, group, sources, step, stop, owns=owns, tick=tick, commit_interval=COMMIT_INTERVAL
+        )
         recorder.sync()
         sealing.recorded(recorder.durable())
         # what waits is sealed before the vault stops: the archive is complete

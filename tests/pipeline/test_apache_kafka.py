@@ -32,7 +32,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from coffre.adapters.archive import signing_files
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka_security import check_kafka_access, client_options
-from coffre.adapters.service import ensure_coffre_topics
+from coffre.adapters.stream import ensure_coffre_topics
 from coffre.audit import verify_archive
 from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash

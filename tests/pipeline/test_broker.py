@@ -23,7 +23,7 @@ from coffre.adapters.kafka import (
     partitions_for,
     stop_consumer,
 )
-from coffre.adapters.service import ensure_coffre_topics
+from coffre.adapters.stream import ensure_coffre_topics
 from coffre.config import Settings
 
 

@@ -1,4 +1,4 @@
-"""The services' batched publication (``Endpoints.send_all``/``send_records``) on a real broker:
+"""The services' batched publication (``Publisher.send_records``) on a real broker:
 every record lands where ``producer.send`` would have put it (the partitioner's choice for its
 key), in order within its partition, with its headers, however many batches it takes."""
 
@@ -9,8 +9,8 @@ from collections import defaultdict
 
 from aiokafka.partitioner import DefaultPartitioner
 
-from coffre.adapters.kafka import drain
-from coffre.adapters.service import kafka_endpoints
+from coffre.adapters.kafka import drain, ensure_topics
+from coffre.adapters.stream import publisher
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID, header
 
@@ -22,13 +22,16 @@ def test_send_all_batches_by_partition_and_keeps_order_and_headers(kafka_bootstr
     padding = b"x" * 300  # 3,000 records of ~300 bytes: more than one 256 KiB batch per partition
     outputs = [(key, b"%d:" % n + padding, f"c-{n}" if n % 3 else None) for n, key in enumerate(keys)]
 
-    async def publish() -> None:
-        async with kafka_endpoints(settings, "send-test", topic) as kafka:
-            await kafka.send_all(topic, outputs[:10])
-            await kafka.send_all(topic, outputs[10:])
-            await kafka.send_all(topic, [])
-            await kafka.send_records(topic, [(None, b"keyless", [("h", b"v")])])
+    records = [(topic, k, v, [(CORRELATION_ID, c.encode())] if c else [], None) for k, v, c in outputs]
 
+    async def publish() -> None:
+        async with publisher(settings) as out:
+            await out.send_records(records[:10])
+            await out.send_records(records[10:], ordered=True)
+            await out.send_records([])
+            await out.send_records([(topic, None, b"keyless", [("h", b"v")], None)])
+
+    asyncio.run(ensure_topics(kafka_bootstrap, settings.topic_partitions))
     asyncio.run(publish())
     records = asyncio.run(drain(kafka_bootstrap, topic))
     assert len(records) == len(outputs) + 1

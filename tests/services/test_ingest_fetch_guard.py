@@ -86,6 +86,11 @@ def ingest_at(position: int, state_topic: FakeStateTopic) -> tuple[Ingest, FakeC
     return ingest, consumer, producer
 
 
+async def handle(ingest: Ingest, producer: FakeProducer, batch: dict) -> None:
+    """The ingest step, its outputs as the runner would send them."""
+    producer.sent += [(topic, value, headers) for topic, _, value, headers, _ in await ingest.handle(batch)]
+
+
 def id_evts(producer: FakeProducer) -> list[int]:
     return [int(header(h, ID_EVT)) for topic, _, h in producer.sent if topic == SETTINGS.topics.normalized]
 
@@ -94,11 +99,11 @@ def test_a_fetch_that_begins_past_the_fold_is_read_again_not_folded():
     async def scenario():
         probe = FakeStateTopic()  # a fresh fetch from 5 finds offset 5: the fetch in hand is stale
         ingest, consumer, producer = ingest_at(5, probe)
-        await ingest.handle({TP: records(621, 622)})
-        await ingest.handle({TP: records(621, 622)})  # still in flight at the seek: refused again
+        await handle(ingest, producer, {TP: records(621, 622)})
+        await handle(ingest, producer, {TP: records(621, 622)})  # still in flight at the seek: refused again
         assert consumer.seeks == [(TP, 5), (TP, 5)] and producer.sent == []
         assert ingest.owned[0].position == 5 and ingest.owned[0].counters[("0099", COFFRE)] == 4
-        await ingest.handle({TP: records(5, 6, 7)})
+        await handle(ingest, producer, {TP: records(5, 6, 7)})
         assert id_evts(producer) == [5, 6, 7]
 
     asyncio.run(scenario())
@@ -108,7 +113,7 @@ def test_a_hole_that_a_fresh_fetch_confirms_is_folded_over():
     async def scenario():
         probe = FakeStateTopic(first={5: 9})  # offsets 5..8 hold no record (transaction markers)
         ingest, consumer, producer = ingest_at(5, probe)
-        await ingest.handle({TP: records(9, 10)})
+        await handle(ingest, producer, {TP: records(9, 10)})
         assert consumer.seeks == [] and id_evts(producer) == [5, 6]
         assert ingest.owned[0].position == 11
 
@@ -119,7 +124,7 @@ def test_a_probe_that_finds_nothing_reads_again():
     async def scenario():
         probe = FakeStateTopic(first={5: None})
         ingest, consumer, producer = ingest_at(5, probe)
-        await ingest.handle({TP: records(9)})
+        await handle(ingest, producer, {TP: records(9)})
         assert consumer.seeks == [(TP, 5)] and producer.sent == []
 
     asyncio.run(scenario())
@@ -129,7 +134,7 @@ def test_a_gap_inside_one_fetch_is_a_hole_of_the_log_and_is_folded_over():
     async def scenario():
         probe = FakeStateTopic()
         ingest, consumer, producer = ingest_at(5, probe)
-        await ingest.handle({TP: records(5, 6, 40, 41)})
+        await handle(ingest, producer, {TP: records(5, 6, 40, 41)})
         assert id_evts(producer) == [5, 6, 7, 8] and consumer.seeks == [] and probe.probes == []
         assert ingest.owned[0].position == 42
 

@@ -1,0 +1,353 @@
+"""The stream runner: the one consume → step → produce → commit loop of ingest, the vault and the
+acquittal service, and what they share around it (topics created, a signal to drain at).
+
+A service is a :data:`Step` (a fetched batch in, the records to publish out) and a few lines of
+wiring. Per batch the runner awaits the step, sends its records and waits until the broker
+acknowledged every one, then hands the batch's next offsets to the :class:`OffsetCommitter`: a
+crash never commits an input whose outputs are not on Kafka. At SIGTERM it finishes the batch in
+hand, ticks a last time, flushes the commits and leaves the group."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import re
+import signal
+import socket
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.structs import ConsumerRecord
+
+from coffre.config import Settings, configuration_error
+from coffre.domain.messages import CORRELATION_ID, Headers
+
+from .kafka import (
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    LagMeter,
+    OffsetCommitter,
+    TopicMismatchError,
+    ensure_topics,
+    stop_consumer,
+    track_leadership,
+)
+from .kafka_security import client_options
+
+log = logging.getLogger("coffre.service")
+
+Record = tuple[str, bytes | None, bytes, Headers, int | None]
+"""(topic, key, value, headers, partition) of a record to publish; partition None: by its key
+(the producer's partitioner), or any partition without a key."""
+Batch = dict[TopicPartition, list[ConsumerRecord]]
+Step = Callable[[Batch], Awaitable[list[Record]]]
+"""What a service does with a fetched batch: the records to publish for it. A partition the step
+deletes from the batch (it did not handle it, and sought back) is not committed."""
+Tick = Callable[[bool], Awaitable[None]]
+"""Called after every turn of the loop, and once more with ``True`` when draining."""
+
+
+def correlated(topic: str, key: bytes | None, value: bytes, correlation_id: str | None) -> Record:
+    """A record carrying the correlation id of the event it answers as a header (receipts, acquittals)."""
+    return (topic, key, value, [(CORRELATION_ID, correlation_id.encode())] if correlation_id else [], None)
+
+
+_PARTITION_CACHE = 4096
+"""Keys whose partition is remembered per topic and partition count (the vault's keys are its
+IDCoffre, few and repeated; murmur2 in Python costs more than the rest of a record's sending)."""
+
+
+@dataclass(slots=True)
+class Publisher:
+    """A producer that sends records in one record batch per partition."""
+
+    producer: AIOKafkaProducer
+    _partitions: dict[tuple[str, int], dict[bytes, int]] = field(default_factory=dict)
+
+    async def send_records(self, records: Iterable[Record], *, ordered: bool = False) -> None:
+        """Publish ``records`` and wait until the broker acknowledged every one.
+
+        Each goes to its own partition, or the one the producer's partitioner gives its key, in
+        order within a partition, in one record batch per partition (as many as its size needs):
+        far less work per record than one ``producer.send`` each. ``ordered``: a partition's next
+        batch is sent only once the one before is acknowledged, so that a partition never holds a
+        later record without the earlier ones (ingest's forwarded copies: the fold skips a copy
+        not above the highest it folded, and a hole would lose an event)."""
+        now = int(time.time() * 1000)
+        batches: dict[tuple[str, int], list[Any]] = defaultdict(list)  # BatchBuilders, in order
+        routes: dict[str, Callable[[bytes | None], int]] = {}
+        for topic, key, value, headers, partition in records:
+            if partition is None:
+                route = routes.get(topic) or routes.setdefault(topic, await self._route(topic))
+                partition = route(key)
+            builders = batches[(topic, partition)]
+            # full (or none yet): begin the next one (a first record always fits)
+            if (
+                not builders
+                or builders[-1].append(timestamp=now, key=key, value=value, headers=headers) is None
+            ):
+                builders.append(self.producer.create_batch())
+                builders[-1].append(timestamp=now, key=key, value=value, headers=headers)
+
+        async def send(topic: str, partition: int, builders: list[Any]) -> None:
+            deliveries = []
+            for builder in builders:
+                deliveries.append(await self.producer.send_batch(builder, topic, partition=partition))
+                if ordered:
+                    await deliveries[-1]
+            await asyncio.gather(*deliveries)
+
+        await asyncio.gather(*(send(t, p, builders) for (t, p), builders in batches.items()))
+
+    async def _route(self, topic: str) -> Callable[[bytes | None], int]:
+        """The partition of a key on ``topic``: the partitioner's (remembered), any without a key."""
+        partitions = sorted(await self.producer.partitions_for(topic))
+        if not partitions:
+            raise KafkaError(f"no partitions known for {topic!r}")
+        known = self._partitions.get((topic, len(partitions)))
+        if known is None or len(known) > _PARTITION_CACHE:
+            known = self._partitions[(topic, len(partitions))] = {}
+        partitioner = getattr(self.producer, "_partitioner", None) or DefaultPartitioner()
+
+        def route(key: bytes | None) -> int:
+            if key is None:
+                return random.choice(partitions)
+            partition = known.get(key)
+            if partition is None:
+                partition = known[key] = partitioner(key, partitions, partitions)
+            return partition
+
+        return route
+
+
+class _Watched(ConsumerRebalanceListener):
+    """A rebalance listener whose failure the loop raises (aiokafka logs and swallows it)."""
+
+    def __init__(self, inner: ConsumerRebalanceListener) -> None:
+        self.inner = inner
+        self.failure: BaseException | None = None
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self._call(self.inner.on_partitions_revoked, revoked)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        await self._call(self.inner.on_partitions_assigned, assigned)
+
+    async def _call(self, callback: Callable[[list[TopicPartition]], Any], partitions: list) -> None:
+        try:
+            await callback(partitions)
+        except Exception as exc:
+            self.failure = exc
+            raise
+
+
+@dataclass(slots=True)
+class Stream:
+    """A service's clients: the consumer of its group, its publisher and its offset committer.
+
+    ``lock`` is held from a step to the acknowledgement of its records: a rebalance listener
+    that must see no output in flight (ingest's snapshot at a revocation) takes it."""
+
+    settings: Settings
+    topics: tuple[str, ...]
+    consumer: AIOKafkaConsumer
+    publisher: Publisher
+    committer: OffsetCommitter
+    owns: Callable[[int], bool] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def run(
+        self,
+        step: Step,
+        stop: asyncio.Event,
+        *,
+        listener: ConsumerRebalanceListener | None = None,
+        tick: Tick | None = None,
+        acknowledged: Callable[[], object] | None = None,
+        ordered: bool = False,
+        drain_timeout: float | None = None,
+    ) -> None:
+        """Consume, step, publish and commit until ``stop`` is set, then drain: a last ``tick(True)``
+        and the commits flushed (within ``drain_timeout``: a commit waits out a rebalance in progress).
+        ``acknowledged`` is called once a batch's records are acknowledged (what counts them)."""
+        consumer = self.consumer
+        watched = _Watched(listener) if listener is not None else None
+        if self.owns is not None:
+            await consumer.topics()  # fetches the metadata partitions_for_topic reads
+            assigned = [
+                TopicPartition(topic, p)
+                for topic in self.topics
+                for p in sorted(consumer.partitions_for_topic(topic) or ())
+                if self.owns(p)
+            ]
+            consumer.assign(assigned)
+            log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
+        else:
+            consumer.subscribe(list(self.topics), listener=watched)
+        lag = LagMeter(consumer)
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=100, max_records=self.settings.batch_max)
+            if watched is not None and watched.failure is not None:
+                raise watched.failure
+            if batch:
+                async with self.lock:
+                    records = await step(batch)
+                    await self.publisher.send_records(records, ordered=ordered)
+                    self.committer.commit({tp: rs[-1].offset + 1 for tp, rs in batch.items() if rs})
+                if acknowledged is not None:
+                    acknowledged()
+            if tick is not None:
+                await tick(False)
+            await lag.update()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(drain_timeout):
+                if tick is not None:
+                    await tick(True)
+                await self.committer.flush()
+
+
+async def ensure_coffre_topics(settings: Settings) -> None:
+    """coffre's topics, created with their partitions if missing (or only checked, with
+    ``COFFRE_KAFKA_CREATE_TOPICS=false``) and checked to take the largest record coffre publishes;
+    a topic that does not fit is a configuration error (exit 2)."""
+    try:
+        await ensure_topics(
+            settings.bootstrap_servers,
+            settings.topic_partitions,
+            replication=settings.replication_factor,
+            max_message_bytes=settings.max_message_bytes,
+            security=client_options(settings),
+            create=settings.kafka_create_topics,
+        )
+    except TopicMismatchError as exc:
+        configuration_error(str(exc))
+
+
+@asynccontextmanager
+async def publisher(settings: Settings, **options: Any) -> AsyncIterator[Publisher]:
+    """A started producer (``PRODUCER_TUNING``, then ``options``), flushed and stopped on exit."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers,
+        **{**PRODUCER_TUNING, **options},
+        **client_options(settings),
+    )
+    await producer.start()
+    try:
+        yield Publisher(producer)
+    finally:
+        await producer.stop()
+
+
+@asynccontextmanager
+async def stream(
+    settings: Settings,
+    group: str,
+    *topics: str,
+    owns: Callable[[int], bool] | None = None,
+    commit_interval: float = 0.0,
+    consumer_options: dict[str, Any] | None = None,
+    producer_options: dict[str, Any] | None = None,
+    leave_as_leader: bool = True,
+    stop_timeout: float | None = None,
+) -> AsyncIterator[Stream]:
+    """coffre's topics ensured, then a started consumer in the group ``<prefix><group>`` (offsets
+    committed by the runner, nothing subscribed until :meth:`Stream.run`) and a producer; on exit,
+    the group left (see ``leave_as_leader`` in :func:`stop_consumer`; within ``stop_timeout``)
+    and the producer flushed.
+
+    With ``owns``, the consumer is assigned the partitions it owns instead of joining the
+    group's rebalancing (the group still keeps its committed offsets). ``commit_interval``: the
+    least time between two offset commits (see :class:`~coffre.adapters.kafka.OffsetCommitter`)."""
+    await ensure_coffre_topics(settings)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=f"{settings.topic_prefix}{group}",
+        **{**CONSUMER_TUNING, "max_poll_records": settings.batch_max, **(consumer_options or {})},
+        **client_options(settings),
+    )
+    async with publisher(settings, **(producer_options or {})) as out:
+        await consumer.start()
+        if not leave_as_leader:
+            track_leadership(consumer)
+        committer = OffsetCommitter(consumer, commit_interval)
+        try:
+            yield Stream(settings, topics, consumer, out, committer, owns)
+        finally:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(stop_timeout):
+                    await stop_consumer(consumer, leave_as_leader=leave_as_leader)
+
+
+async def run_stream(
+    settings: Settings,
+    group: str,
+    topics: Iterable[str],
+    step: Step,
+    stop: asyncio.Event,
+    *,
+    owns: Callable[[int], bool] | None = None,
+    tick: Tick | None = None,
+    acknowledged: Callable[[], object] | None = None,
+    commit_interval: float = 0.0,
+) -> None:
+    """:func:`stream` and :meth:`Stream.run` in one, for a service without a rebalance listener."""
+    async with stream(settings, group, *topics, owns=owns, commit_interval=commit_interval) as s:
+        await s.run(step, stop, tick=tick, acknowledged=acknowledged)
+
+
+def owned_partitions(replicas: int, ordinal: int) -> Callable[[int], bool]:
+    """Static assignment: replica ``ordinal`` of ``replicas`` owns the partitions p with
+    p % replicas == ordinal, whatever the other replicas do (no rebalance can move a coffre's
+    partition, hence its journal, to another volume)."""
+    return lambda partition: partition % replicas == ordinal
+
+
+def host_ordinal(hostname: str | None = None) -> int | None:
+    """The number ending a StatefulSet pod's host name (``coffre-vault-2`` → 2)."""
+    match = re.search(r"-(\d+)$", hostname or socket.gethostname())
+    return int(match.group(1)) if match else None
+
+
+SHUTDOWN_OVERRUN_EXIT = 75
+
+
+def run_until_signalled(
+    serve: Callable[[Settings, asyncio.Event], Awaitable[object]], settings: Settings
+) -> None:
+    """Run ``serve(settings, stop)`` until SIGTERM or SIGINT sets ``stop``.
+
+    ``serve`` then drains: it finishes the batch in hand (durable, published, committed) and
+    returns. Should that take longer than ``COFFRE_SHUTDOWN_TIMEOUT_SECONDS`` (a broker gone,
+    a disk hung), the process exits anyway with 75: what was fsynced stays, the rest is read
+    again from Kafka after the restart, since its offsets were not committed."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def stopping() -> None:
+            if not stop.is_set():
+                log.info("signal received: draining (at most %gs)", settings.shutdown_timeout_seconds)
+                loop.call_later(settings.shutdown_timeout_seconds, overrun)
+            stop.set()
+
+        def overrun() -> None:
+            log.error("shutdown took longer than %gs: exiting now", settings.shutdown_timeout_seconds)
+            logging.shutdown()
+            os._exit(SHUTDOWN_OVERRUN_EXIT)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping)
+        await serve(settings, stop)
+
+    asyncio.run(main())
