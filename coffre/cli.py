@@ -182,12 +182,11 @@ async def _audit_start(bootstrap: str, settings: Settings) -> dict[int, int]:
     come after (the stack created the topic at start-up)."""
     from aiokafka import TopicPartition
 
-    from .adapters.kafka import read_end_offsets, span_reader
+    from .adapters.kafka import read_end_offsets, span_reader, topic_partitions
     from .adapters.kafka_security import client_options
 
     async with span_reader(bootstrap, client_options(settings)) as consumer:
-        await consumer.topics()  # the cluster's metadata, which partitions_for_topic reads
-        partitions = consumer.partitions_for_topic(settings.topics.audit) or set()
+        partitions = await topic_partitions(consumer, settings.topics.audit)
         reported = await consumer.end_offsets([TopicPartition(settings.topics.audit, p) for p in partitions])
         ends = await read_end_offsets(consumer, reported)
         return {tp.partition: offset for tp, offset in ends.items()}
@@ -209,6 +208,8 @@ async def _show_audit(
 
     from .adapters.kafka import read_span, span_reader
     from .adapters.kafka_security import client_options
+    from .adapters.keys import record_keys
+    from .domain.messages import AuditRecord, InvalidMessage
 
     print(
         f"audit: waiting for the auditor's findings on {settings.topics.audit} "
@@ -218,13 +219,18 @@ async def _show_audit(
     seen: Counter[tuple[str, int, str, tuple[str, ...]]] = Counter()
     want = Counter(expected)
     spans = {TopicPartition(settings.topics.audit, p): (start[p], None) for p in sorted(start) if want}
+    keys = record_keys(settings, warn=False)
     async with span_reader(bootstrap, client_options(settings), fetch_max_wait_ms=200) as consumer:
         with contextlib.suppress(TimeoutError):  # read until all came, or for ``timeout`` at most
             async for _, records in read_span(
                 consumer, spans, idle_ms=round(timeout * 1000), timeout=timeout
             ):
                 for r in records:
-                    record = json.loads(r.value)
+                    try:
+                        record = AuditRecord.from_record(r.key, r.value or b"", list(r.headers or ()), keys)
+                    except InvalidMessage as exc:  # not the auditor's: never shown as a finding
+                        print(f"audit: passed over {r.topic}[{r.partition}]@{r.offset}: {exc}", flush=True)
+                        continue
                     codes = tuple(sorted(f["code"] for f in record["findings"]))
                     seen[(record["id_oper"], record["id_coffre"], record["event_type"], codes)] += 1
                     chain = (record.get("chain_hash") or "")[:16]

@@ -21,7 +21,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from .adapters.kafka import PRODUCER_TUNING
+from .adapters.kafka import PRODUCER_TUNING, topic_partitions
 from .config import Topics
 from .domain.errors import Rejected
 from .domain.messages import CORRELATION_ID, SOURCE_ID, Acquittal, Receipt, header
@@ -74,8 +74,7 @@ class CoffreClient:
         for topic in (self.topics.acquittals, self.topics.receipts):
             found: set[int] | None = None
             for _ in range(100):  # the topic may be brand new: wait for its metadata
-                await self._consumer.topics()
-                found = self._consumer.partitions_for_topic(topic)
+                found = await topic_partitions(self._consumer, topic)
                 if found:
                     break
                 await asyncio.sleep(0.1)

@@ -264,7 +264,10 @@ class TlsMaterial:
 
 def cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:  # one in 64 begins with '-', which the storage tool takes for an option (seen once)
+        ident = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not ident.startswith("-"):
+            return ident
 
 
 def _properties(values: dict[str, object]) -> str:

@@ -339,6 +339,15 @@ async def drain(
     return [r for p in range(count) for r in records[p]]
 
 
+async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
+    """The partitions of ``topic`` in the cluster's metadata now (empty when it does not exist; never
+    created: the request names no topic). Not ``consumer.topics()`` then ``partitions_for_topic``, which
+    reads the consumer's own metadata: on Apache Kafka it holds only the topics the consumer subscribed
+    or was assigned (Tansu answered with every topic)."""
+    cluster = await consumer._client.fetch_all_metadata()
+    return set(cluster.partitions_for_topic(topic) or ())
+
+
 def track_leadership(consumer: AIOKafkaConsumer) -> None:
     """Note, on ``consumer`` (started, not yet subscribed), the generation it last led the group in.
 

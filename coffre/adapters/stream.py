@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, KafkaTimeoutError
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord
 
@@ -40,6 +40,7 @@ from .kafka import (
     TopicMismatchError,
     ensure_topics,
     stop_consumer,
+    topic_partitions,
     track_leadership,
 )
 from .kafka_security import client_options
@@ -62,6 +63,9 @@ def correlated(topic: str, key: bytes | None, value: bytes, correlation_id: str 
     return (topic, key, value, [(CORRELATION_ID, correlation_id.encode())] if correlation_id else [], None)
 
 
+SEND_RETRY_SECONDS = 60.0
+"""How long a batch's records are sent again while the cluster mends a failure (a broker paused or
+lost: its partitions' new leaders are elected within seconds) before the service stops."""
 _PARTITION_CACHE = 4096
 """Keys whose partition is remembered per topic and partition count (the vault's keys are its
 IDCoffre, few and repeated; murmur2 in Python costs more than the rest of a record's sending)."""
@@ -183,11 +187,10 @@ class Stream:
         consumer = self.consumer
         watched = _Watched(listener) if listener is not None else None
         if self.owns is not None:
-            await consumer.topics()  # fetches the metadata partitions_for_topic reads
             assigned = [
                 TopicPartition(topic, p)
                 for topic in self.topics
-                for p in sorted(consumer.partitions_for_topic(topic) or ())
+                for p in sorted(await topic_partitions(consumer, topic))
                 if self.owns(p)
             ]
             consumer.assign(assigned)
@@ -202,7 +205,7 @@ class Stream:
             if batch:
                 async with self.lock:
                     records = await step(batch)
-                    await self.publisher.send_records(records, ordered=ordered)
+                    await self._send(records, ordered, stop)
                     self.committer.commit({tp: rs[-1].offset + 1 for tp, rs in batch.items() if rs})
                 if acknowledged is not None:
                     acknowledged()
@@ -214,6 +217,24 @@ class Stream:
                 if tick is not None:
                     await tick(True)
                 await self.committer.flush()
+
+    async def _send(self, records: list[Record], ordered: bool, stop: asyncio.Event) -> None:
+        """Send a step's records, again as a whole while the failure is one the cluster mends (a leader
+        that stopped answering, an election): for at most SEND_RETRY_SECONDS, then the failure stops the
+        service (nothing of the batch is committed; a restart reads it again). Sending a record twice is
+        a redelivery every reader of coffre's topics handles: ingest drops a copy already folded, the
+        vault records an IDEvt once and sends its receipt again, an acquittal may come twice."""
+        deadline = time.monotonic() + SEND_RETRY_SECONDS
+        while True:
+            try:
+                await self.publisher.send_records(records, ordered=ordered)
+                return
+            except KafkaError as exc:
+                mended = exc.retriable or isinstance(exc, KafkaTimeoutError)
+                if not mended or stop.is_set() or time.monotonic() > deadline:
+                    raise
+                log.warning("sending %d record(s) failed (%r): sending them again", len(records), exc)
+                await asyncio.sleep(0.5)
 
 
 async def ensure_coffre_topics(settings: Settings) -> None:

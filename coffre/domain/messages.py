@@ -367,6 +367,52 @@ def _bounded_header(headers: Headers | None, name: str) -> str | None:
     return None if value is None else clip(value, MAX_HEADER_BYTES)
 
 
+# audit records ----------------------------------------------------------------------------
+
+
+class AuditRecord:
+    """The auditor's findings about one recorded event, on ``coffre.audit``, keyed by IDCoffre: a JSON
+    object (``id_oper``, ``id_coffre``, ``id_evt``, ``event_type``, ``chain_hash``, ``findings``,
+    ``findings_omitted``, ``tech``, ``pool``, ``audited_at``). Held as a dict, which is how the
+    auditor's table stores it while it waits for its receipt."""
+
+    @staticmethod
+    def encode(record: dict[str, Any]) -> bytes:
+        return _dumps(record)
+
+    @staticmethod
+    def bounded(record: dict[str, Any], key: bytes, max_bytes: int) -> tuple[dict[str, Any], bytes]:
+        """The record and its bytes, its findings cut (``findings_omitted`` counting the others) until
+        the record fits in ``max_bytes`` as a producer counts it."""
+        value = AuditRecord.encode(record)
+        while record_size(key, value, []) > max_bytes and record["findings"]:
+            findings = record["findings"]
+            kept = len(findings) // 2
+            record = {
+                **record,
+                "findings": findings[:kept],
+                "findings_omitted": record["findings_omitted"] + len(findings) - kept,
+            }
+            value = AuditRecord.encode(record)
+        return record, value
+
+    @staticmethod
+    def seal(keys: RecordKeys, key: bytes, value: bytes) -> Headers:
+        return keys.seal(Purpose.AUDIT, key, value, [])
+
+    @staticmethod
+    def from_record(key: bytes | None, value: bytes, headers: Headers, keys: RecordKeys) -> dict[str, Any]:
+        """The audit record of a record of ``coffre.audit``; :class:`ForeignRecord` when coffre did not write it."""
+        _authentic(keys, Purpose.AUDIT, key, value, headers, "audit record")
+        try:
+            record = json.loads(value)
+        except ValueError as exc:
+            raise InvalidMessage(f"an unreadable audit record: {exc}") from exc
+        if not isinstance(record, dict):
+            raise InvalidMessage("an audit record is a JSON object")
+        return record
+
+
 # receipts and acquittals -----------------------------------------------------------------
 
 
@@ -505,6 +551,7 @@ _ACQUITTAL_FIELDS = tuple(f.name for f in fields(Acquittal))
 
 __all__ = [
     "Acquittal",
+    "AuditRecord",
     "ForeignRecord",
     "Headers",
     "InvalidMessage",

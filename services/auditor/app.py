@@ -36,7 +36,7 @@ from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import ensure_coffre_topics
 from coffre.config import Settings, configuration_error
 from coffre.domain.authenticity import RecordKeys
-from coffre.domain.messages import ForeignRecord, InvalidMessage, NormalizedEvent, Receipt
+from coffre.domain.messages import AuditRecord, ForeignRecord, InvalidMessage, NormalizedEvent, Receipt
 from coffre.ops import BrokerCheck, Ops
 
 from .join import AuditJoin
@@ -274,7 +274,8 @@ def build_app(settings: Settings) -> AuditorApp:
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, app.security))
 
     async def publish(key: bytes, value: bytes) -> None:
-        await app.producer.send_and_wait(topics.audit, key, value, None, None, None)
+        headers = AuditRecord.seal(keys, key, value)
+        await app.producer.send_and_wait(topics.audit, key, value, None, None, headers)
 
     async def fetch_missing(
         partition: int, before: int, id_oper: str, id_coffre: int, wanted: set[int]
@@ -308,7 +309,7 @@ def build_app(settings: Settings) -> AuditorApp:
     join = AuditJoin(
         state,  # type: ignore[arg-type]
         publish,
-        max_message_bytes=settings.max_message_bytes,
+        max_message_bytes=settings.max_message_bytes - keys.header_bytes,  # the tag publish adds
         fetch_missing=fetch_missing,
         fetch_receipts=fetch_receipts,
     )

@@ -29,7 +29,6 @@ once: a reader keeps one record per ``id_oper``/``id_coffre``/``id_evt``).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -43,7 +42,7 @@ from coffre.domain.audit.trail import MoneyTrail
 from coffre.domain.catalogue.base import Event
 from coffre.domain.codec import Limits
 from coffre.domain.errors import Rejected
-from coffre.domain.messages import Headers, InvalidMessage, NormalizedEvent, Receipt, now_iso, record_size
+from coffre.domain.messages import AuditRecord, Headers, InvalidMessage, NormalizedEvent, Receipt, now_iso
 from coffre.domain.normalize import normalize
 from coffre.logs import log_context
 
@@ -321,24 +320,9 @@ class AuditJoin:
         return record
 
 
-def encode(record: dict[str, Any]) -> bytes:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def bounded(record: dict[str, Any], key: bytes, max_bytes: int) -> tuple[dict[str, Any], bytes]:
-    """The record and its bytes, its findings cut (``findings_omitted`` counting the others) until
-    the record fits in ``max_bytes`` as a producer counts it."""
-    value = encode(record)
-    while record_size(key, value, []) > max_bytes and record["findings"]:
-        findings = record["findings"]
-        kept = len(findings) // 2
-        record = {
-            **record,
-            "findings": findings[:kept],
-            "findings_omitted": record["findings_omitted"] + len(findings) - kept,
-        }
-        value = encode(record)
-    return record, value
+encode = AuditRecord.encode
+bounded = AuditRecord.bounded
+"""The audit record's format is the domain's (:class:`coffre.domain.messages.AuditRecord`)."""
 
 
 def _text(value: Any) -> str | None:

@@ -17,13 +17,14 @@ import logging
 import time
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import InvalidSessionTimeoutError
 
 from coffre import metrics
 from coffre.adapters.kafka import OffsetCommitter, partitions_for, read_span, span_reader
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import Batch, Publisher, Record, run_until_signalled, stream
-from coffre.config import Settings
+from coffre.config import Settings, configuration_error
 from coffre.domain.authenticity import RecordKeys
 from coffre.domain.codec import Limits
 from coffre.domain.messages import ForeignRecord
@@ -339,6 +340,12 @@ def run(settings: Settings) -> None:
     process without committing: a restart, or another replica, folds again from the snapshot."""
     try:
         run_until_signalled(serve, settings)
+    except InvalidSessionTimeoutError:
+        configuration_error(
+            f"COFFRE_INGEST_SESSION_SECONDS={settings.ingest_session_seconds:g}: the brokers refuse this "
+            "group session (below their group.min.session.timeout.ms, 6 s on Apache Kafka by default): "
+            "raise it, or lower the brokers' minimum"
+        )
     except (StateLost, SnapshotError):
         log.critical("ingest cannot rebuild a partition's IDEvt counters", exc_info=True)
         raise SystemExit(FATAL_EXIT) from None

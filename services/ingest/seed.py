@@ -17,7 +17,7 @@ from pathlib import Path
 from aiokafka import TopicPartition
 
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.kafka import span_reader
+from coffre.adapters.kafka import span_reader, topic_partitions
 from coffre.adapters.kafka_security import client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import publisher
@@ -59,8 +59,7 @@ async def seed_from_journals(settings: Settings, journal_root: Path) -> list[Par
         return []
     topics = settings.topics
     async with span_reader(settings.bootstrap_servers, client_options(settings)) as reader:
-        await reader.topics()  # the metadata of every topic, as ingest reads it at its start
-        partitions = len(reader.partitions_for_topic(topics.events_in) or ()) or settings.partitions
+        partitions = len(await topic_partitions(reader, topics.events_in)) or settings.partitions
         candidates = seed_states(heads, partitions)
         tps = [
             tp

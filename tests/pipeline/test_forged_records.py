@@ -6,7 +6,9 @@ stranger can: a record carrying ingest's ``coffre-forwarded-from`` header, a nor
 the IDEvt the next genuine event takes, a receipt and a rejection in the vault's and ingest's name,
 and a snapshot of ingest's counters far ahead. Each is answered once or refused; every genuine event
 is recorded once, IDEvt 1..n, and acknowledged; no service halts.
-(The acquittal topic is protected by ACLs alone: see tests/pipeline/test_apache_kafka.py.)
+(The acquittal topic is protected by ACLs alone: see tests/pipeline/test_apache_kafka.py.) The same
+test runs on Apache Kafka's own brokers, left open as the embedded one is: the tag does not depend on
+the broker.
 """
 
 from __future__ import annotations
