@@ -238,7 +238,13 @@ async def span_reader(
     committed, 5 ms fetch waits), stopped on exit."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
-        **{"enable_auto_commit": False, "auto_offset_reset": "earliest", "fetch_max_wait_ms": 5, **options},
+        **{
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "fetch_max_wait_ms": 5,
+            "request_timeout_ms": CONSUMER_TUNING["request_timeout_ms"],
+            **options,
+        },
         **(security or {}),
     )
     await consumer.start()
