@@ -6,9 +6,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .authenticity import Purpose, RecordKeys
 from .errors import Problem, Rejected
@@ -119,6 +120,7 @@ def decode_findings(raw: bytes | str | None) -> tuple[list[dict[str, Any]] | Non
 
 # records: what one Kafka record carries, and who wrote it --------------------------------
 
+_T = TypeVar("_T")
 KafkaRecord = tuple[bytes | None, bytes, Headers]
 """(key, value, headers) of one record."""
 
@@ -137,6 +139,23 @@ def _authentic(
 ) -> None:
     if not keys.authentic(purpose, key, value, headers):
         raise ForeignRecord(f"a {what} coffre did not write (no valid coffre-auth tag)")
+
+
+def _read(
+    keys: RecordKeys,
+    purpose: bytes,
+    record: tuple[bytes | None, bytes, Headers],
+    what: str,
+    decode: Callable[[bytes], _T],
+) -> _T:
+    """``decode(value)`` of a record coffre wrote for ``purpose``: :class:`ForeignRecord` when it did not,
+    :class:`InvalidMessage` when the value does not decode."""
+    key, value, headers = record
+    _authentic(keys, purpose, key, value, headers, what)
+    try:
+        return decode(value)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InvalidMessage(f"an unreadable {what}: {exc}") from exc
 
 
 # the normalized event --------------------------------------------------------------------
@@ -355,11 +374,7 @@ class Rejection:
     @classmethod
     def from_record(cls, key: bytes | None, value: bytes, headers: Headers, keys: RecordKeys) -> Rejection:
         """The rejection of a record of ``events.rejected``; :class:`ForeignRecord` when coffre did not write it."""
-        _authentic(keys, Purpose.REJECTION, key, value, headers, "rejection")
-        try:
-            return cls.decode(value)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise InvalidMessage(f"an unreadable rejection: {exc}") from exc
+        return _read(keys, Purpose.REJECTION, (key, value, headers), "rejection", cls.decode)
 
 
 def _bounded_header(headers: Headers | None, name: str) -> str | None:
@@ -403,11 +418,7 @@ class AuditRecord:
     @staticmethod
     def from_record(key: bytes | None, value: bytes, headers: Headers, keys: RecordKeys) -> dict[str, Any]:
         """The audit record of a record of ``coffre.audit``; :class:`ForeignRecord` when coffre did not write it."""
-        _authentic(keys, Purpose.AUDIT, key, value, headers, "audit record")
-        try:
-            record = json.loads(value)
-        except ValueError as exc:
-            raise InvalidMessage(f"an unreadable audit record: {exc}") from exc
+        record = _read(keys, Purpose.AUDIT, (key, value, headers), "audit record", json.loads)
         if not isinstance(record, dict):
             raise InvalidMessage("an audit record is a JSON object")
         return record
@@ -482,11 +493,7 @@ class Receipt:
     @classmethod
     def from_record(cls, key: bytes | None, value: bytes, headers: Headers, keys: RecordKeys) -> Receipt:
         """The receipt of a record of ``coffre.receipts``; :class:`ForeignRecord` when coffre did not write it."""
-        _authentic(keys, Purpose.RECEIPT, key, value, headers, "receipt")
-        try:
-            return cls.decode(value)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise InvalidMessage(f"an unreadable receipt: {exc}") from exc
+        return _read(keys, Purpose.RECEIPT, (key, value, headers), "receipt", cls.decode)
 
 
 @dataclass(frozen=True, slots=True)
