@@ -81,6 +81,8 @@ class Recorder:
         self.partitions = partitions
         """The partition count of the normalized topic: a coffre's events are on its own partition."""
         self._grown: dict[tuple[str, int], Journal] = {}
+        self._homes: dict[int, int] = {}
+        """Each coffre's partition of the normalized topic, computed once."""
 
     def record_records(self, records: Iterable[KafkaRecordLike]) -> list[Recorded]:
         """:meth:`record` for records of the normalized topic as Kafka delivers them: each must be
@@ -93,10 +95,13 @@ class Recorder:
         for r in records:
             try:
                 event = NormalizedEvent.from_record(r.key, r.value or b"", list(r.headers or ()), self.keys)
-                if coffre_partition(event.id_coffre, self.partitions) != r.partition:
+                home = self._homes.get(event.id_coffre)
+                if home is None:  # murmur2 in Python costs as much as the tag: once per coffre
+                    home = self._homes[event.id_coffre] = coffre_partition(event.id_coffre, self.partitions)
+                if home != r.partition:
                     raise ForeignRecord(
                         f"coffre {event.id_oper}/{event.id_coffre} IDEvt {event.id_evt} on partition {r.partition}, "
-                        f"not its coffre's ({coffre_partition(event.id_coffre, self.partitions)})"
+                        f"not its coffre's ({home})"
                     )
             except InvalidMessage as exc:
                 self._foreign(exc, r.partition)
