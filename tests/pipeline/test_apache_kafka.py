@@ -335,9 +335,12 @@ def test_a_service_with_a_wrong_credential_or_no_tls_exits_2_at_start(
 # ------------------------------------------------------------------------------- three brokers
 
 CLUSTER_RATE = 100  # events/s, until the failures are over (at most CLUSTER_SECONDS)
-CLUSTER_SECONDS = 240
-RESUME_LIMIT = 75.0
-"""Seconds within which every coffre's acquittals must resume after a broker is killed, paused or resumed."""
+CLUSTER_SECONDS = 360
+RESUME_LIMIT = 150.0
+"""Seconds within which every coffre's acquittals must resume after a broker is killed, paused or resumed.
+Measured here: 4-8 s after a SIGKILL (the connection is refused at once), 60-75 s after a SIGSTOP (the
+broker accepts connections and answers nothing: aiokafka asks it for metadata again after each 15 s
+request timeout before it settles on the new leaders), 3-5 s after the SIGCONT."""
 COFFRES = (31, 32, 33, 34, 35)
 
 
