@@ -61,7 +61,7 @@ class KafkaRecordLike(Protocol):
     partition: int
 
 
-Recorded = tuple[NormalizedMessage, bytes]
+Recorded = tuple[NormalizedEvent, bytes]
 """A message recorded (or recorded before) and its chain hash: a receipt once durable."""
 
 
