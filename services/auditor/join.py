@@ -65,7 +65,7 @@ FetchReceipts = Callable[[int, int, str, int, set[int]], Awaitable[dict[int, str
 """The same on the receipts topic: IDEvt -> chain hash of the coffre's receipts found there."""
 
 
-def coffre_key(id_oper: str, id_coffre: int) -> str:
+def table_prefix(id_oper: str, id_coffre: int) -> str:
     return f"{id_oper}/{id_coffre}"
 
 
@@ -159,7 +159,7 @@ class AuditJoin:
             self.counts.foreign += 1
             log.error("passed over a message ingest did not write: %s", exc)
             return None
-        coffre = coffre_key(m.id_oper, m.id_coffre)
+        coffre = table_prefix(m.id_oper, m.id_coffre)
         last = self.table.get(f"{coffre}/audited")
         if last is not None and m.id_evt <= last:
             self.counts.duplicates += 1
@@ -254,7 +254,7 @@ class AuditJoin:
     ) -> dict[str, Any] | None:
         """Join one receipt of the vault with its event's findings; the audit record published, if any."""
         receipt = Receipt.decode(raw)
-        coffre = coffre_key(receipt.id_oper, receipt.id_coffre)
+        coffre = table_prefix(receipt.id_oper, receipt.id_coffre)
         seen = self.last_receipt.get(coffre)
         if seen is None or receipt.id_evt > seen:
             self.last_receipt[coffre] = receipt.id_evt
