@@ -422,15 +422,19 @@ async def stop_consumer(consumer: AIOKafkaConsumer, *, leave_as_leader: bool = T
     await consumer.stop()
 
 
+def host_port(server: str) -> tuple[str, int]:
+    """The host and port of one bootstrap server, ``HOST:PORT`` (``[v6]:PORT`` too); ``ValueError``
+    when the port is not a number."""
+    host, _, port = server.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
 async def _metadata_ok(bootstrap: str, timeout: float, security: Security | None = None) -> bool:
-    host, _, port = bootstrap.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
     conn = None
     try:
+        host, port = host_port(bootstrap)
         async with asyncio.timeout(timeout):
-            conn = await create_conn(
-                host, int(port), request_timeout_ms=int(timeout * 1000), **(security or {})
-            )
+            conn = await create_conn(host, port, request_timeout_ms=int(timeout * 1000), **(security or {}))
             response = await conn.send(MetadataRequest([]))
             return len(response.brokers) > 0
     except Exception:

@@ -24,6 +24,8 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from coffre.config import Settings, configuration_error
 
+from .kafka import host_port
+
 __all__ = ["TokenFile", "check_kafka_access", "client_options", "faust_credentials", "ssl_context"]
 
 log = logging.getLogger(__name__)
@@ -158,10 +160,8 @@ async def check_kafka_access(settings: Settings, timeout: float = ACCESS_CHECK_S
     last = "no bootstrap server"
     while True:
         for server in servers:
-            host, _, port_text = server.rpartition(":")
-            host = host.strip("[]") or "127.0.0.1"
             try:
-                port = int(port_text)
+                host, port = host_port(server)
             except ValueError:
                 configuration_error(f"COFFRE_BOOTSTRAP_SERVERS: {server!r} is not HOST:PORT")
             # one silent server (paused, cut off) must not hold the start when others can answer

@@ -124,7 +124,7 @@ def record_keys(settings: Settings, *, warn: bool = True) -> RecordKeys:
         with contextlib.suppress(FileExistsError):  # another process made it first: read theirs
             write_new(path, (line + RecordKeys.new_key_line("dev") + "\n").encode(), 0o600)
     try:
-        keys = RecordKeys.parse(path.read_text(), development=True)
+        keys = RecordKeys.parse(path.read_text())
     except (OSError, RecordKeyError) as exc:
         configuration_error(f"COFFRE_RECORD_KEYS_FILE (unset; the development key {path}): {exc}")
     if warn:

@@ -30,7 +30,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord
 
 from coffre.config import Settings, configuration_error
-from coffre.domain.messages import CORRELATION_ID, Headers
+from coffre.domain.messages import Headers
 
 from .kafka import (
     CONSUMER_TUNING,
@@ -56,11 +56,6 @@ Step = Callable[[Batch], Awaitable[list[Record]]]
 deletes from the batch (it did not handle it, and sought back) is not committed."""
 Tick = Callable[[bool], Awaitable[None]]
 """Called after every turn of the loop, and once more with ``True`` when draining."""
-
-
-def correlated(topic: str, key: bytes | None, value: bytes, correlation_id: str | None) -> Record:
-    """A record carrying the correlation id of the event it answers as a header (receipts, acquittals)."""
-    return (topic, key, value, [(CORRELATION_ID, correlation_id.encode())] if correlation_id else [], None)
 
 
 SEND_RETRY_SECONDS = 60.0

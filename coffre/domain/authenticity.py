@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "AUTH",
-    "AUTH_HEADER_BYTES",
     "RESERVED_PREFIX",
     "Purpose",
     "RecordKeyError",
@@ -44,9 +43,6 @@ RESERVED_PREFIX = "coffre-"
 """Headers named so are coffre's own: an input carrying one that coffre did not write is refused."""
 MIN_KEY_BYTES = 32
 _KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,32}")
-AUTH_HEADER_BYTES = len(AUTH) + 32 + 1 + 44 + 10
-"""The most the ``coffre-auth`` header adds to a record, as :func:`coffre.domain.messages.record_size`
-counts a header (its id, a colon, 44 characters of base64, two varint lengths)."""
 _NONE = (1 << 64) - 1  # the length written for a missing key or header value
 
 
@@ -82,8 +78,6 @@ class RecordKeys:
     """The keys of one install: ``(id, secret)`` pairs, the first signs, every one verifies."""
 
     keys: tuple[tuple[str, bytes], ...]
-    development: bool = False
-    """A key coffre generated for itself (``coffre up``, tests): said in the logs."""
     _macs: dict[str, hmac.HMAC] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -104,7 +98,7 @@ class RecordKeys:
         object.__setattr__(self, "_macs", macs)
 
     @classmethod
-    def parse(cls, text: str, *, development: bool = False) -> RecordKeys:
+    def parse(cls, text: str) -> RecordKeys:
         """Keys written ``id:base64``, separated by commas or new lines (blank lines and lines
         beginning with ``#`` are skipped)."""
         keys = []
@@ -126,7 +120,7 @@ class RecordKeys:
             except ValueError:
                 raise RecordKeyError(f"record key {key_id.strip()!r}: not base64") from None
             keys.append((key_id.strip(), secret))
-        return cls(tuple(keys), development)
+        return cls(tuple(keys))
 
     @staticmethod
     def new_key_line(key_id: str) -> str:
@@ -140,7 +134,7 @@ class RecordKeys:
     @property
     def header_bytes(self) -> int:
         """What the tag this install writes adds to a record, as :func:`coffre.domain.messages.record_size`
-        counts a header (at most :data:`AUTH_HEADER_BYTES`)."""
+        counts a header: its name, the signing key's id, a colon, 44 characters of base64, two varint lengths."""
         return len(AUTH) + len(self.signing_id) + 1 + 44 + 10
 
     def _tag(

@@ -377,6 +377,11 @@ class Rejection:
         return _read(keys, Purpose.REJECTION, (key, value, headers), "rejection", cls.decode)
 
 
+def _correlation_header(correlation_id: str | None) -> Headers:
+    """The correlation id of the event a receipt or an acquittal answers, as a header (none without one)."""
+    return [(CORRELATION_ID, correlation_id.encode())] if correlation_id else []
+
+
 def _bounded_header(headers: Headers | None, name: str) -> str | None:
     value = header(headers, name)
     return None if value is None else clip(value, MAX_HEADER_BYTES)
@@ -487,8 +492,7 @@ class Receipt:
         """The record on ``coffre.receipts``: keyed by IDCoffre, the correlation id as a header, authenticated."""
         key = coffre_key(self.id_coffre)
         value = self.encode()
-        headers = [(CORRELATION_ID, self.correlation_id.encode())] if self.correlation_id is not None else []
-        return key, value, keys.seal(Purpose.RECEIPT, key, value, headers)
+        return key, value, keys.seal(Purpose.RECEIPT, key, value, _correlation_header(self.correlation_id))
 
     @classmethod
     def from_record(cls, key: bytes | None, value: bytes, headers: Headers, keys: RecordKeys) -> Receipt:
@@ -542,6 +546,13 @@ class Acquittal:
             reasons=rejection.problems,
             reasons_omitted=rejection.problems_omitted or None,
         )
+
+    def record(self) -> KafkaRecord:
+        """The record on ``coffre.acquittals``: keyed by the correlation id (none without one), which
+        travels as a header too. Not tagged: platforms read it and cannot hold the key; ACLs protect
+        the topic (docs/architecture.md)."""
+        key = (self.correlation_id or "").encode() or None
+        return key, self.encode(), _correlation_header(self.correlation_id)
 
     def encode(self) -> bytes:
         """JSON; ``status``, ``correlation_id`` and ``event_type`` always (null when unknown: an

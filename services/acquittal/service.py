@@ -21,7 +21,7 @@ from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
-from coffre.adapters.stream import Batch, Record, correlated, run_stream, run_until_signalled
+from coffre.adapters.stream import Batch, Record, run_stream, run_until_signalled
 from coffre.config import Settings, Topics
 from coffre.domain.authenticity import RecordKeys
 from coffre.domain.messages import Acquittal, ForeignRecord, Receipt, Rejection
@@ -106,15 +106,7 @@ class Acquitter:
                         "passed over an unreadable record at %s offset %d", tp, record.offset, exc_info=True
                     )
         self._sent = (len(out) - rejected, rejected, ingested)
-        return [  # keyed by correlation id (none without one)
-            correlated(
-                self.topics.acquittals,
-                (a.correlation_id or "").encode() or None,
-                a.encode(),
-                a.correlation_id,
-            )
-            for a in out
-        ]
+        return [(self.topics.acquittals, *a.record(), None) for a in out]
 
     def acknowledged(self) -> None:
         recorded, rejected, ingested = self._sent

@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import InvalidSessionTimeoutError
 
 from coffre import metrics
-from coffre.adapters.kafka import OffsetCommitter, partitions_for, read_span, span_reader
+from coffre.adapters.kafka import OffsetCommitter, read_span, span_reader, topic_partitions
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import Batch, Publisher, Record, run_until_signalled, stream
@@ -85,9 +85,8 @@ class StateTopic:
                             partitions,
                             self.keys,
                         )
-                    except (
-                        ForeignRecord
-                    ) as exc:  # a stranger's: neither the fold's start nor a reason to stop
+                    except ForeignRecord as exc:
+                        # a stranger's: neither the fold's start nor a reason to stop
                         metrics.FOREIGN_RECORDS.labels("ingest", self.topic).inc()
                         log.error("%s[%d]@%d passed over: %s", self.topic, partition, record.offset, exc)
                         continue
@@ -311,11 +310,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             ingest = Ingest(
                 settings, kafka.consumer, kafka.committer, state_topic, kafka.lock, state_topic.keys
             )
-            # not the consumer's metadata: on Apache Kafka it holds only its subscriptions (an empty
-            # topic list asks for none), where Tansu answered with every topic
-            ingest.partitions = await partitions_for(
-                settings.bootstrap_servers, topics.events_in, client_options(settings)
-            )
+            ingest.partitions = len(await topic_partitions(kafka.consumer, topics.events_in))
             log.info("ingest ready: folding %s (%d partitions)", topics.events_in, ingest.partitions)
             # at SIGTERM, the last snapshot and commit are bounded: a commit waits out a rebalance in
             # progress, and a drain that overruns its deadline leaves a member the group waits for

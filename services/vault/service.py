@@ -100,9 +100,15 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         async def tick(_: bool) -> None:
             sealing.check()  # the archive and the journal disagree: halt
 
-        group, sources = "vault", [topics.normalized]
         await run_stream(
-            settings, group, sources, step, stop, owns=owns, tick=tick, commit_interval=COMMIT_INTERVAL
+            settings,
+            "vault",
+            [topics.normalized],
+            step,
+            stop,
+            owns=owns,
+            tick=tick,
+            commit_interval=COMMIT_INTERVAL,
         )
         recorder.sync()
         sealing.recorded(recorder.durable())
