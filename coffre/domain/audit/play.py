@@ -176,6 +176,7 @@ def play_hand(
         automations=PLAY_AUTOMATIONS,
         mode=Mode.CASH_GAME,
     )
+    state.strict_reopening = True  # type: ignore[attr-defined]  # never a raise TDA 47 forbids
     deck = list(range(52))
     rng.shuffle(deck)
     rec = _Recorder()
