@@ -35,6 +35,7 @@ from .variants import (
     UNKNOWN_CARD,
     EngineVariant,
     HouseRules,
+    Reopening,
     clear_evaluations,
     engine_variant,
     scale_of,
@@ -421,9 +422,7 @@ class _Replay:
         self.lacking = ""
         # reopening (TDA 47, club 9.15): per betting round, who acted since the last full raise
         self.street = -1
-        self.acted: set[int] = set()
-        self.full = 0
-        self.short = 0
+        self.reopening = Reopening(hand.variant.fixed_limit)
         # showdown (TDA 16, 17A): the order of the Reveals, each round's first actor and last aggressor
         self.reveal_order: list[int] = []
         self.first_actor: dict[int, int] = {}
@@ -659,7 +658,7 @@ class _Replay:
                     "CHECK_FACING_BET", f"seat {seat} checks facing a bet of {owed / self.scale}", seat
                 )
             state.check_or_call()
-            self.acted.add(seat)
+            self.reopening.calls(seat, chips=False)
         elif isinstance(action, Bet):
             self._bet(action, seat, i)
 
@@ -693,7 +692,7 @@ class _Replay:
                     seat,
                 )
             state.check_or_call()
-            self.acted.add(seat)
+            self.reopening.calls(seat, chips=True)
             return
         if added <= owed:
             raise self.stop(
@@ -728,35 +727,25 @@ class _Replay:
 
     def _new_round(self, street: int) -> None:
         """A betting round begins: nobody has acted; the full bet is the structure's (the big blind
-        before the flop and in no/pot limit; the round's fixed bet in limit)."""
+        or the minimum bet in no and pot limit; the round's bet in limit)."""
         state = self.state
         assert state is not None
         self.street = street
-        self.acted = set()
-        self.short = 0
-        self.full = state.streets[street].min_completion_betting_or_raising_amount
+        self.reopening.new_round(state.streets[street].min_completion_betting_or_raising_amount)
 
     def _reopening(self, seat: int, increment: int) -> None:
-        """Club 9.15, TDA 47: an all-in short of a full raise does not reopen the betting to the seats
-        that already acted (several in a row reopen it once their sum makes a full raise); in limit
-        (TDA 47B) half a bet reopens it. pokerkit's own check is off (CachedState)."""
-        if seat in self.acted:
+        """Club 9.15, TDA 47 (:class:`~.variants.Reopening`): a seat that acted may not raise while
+        only all-ins short of a full raise came after it. The raise is replayed: the engine can."""
+        track = self.reopening
+        if not track.may_raise(seat):
             self.hand.add(
                 "BETTING_NOT_REOPENED",
                 f"seat {seat} raises again facing only an all-in short of a full raise"
-                f" ({self.short / self.scale} of {self.full / self.scale})",
+                f" ({track.short / self.scale} of {track.full / self.scale})",
                 self.round,
                 seat,
             )
-        self.short += increment
-        limit = self.variant.fixed_limit
-        if (2 * self.short >= self.full) if limit else (self.short >= self.full):
-            self.acted = {seat}
-            if not limit:
-                self.full = max(self.full, self.short)
-            self.short = 0
-        else:
-            self.acted.add(seat)
+        track.raises(seat, increment)
 
     # -- the engine's own steps: cards from the buffers, showdown from the reveals
 

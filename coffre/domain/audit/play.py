@@ -24,7 +24,7 @@ from typing import Any
 from pokerkit import Automation, Mode, State
 
 from ..catalogue.poker import VARIANTS
-from .variants import CARDS, CODES, UNKNOWN_CARD, EngineVariant, engine_variant, scale_of, to_int
+from .variants import CARDS, CODES, UNKNOWN_CARD, EngineVariant, Reopening, engine_variant, scale_of, to_int
 
 Amount = Decimal | int | str
 
@@ -298,6 +298,8 @@ def _play(
     fold_rate: float,
 ) -> None:
     """Drive ``state`` to its end, choosing the cards (from ``deck``) and every decision."""
+    reopening = Reopening(variant.fixed_limit)  # never a raise TDA 47 forbids (docs/hand-audit.md)
+    betting_street: int | None = None
     rounds = variant.rounds
     forced_done = False
     while state.status:
@@ -343,7 +345,10 @@ def _play(
             for c in codes:
                 rec.add(name, {"Draw": {"ouverte": True, "commune": True, "Valeur": c}})
         elif (i := state.actor_index) is not None:
-            _act(state, variant, i, order, rng, rec, name, street or 0, aggression, fold_rate)
+            if street != betting_street and street is not None:
+                betting_street = street
+                reopening.new_round(state.streets[street].min_completion_betting_or_raising_amount)
+            _act(state, variant, i, order, rng, rec, name, street or 0, aggression, fold_rate, reopening)
         elif (i := state.showdown_index) is not None:
             faces = list(zip(state.hole_cards[i], state.hole_card_statuses[i], strict=True))  # before showing
             op = state.show_or_muck_hole_cards(None, i)
@@ -387,6 +392,7 @@ def _act(
     street: int,
     aggression: float,
     fold_rate: float,
+    reopening: Reopening,
 ) -> None:
     seat = order[i]
     before = state.bets[i]
@@ -401,19 +407,22 @@ def _act(
         state.fold()
         rec.add(name, {"Fold": {"Siege": seat}})
         return
-    if roll > 1 - aggression and state.can_complete_bet_or_raise_to():
+    if roll > 1 - aggression and state.can_complete_bet_or_raise_to() and reopening.may_raise(i):
         low = state.min_completion_betting_or_raising_to_amount
         high = state.max_completion_betting_or_raising_to_amount
         assert low is not None and high is not None
         to = low if high <= low else min(high, low + int((high - low) * rng.random() ** 3))
         if rng.random() < 0.03:
             to = high  # now and then, all in
+        top, completion = max(state.bets), state.completion_status
         op = state.complete_bet_or_raise_to(to)
+        reopening.raises(i, to if completion else to - top)
         added = op.amount - before
         label = "allin" if added == stack else ("raise" if facing or before else "bet")
         rec.bet(name, label, seat, added, street)
         return
     op2 = state.check_or_call()
+    reopening.calls(i, chips=bool(op2.amount))
     if op2.amount:
         rec.bet(name, "allin" if op2.amount == stack else "call", seat, op2.amount, street)
     else:

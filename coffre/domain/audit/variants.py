@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cache, lru_cache
 from itertools import combinations
@@ -138,6 +138,54 @@ def scale_of(amounts: Iterable[Decimal]) -> int:
 def to_int(amount: Decimal, scale: int) -> int:
     """``amount`` in the engine's units (exact: ``scale`` comes from :func:`scale_of`)."""
     return int(amount * scale)
+
+
+# --------------------------------------------------------------------------- reopening (TDA 47)
+
+
+@dataclass(slots=True)
+class Reopening:
+    """Who may still raise in a betting round after an all-in that is not a full raise (club 9.15
+    "Relance bloquée"; TDA 47A: "lorsque le montant d'une mise ou relance à tapis est inférieur à
+    la mise ou relance minimum (ou plusieurs consécutives), quand la parole reviendra aux joueurs
+    ayant déjà agi, s'ils ne font pas face à une relance valide, ils ne pourront pas relancer";
+    TDA 47B: "En limit, un minimum de 50% d'une mise ou relance complète est nécessaire pour que les
+    joueurs qui ont déjà misé puissent relancer"). Players are any hashable key (seat, index).
+    pokerkit's own rule is replaced (see ``CachedState._verify_completion_betting_or_raising``):
+    its full raise starts at 0, so it reopens after a limp and an all-in for a chip more."""
+
+    limit: bool
+    full: int = 0
+    """The largest full bet or raise of the round (TDA 43): the big blind or the minimum bet to begin
+    with (TDA 43 example 2), the round's bet in limit."""
+    short: int = 0
+    """What all-ins short of a full raise added since the last full one."""
+    acted: set[int] = field(default_factory=set)
+    """Who acted since the last full bet or raise (posting a blind is not acting; in limit, where
+    TDA 47B says "misé", a check is not either)."""
+
+    def new_round(self, full: int) -> None:
+        self.full, self.short = full, 0
+        self.acted = set()
+
+    def calls(self, who: int, chips: bool) -> None:
+        """``who`` checks (``chips`` False) or calls."""
+        if chips or not self.limit:
+            self.acted.add(who)
+
+    def may_raise(self, who: int) -> bool:
+        return who not in self.acted
+
+    def raises(self, who: int, increment: int) -> None:
+        """``who`` bets or raises by ``increment`` over the largest bet (a completion: its whole size)."""
+        self.short += increment
+        if (2 * self.short >= self.full) if self.limit else (self.short >= self.full):
+            self.acted = {who}
+            if not self.limit:
+                self.full = max(self.full, self.short)
+            self.short = 0
+        else:
+            self.acted.add(who)
 
 
 # --------------------------------------------------------------------------- hand evaluation, once
