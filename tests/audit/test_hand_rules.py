@@ -593,3 +593,90 @@ def test_two_seven_counts_no_flush_nor_straight():
     six = ("6c", "5d", "4s", "3c", "2d")
     seven = ("7h", "5h", "4h", "3h", "2h")
     assert found(_deuce(six, seven, True)) == []
+
+
+def _stud_split(seat_1_gets: str, seat_2_gets: str) -> dict:
+    """7SHL, antes 1, bring-in 1: seat 1's 9♣ brings in (the lowest up card, clubs before diamonds),
+    seat 2 calls, seat 3 folds; every later street is checked, seat 2 opening each (its up cards tie
+    seat 1's and hold the higher suit). Both make the straight 9 to K: a pot of 5 split, the odd chip
+    to the straight whose king has the higher suit, seat 2's K♠."""
+    streets = [("4th st", "Tc", "Td"), ("5th st", "Jd", "Jh"), ("6th st", "Qd", "Qh")]
+    tours = [
+        tour("bet", [bet("ante", s, "1") for s in (1, 2, 3)]),
+        tour(
+            "bring-in",
+            [
+                *hole(1, "2c", "3c"),
+                up(1, "9c"),
+                *hole(2, "2d", "3s"),
+                up(2, "9d"),
+                *hole(3, "4c", "4d"),
+                up(3, "Ah"),
+                bet("bring-in", 1, "1"),
+                bet("call", 2, "1"),
+                fold(3),
+            ],
+        ),
+        *(tour(name, [up(1, one), up(2, two), *checks(2, 1)]) for name, one, two in streets),
+        tour("7th st", [*hole(1, "Kh"), *hole(2, "Ks"), *checks(2, 1)]),
+        tour("reveal", [*shows(2, "2d", "3s", "Ks"), *shows(1, "2c", "3c", "Kh")]),
+    ]
+    players = {1: ("100", "2", seat_1_gets), 2: ("100", "2", seat_2_gets), 3: ("100", "1", "99")}
+    return hand("7SHL", players, tours, "2-4")
+
+
+def test_stud_the_odd_chip_goes_by_suit():
+    """TDA 20B ("En Stud et Razz, s'il y a plus d'une main gagnante, le jeton supplémentaire va à la
+    main où, dans la combinaison gagnante de 5 cartes, la carte haute est la première dans l'ordre
+    des couleurs"), suits as annex 1.3.6.d.3: seat 2's K♠ over seat 1's K♥. pokerkit gives it by
+    seat (to seat 1), and today's main let it go to either."""
+    assert found(_stud_split("100", "101")) == []
+    assert found(_stud_split("101", "100")) == ["ODD_CHIP_WRONG"]
+
+
+def test_an_all_in_big_blind_that_posted_the_big_blind_ante_is_all_in():
+    """TDA RP-11 (big-blind ante): seat 2 posts the ante and the big blind, 400 of its 1000, then
+    calls seat 3's raise to 800 with its last 600: an all-in (today's main handed the ante back to
+    it and called the allin BET_NAME_MISMATCH, leaving 200 behind)."""
+    event = hand(
+        "THNL",
+        {1: ("5000", "100", "4900"), 2: ("1000", "1000", "0"), 3: ("5000", "800", "6100")},
+        [
+            tour(
+                "bet",
+                [bet("ante", 2, "200"), bet("small blind", 1, "100"), bet("big blind", 2, "200")],
+                "500",
+            ),
+            tour(
+                "pre-flop",
+                [
+                    *hole(1, "7c", "2d"),
+                    *hole(2, "Qd", "Jd"),
+                    *hole(3, "As", "Ad"),
+                    bet("raise", 3, "800"),
+                    fold(1),
+                    bet("allin", 2, "600"),
+                ],
+                "1400",
+            ),
+            tour("flop", board("Kc", "8d", "4h")),
+            tour("turn", board("3s")),
+            tour("river", board("9c")),
+            tour("reveal", [*shows(3, "As", "Ad"), *shows(2, "Qd", "Jd")]),
+        ],
+        "100-200",
+    )
+    assert found(event) == []
+
+
+def test_stud_the_bring_in_cannot_fold():
+    """Decree 2016-1326 art. 7 III: "Le joueur qui détient la carte ouverte la plus basse engage un
+    « bring-in » et ne peut passer". Seat 1 (2♣) folds instead (REPLAY_FAILED on today's main)."""
+    event = _stud_tie(3, 2)
+    street = event["POJEU"]["Jeu"]["Tour"][1]["Action"]
+    street[-3:] = [fold(1), bet("bet", 2, "20"), fold(3)]
+    del event["POJEU"]["Jeu"]["Tour"][2]
+    players = {j["Siege"]: j["Finance"] for j in event["POJEU"]["Participants"]["Joueur"]}
+    for seat, (total, after) in {1: ("5", "995"), 2: ("5", "1010"), 3: ("5", "995")}.items():
+        players[seat].update(Total=total, CaveApres=after, Net=str(int(after) - 1000))
+    assert found(event) == ["FORCED_BETS_WRONG"]

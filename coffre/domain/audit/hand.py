@@ -648,6 +648,8 @@ class _Replay:
             self._new_round(street)
         self.first_actor.setdefault(street, seat)
         if isinstance(action, Fold):
+            if state.bring_in_status:  # decree art. 7 III: the bring-in "ne peut passer"
+                raise self.stop("FORCED_BETS_WRONG", f"seat {seat} folds instead of the bring-in", seat)
             state.fold()
         elif isinstance(action, Check):
             owed = state.checking_or_calling_amount or 0

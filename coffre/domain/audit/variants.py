@@ -50,6 +50,7 @@ from pokerkit import (
     State,
     Street,
 )
+from pokerkit.utilities import max_or_none
 from pokerkit.utilities import rake as no_rake
 
 from ..catalogue.poker import RANKS, VARIANTS
@@ -369,9 +370,8 @@ class CachedState(State):
             self.bets[pot.player_indices[0]] += amount
         else:
             hands = tuple(self.get_up_hands(board_index, hand_type_index))
-            present = [hands[i] for i in pot.player_indices if hands[i] is not None]
-            best = max(present) if present else None
-            winners = [i for i in pot.player_indices if hands[i] is not None and hands[i] == best]
+            best = max_or_none(hands[i] for i in pot.player_indices)
+            winners = [i for i in pot.player_indices if hands[i] == best]  # as pokerkit: None ties None
             if winners:
                 quotient, remainder = divmod(amount, len(winners))
                 first = max(winners, key=lambda i: _suit_key(hands[i]))
