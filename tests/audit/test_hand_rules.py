@@ -374,9 +374,51 @@ def _heads_up_raises() -> dict:
 def test_heads_up_the_fixed_limit_cap_does_not_apply():
     """TDA 48: "Dans le heads-up final, le maximum ne s'applique plus" (while it still applies "quand
     il n'y a que 2 joueurs dans le coup"): a hand dealt to two players has no cap (BET_ILLEGAL on
-    today's main); an operator whose rules cap heads-up play says so (HouseRules.cap_heads_up)."""
+    today's main); an operator whose rules cap heads-up play says so (HouseRules.heads_up)."""
     assert found(_heads_up_raises()) == []
-    assert found(_heads_up_raises(), HouseRules(cap_heads_up=True)) == ["BET_ILLEGAL"]
+    assert found(_heads_up_raises(), HouseRules(heads_up="never")) == ["BET_ILLEGAL"]
+
+
+def test_the_cap_still_applies_when_two_of_three_players_remain():
+    """TDA 48: the cap "s'applique même quand il n'y a que 2 joueurs dans le coup". THL 1-2, seat 3
+    (the button) folds before the flop, seat 1 completes, seat 2 checks; on the flop seat 1 checks,
+    seat 2 bets, and the two raise each other four times: the fifth bet is BET_ILLEGAL. An operator
+    playing the card rooms' rule (no cap in a round two players begin) sets
+    HouseRules(heads_up="round")."""
+    flop = [
+        *board("Kc", "8d", "4h"),
+        check(1),
+        bet("bet", 2, "2"),
+        bet("raise", 1, "4"),
+        bet("raise", 2, "4"),
+    ]
+    flop += [bet("raise", 1, "4"), bet("raise", 2, "4"), bet("call", 1, "2")]
+    event = hand(
+        "THL",
+        {1: ("100", "12", "112"), 2: ("100", "12", "88"), 3: ("100", "0", "100")},
+        [
+            tour("bet", [bet("small blind", 1, "1"), bet("big blind", 2, "2")], "3"),
+            tour(
+                "pre-flop",
+                [
+                    *hole(1, "As", "Ad"),
+                    *hole(2, "Qd", "Jd"),
+                    *hole(3, "7c", "2d"),
+                    fold(3),
+                    bet("call", 1, "1"),
+                    check(2),
+                ],
+                "1",
+            ),
+            tour("flop", flop, "20"),
+            tour("turn", [*board("3s"), *checks(1, 2)]),
+            tour("river", [*board("9c"), *checks(1, 2)]),
+            tour("reveal", [*shows(1, "As", "Ad"), *shows(2, "Qd", "Jd")]),
+        ],
+        "1-2",
+    )
+    assert found(event) == ["BET_ILLEGAL"]
+    assert found(event, HouseRules(heads_up="round")) == []
 
 
 # --------------------------------------------------------------------------- reopening (club 9.15, TDA 47)

@@ -575,6 +575,7 @@ class _Replay:
             bring_in=bring,
             small_bet=small,
             cap=self.rules.cap(len(seats)),
+            uncapped_two_player_rounds=self.rules.heads_up == "round",
             missing_blinds=missing if variant.kind != "stud" else 0,
             full_big_blind=bb if variant.kind != "stud" else 0,
         )
@@ -845,6 +846,8 @@ class _Replay:
                 off[i] = diff
         if off and all(abs(d) <= tolerance[i] for i, d in off.items()):
             # TDA 20, club 10.4: only odd chips of split pots went to another tied winner
+            if any(self.hand.players[self.order[i]].Finance.Rake for i in off):
+                return  # how each winner's Rake was rounded may carry the odd unit: not judged
             got = [self.order[i] for i, d in off.items() if d > 0]
             owed = [self.order[i] for i, d in off.items() if d < 0]
             self.hand.add(

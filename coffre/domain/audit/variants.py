@@ -74,17 +74,22 @@ class HouseRules:
     flop (and before the first draw) the big blind is the opening bet, so the big blind and three
     raises; at stud the bring-in is not a bet and the completion is the opening bet. ``None``: no cap.
 
-    ``cap_heads_up``: TDA 48, "il s'applique même quand il n'y a que 2 joueurs dans le coup. Dans le
-    heads-up final, le maximum ne s'applique plus": a hand dealt to two players is heads-up play and
-    has no cap unless this is set; a hand dealt to more keeps the cap even when two remain.
+    ``heads_up``: when the cap is lifted for two players. TDA 48: "il s'applique même quand il n'y a
+    que 2 joueurs dans le coup. Dans le heads-up final, le maximum ne s'applique plus".
+
+    - ``"hand"`` (the default, TDA 48 as written): a hand dealt to two players is heads-up play and
+      has no cap; a hand dealt to more keeps it even when two players remain;
+    - ``"round"`` (the card rooms' rule, for an operator whose rules say so): also no cap in a
+      betting round that begins with two players left in the hand;
+    - ``"never"``: the cap applies heads-up too.
     """
 
     fixed_limit_bets: int | None = FIXED_LIMIT_CAP
-    cap_heads_up: bool = False
+    heads_up: Literal["hand", "round", "never"] = "hand"
 
     def cap(self, players: int) -> int | None:
         """The cap of a hand dealt to ``players`` players."""
-        if players <= 2 and not self.cap_heads_up:
+        if players <= 2 and self.heads_up != "never":
             return None
         return self.fixed_limit_bets
 
@@ -280,6 +285,7 @@ class CachedState(State):
         couleurs" (annex 1.3.6.d.3: trèfle < carreau < cœur < pique): the tied hand whose highest
         card has the highest suit opens."""
         street = self.street
+        self.round_players = sum(self.statuses)
         super()._begin_betting()
         if street is None or street.opening not in (Opening.HIGH_HAND, Opening.LOW_HAND):
             return
@@ -320,7 +326,10 @@ class CachedState(State):
         if not self.actor_indices:
             raise ValueError("There is no player to act.")
         assert self.street is not None
-        if self.completion_betting_or_raising_count == self.street.max_completion_betting_or_raising_count:
+        if (
+            self.completion_betting_or_raising_count == self.street.max_completion_betting_or_raising_count
+            and not (self.uncapped_two_player_rounds and self.round_players <= 2)
+        ):
             raise ValueError("No more completion, betting, or raising is permitted.")
         player_index = self.actor_index
         assert player_index is not None
@@ -384,6 +393,9 @@ class CachedState(State):
         return operation
 
     odd_chip_by_suit = False
+    uncapped_two_player_rounds = False
+    round_players = 0
+    """The players in the hand when the betting round began."""
     strict_reopening = False
     """pokerkit's reopening checks (stricter than TDA 47): what coffre's generator plays by."""
 
@@ -523,6 +535,7 @@ class EngineVariant:
         ante_trimming: bool = True,
         missing_blinds: int = 0,
         full_big_blind: int = 0,
+        uncapped_two_player_rounds: bool = False,
     ) -> State:
         """A fresh engine state: players in pokerkit's order (for a button game, the small blind first
         and the button last; heads-up, the big blind first and the button, who posts the small blind,
@@ -534,7 +547,8 @@ class EngineVariant:
         an ante (a big-blind ante, TDA RP-11: all dead money). ``cap``: fixed limit's bets a round
         (:class:`HouseRules`). ``missing_blinds``, ``full_big_blind``: pot limit before the flop counts
         full blinds (TDA 54B): the blind money not posted (a dead small blind, a short blind) and the
-        big blind in full."""
+        big blind in full. ``uncapped_two_player_rounds``: a betting round that begins with two
+        players in the hand has no cap (``HouseRules.heads_up == "round"``)."""
         big = big_bet if big_bet is not None else (2 * small_bet if self.fixed_limit else small_bet)
         state = CachedState(
             automations,
@@ -554,6 +568,7 @@ class EngineVariant:
         state.missing_blinds = missing_blinds
         state.full_big_blind = full_big_blind
         state.odd_chip_by_suit = self.kind == "stud"
+        state.uncapped_two_player_rounds = uncapped_two_player_rounds
         return state
 
 
