@@ -722,3 +722,41 @@ def test_stud_the_bring_in_cannot_fold():
     for seat, (total, after) in {1: ("5", "995"), 2: ("5", "1010"), 3: ("5", "995")}.items():
         players[seat].update(Total=total, CaveApres=after, Net=str(int(after) - 1000))
     assert found(event) == ["FORCED_BETS_WRONG"]
+
+
+def _high_low(high_gets: str, low_gets: str) -> dict:
+    """O4JPL 1-2: seat 3 (the button) limps, seat 1 folds its small blind, seat 2 checks; all checked.
+    Seat 2's three kings win the high half, seat 3's A-2-3-5-7 the low half of a pot of 5."""
+    return hand(
+        "O4JPL",
+        {1: ("100", "1", "99"), 2: ("100", "2", high_gets), 3: ("100", "2", low_gets)},
+        [
+            tour("bet", [bet("small blind", 1, "1"), bet("big blind", 2, "2")], "3"),
+            tour(
+                "pre-flop",
+                [
+                    *hole(1, "4c", "4h", "6c", "6s"),
+                    *hole(2, "Kh", "Qc", "Jc", "Tc"),
+                    *hole(3, "As", "3s", "9h", "9c"),
+                    bet("call", 3, "2"),
+                    fold(1),
+                    check(2),
+                ],
+                "2",
+            ),
+            tour("flop", [*board("2c", "5d", "7h"), *checks(2, 3)]),
+            tour("turn", [*board("Ks"), *checks(2, 3)]),
+            tour("river", [*board("Kd"), *checks(2, 3)]),
+            tour("reveal", [*shows(2, "Kh", "Qc", "Jc", "Tc"), *shows(3, "As", "3s", "9h", "9c")]),
+        ],
+        "1-2",
+    )
+
+
+def test_high_low_the_odd_chip_goes_to_the_high_half():
+    """TDA 20C ("Pour les jeux « High-Low » avec pot partagé, le jeton non-divisible va au pot
+    « High »"), decree 2016-1326 art. 6 III 2° (the high and the low hand each take half): of 5,
+    the high hand takes 3 (pokerkit's split, as on today's main, which called the other way round
+    PAYOFF_WRONG)."""
+    assert found(_high_low("101", "100")) == []
+    assert found(_high_low("100", "101")) == ["ODD_CHIP_WRONG"]

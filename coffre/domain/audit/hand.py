@@ -408,7 +408,6 @@ class _Replay:
     def __init__(self, hand: _Hand, rules: HouseRules = DEFAULT_RULES) -> None:
         self.hand = hand
         self.rules = rules
-        self.button: int | None = None
         self.variant = hand.variant
         self.state: State | None = None
         self.order: list[int] = []
@@ -553,10 +552,8 @@ class _Replay:
             sb, bb = self._nominal_blinds(forced, sb, bb, dead_small)
             if dead_small:
                 blinds = (bb,)  # the big blind is pokerkit's player 0: a one-blind table
-                self.button = self.order[-1]
             else:
                 blinds = (sb, bb)  # pokerkit reverses them heads-up: the order above puts the big blind first
-                self.button = self.order[-1] if len(seats) > 2 else self.order[1]
             missing = sb + bb - posted
             bring = 0
             small = max(bb, 1)
@@ -831,12 +828,17 @@ class _Replay:
         if not self.hand.payoffs_comparable:
             return  # money is created or lost: NOT_ZERO_SUM / WINNINGS_NEGATIVE say so, per-seat blame would be noise
         self._showdown_order()
-        tolerance: Counter[int] = Counter()
+        tolerance: Counter[int] = Counter()  # per player, the odd chips it may be owed or owe
+        halves: dict[int, set[int]] = {}
         for op in state.operations:
             if isinstance(op, ChipsPushing):
                 winners = [i for i, a in enumerate(op.amounts) if a]
                 if len(winners) > 1:
-                    tolerance.update(winners)  # the odd chip of a split pot
+                    tolerance.update(winners)  # the odd chip of a tie
+                halves.setdefault(op.pot_index, set()).update(winners)
+        for winners in halves.values():
+            if len(winners) > 1 and self.variant.split:
+                tolerance.update(winners)  # the odd chip between a high and a low half
         off: dict[int, int] = {}
         results: dict[int, Decimal] = {}
         for i, seat in enumerate(self.order):
