@@ -550,10 +550,9 @@ class _Replay:
                         )
             posted = sb + bb
             sb, bb = self._nominal_blinds(forced, sb, bb, dead_small)
-            if dead_small:
-                blinds = (bb,)  # the big blind is pokerkit's player 0: a one-blind table
-            else:
-                blinds = (sb, bb)  # pokerkit reverses them heads-up: the order above puts the big blind first
+            # a dead small blind: the big blind is pokerkit's player 0, a one-blind table; otherwise
+            # pokerkit reverses the blinds heads-up, and the order above puts the big blind first
+            blinds = (bb,) if dead_small else (sb, bb)
             missing = sb + bb - posted
             bring = 0
             small = max(bb, 1)
