@@ -760,3 +760,35 @@ def test_high_low_the_odd_chip_goes_to_the_high_half():
     PAYOFF_WRONG)."""
     assert found(_high_low("101", "100")) == []
     assert found(_high_low("100", "101")) == ["ODD_CHIP_WRONG"]
+
+
+def test_a_raise_short_of_the_minimum_that_puts_every_opponent_all_in_is_a_raise():
+    """A reading (no text forbids it, and a real WSOP razz hand does it): THNL 1-2 heads-up, seat 2
+    (the big blind, 14) bets 10 on the flop with 2 behind; seat 1 raises to 12, 2 where a full raise
+    is 10, which is all seat 2 can call: the same as a full raise whose excess comes back uncalled
+    (BET_ILLEGAL on today's main). Seat 2 calls all in; seat 1's aces win."""
+    event = hand(
+        "THNL",
+        {1: ("100", "14", "114"), 2: ("14", "14", "0")},
+        [
+            tour("bet", [bet("small blind", 1, "1"), bet("big blind", 2, "2")], "3"),
+            tour(
+                "pre-flop", [*hole(2, "Qd", "Jd"), *hole(1, "As", "Ad"), bet("call", 1, "1"), check(2)], "1"
+            ),
+            tour(
+                "flop",
+                [*board("Kc", "8d", "4h"), bet("bet", 2, "10"), bet("raise", 1, "12"), bet("allin", 2, "2")],
+            ),
+            tour("turn", board("3s")),
+            tour("river", board("9c")),
+            tour("reveal", [*shows(2, "Qd", "Jd"), *shows(1, "As", "Ad")]),
+        ],
+        "1-2",
+    )
+    assert found(event) == []
+    flop = event["POJEU"]["Jeu"]["Tour"][2]["Action"]
+    flop[-2:] = [bet("raise", 1, "11"), bet("call", 2, "1")]  # to 11: seat 2 keeps a chip, not a raise
+    joueurs = event["POJEU"]["Participants"]["Joueur"]
+    joueurs[0]["Finance"].update(Total="13", CaveApres="113", Net="13")
+    joueurs[1]["Finance"].update(Total="13", CaveApres="1", Net="-13")
+    assert found(event) == ["BET_ILLEGAL"]

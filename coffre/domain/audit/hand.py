@@ -703,7 +703,18 @@ class _Replay:
         try:
             state.verify_completion_betting_or_raising_to(to)
         except ValueError as exc:
-            raise self.stop("BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {exc}", seat) from None
+            low = state.min_completion_betting_or_raising_to_amount
+            reach = max(
+                (state.bets[j] + state.stacks[j] for j in self.order_indices if j != i and state.statuses[j]),
+                default=0,
+            )
+            if low is None or not reach <= to < low:
+                raise self.stop(
+                    "BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {exc}", seat
+                ) from None
+            # below the minimum, but it puts every other player in the hand all in: the same as the
+            # minimum raise, whose excess would come back uncalled (a limit raise met at a WSOP
+            # razz table). The engine raises the minimum; the excess returns to the raiser.
         aggressive = "allin" if added == stack else None
         if name == "call" or (name == "allin" and aggressive is None):
             self.hand.add(
@@ -721,7 +732,8 @@ class _Replay:
                 seat,
             )
         self._reopening(seat, to if state.completion_status else to - max(state.bets))
-        state.complete_bet_or_raise_to(to)
+        low = state.min_completion_betting_or_raising_to_amount
+        state.complete_bet_or_raise_to(max(to, low) if low is not None else to)
         self.aggressor[street_of(state)] = seat
 
     def _new_round(self, street: int) -> None:
