@@ -13,7 +13,10 @@ Three passes, in this order, each independent of the engine's:
    action in turn and legal for the structure, names that say what the action does, the forced
    bets, and at the end the payoffs the revealed cards give against the recorded finance. The
    first illegal action stops the replay (what follows cannot be replayed faithfully); an
-   unexpected engine failure becomes ``REPLAY_FAILED``, never an exception.
+   unexpected engine failure becomes ``REPLAY_FAILED``, never an exception. The rules of poker the
+   replay holds the hand to beyond the annex (decree 2016-1326, TDA 2024, the club's rules: antes,
+   dead small blind, reopening, showdown, odd chip, 2-7, the operator's fixed-limit cap as
+   :class:`~.variants.HouseRules`) are in docs/hand-audit.md, "The rules of poker".
 """
 
 from __future__ import annotations
@@ -734,7 +737,7 @@ class _Replay:
         self._reopening(seat, to if state.completion_status else to - max(state.bets))
         low = state.min_completion_betting_or_raising_to_amount
         state.complete_bet_or_raise_to(max(to, low) if low is not None else to)
-        self.aggressor[street_of(state)] = seat
+        self.aggressor[self.street] = seat
 
     def _new_round(self, street: int) -> None:
         """A betting round begins: nobody has acted; the full bet is the structure's (the big blind
@@ -836,9 +839,9 @@ class _Replay:
         leftover = sum(map(len, self.pending_hole.values())) + len(self.pending_board)
         if leftover:
             raise self.stop("CARD_COUNT_WRONG", f"{leftover} cards are dealt after the hand is over")
+        self._showdown_order()
         if not self.hand.payoffs_comparable:
             return  # money is created or lost: NOT_ZERO_SUM / WINNINGS_NEGATIVE say so, per-seat blame would be noise
-        self._showdown_order()
         tolerance: Counter[int] = Counter()  # per player, the odd chips it may be owed or owe
         halves: dict[int, set[int]] = {}
         for op in state.operations:
@@ -896,14 +899,10 @@ class _Replay:
             why = "the last aggressor" if last in self.aggressor else "the first to act in the last round"
             self.hand.add(
                 "SHOWDOWN_ORDER_WRONG",
-                f"seat {self.reveal_order[0]} shows first; seat {first}, {why}, shows first",
+                f"seat {self.reveal_order[0]} shows first; seat {first}, {why}, must",
                 "reveal",
                 self.reveal_order[0],
             )
-
-
-def street_of(state: State) -> int:
-    return state.street_index if state.street_index is not None else -1
 
 
 def _code(card: object) -> int:
