@@ -688,7 +688,7 @@ def mixed() -> Iterator[tuple[str, bytes]]:
             fold_rate=0.3,
             **stakes,
         )
-        values = story.number({**hand.event["POJEU"], "DateEvt": f"{MIXED_DAY}T{at(60)}{ZONE}"})
+        values = story.number({**hand.event["POJEU"], "DateEvt": f"{MIXED_DAY}T{at(240)}{ZONE}"})
         text = json.dumps({"POJEU": values}, ensure_ascii=False, indent=1) + "\n"
         story.add(f"POJEU-hand-{number}", "json", text.encode())
         gains = {players_at(players, s): hand.final_stacks[s] - seats[s] for s in seats}

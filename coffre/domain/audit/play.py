@@ -136,6 +136,9 @@ def play_hand(
       to the hand's smallest unit, recorded as that player's ``Finance.Rake``.
     - ``players``: seat -> overrides of the Joueur (IDOper, IDJoueur, IPJoueur, Inscription, …);
       ``header``: overrides of the event's fields (IDOper, IDCoffre, IDEvt, Tech, Pool, …).
+    - ``when``: the first round's start (a naive time is UTC); each round starts 3 to 40 s after the
+      previous one, all written in UTC, and ``DateEvt`` is the hand's end, after its last round began
+      (annex 1.3.6.c.2, docs/hand-audit.md "The table: seats and time").
     """
     variant = engine_variant(regle)
     if not 2 <= len(seats) <= MAX_PLAYERS[variant.kind]:
@@ -222,8 +225,8 @@ def play_hand(
         return str(dec(x))
 
     when = when or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    stamp = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)  # Timestamps are UTC
     tours = []
-    stamp = when
     for name in VARIANTS[regle].rounds:
         actions = reveals if name == "reveal" else rec.rounds.get(name)
         if not actions:
@@ -265,7 +268,7 @@ def play_hand(
     pojeu: dict[str, Any] = {
         "IDOper": "0099",
         "IDCoffre": 1,
-        "DateEvt": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "DateEvt": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),  # the hand over: after its last round began
         "IDEvt": 1,
         "Tech": f"{regle}-{rng.getrandbits(32):08x}",
         "Pool": "1",
