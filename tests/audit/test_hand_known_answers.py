@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from test_hand_table import TABLE_TRIGGERS
 
 from coffre.domain.audit import hand as hand_module
 from coffre.domain.audit.findings import CODES
@@ -167,6 +168,7 @@ def _replay_failed(e):
         {
             **players[0],
             "IDJoueur": "j4",
+            "Inscription": "i4",
             "Siege": 4,
             "Finance": {"Net": "0", "Total": "0", "CaveAvant": "0", "CaveApres": "0"},
         }
@@ -239,6 +241,7 @@ TRIGGERS: dict[str, Mutation] = {
     "PAYOFF_WRONG": _small(_payoff),
     "REVEAL_INCOMPLETE": _small(_reveal_incomplete),
 }
+TRIGGERS.update(TABLE_TRIGGERS)  # the table's codes (test_hand_table.py)
 
 HAND_FAMILIES = ("cards", "order", "money", "showdown")
 
