@@ -159,6 +159,14 @@ def action_not_in_round() -> dict[str, Any]:
     return event
 
 
+def card_face_wrong() -> dict[str, Any]:
+    """The small hand with the flop's first card dealt face down (decree art. 7 I: "cinq cartes
+    communes ouvertes")."""
+    event = small_hand()
+    tours(event)["flop"]["Action"][0]["Draw"]["ouverte"] = False
+    return event
+
+
 TABLE_TRIGGERS: dict[str, Callable[[], dict[str, Any]]] = {
     "TOO_MANY_SEATS": too_many_seats,
     "SEAT_SHARED": seat_shared,
@@ -166,6 +174,7 @@ TABLE_TRIGGERS: dict[str, Callable[[], dict[str, Any]]] = {
     "PLAYER_ON_TWO_SEATS": player_on_two_seats,
     "TIMESTAMP_OUT_OF_ORDER": timestamp_out_of_order,
     "ACTION_NOT_IN_ROUND": action_not_in_round,
+    "CARD_FACE_WRONG": card_face_wrong,
 }
 """One known-answer hand per code of the table (also in test_hand_known_answers.py's registry)."""
 
@@ -337,3 +346,31 @@ def test_a_reveal_in_a_betting_round_is_allowed():
 def test_each_table_hand_gives_exactly_its_code(code):
     found = audit(TABLE_TRIGGERS[code]())
     assert {f.code for f in found} == {code}, [f.as_dict() for f in found]
+
+
+# --------------------------------------------------------------------------- face up, face down
+
+
+def test_the_board_is_face_up_and_the_hole_cards_face_down():
+    """Decree art. 1 IV and art. 7 I: a flop card not ouverte; then a hole card dealt ouverte. One
+    finding per round and direction, however many cards."""
+    found = audit(card_face_wrong())
+    assert [(f.code, f.round) for f in found] == [("CARD_FACE_WRONG", "flop")]
+    event = small_hand()
+    for a in tours(event)["flop"]["Action"][:3]:
+        a["Draw"].pop("ouverte")  # the attribute's default is false
+    assert [f.round for f in audit(event)] == ["flop"]
+    event = small_hand()
+    tours(event)["pre-flop"]["Action"][4]["Draw"]["ouverte"] = True
+    found = audit(event)
+    assert [(f.code, f.round, f.seat) for f in found] == [("CARD_FACE_WRONG", "pre-flop", 3)]
+
+
+@pytest.mark.parametrize("regle", ["O4HPL", "2T7TD"])
+def test_omaha_and_triple_draw_hole_cards_are_face_down(regle):
+    """Decree art. 7 II ("cartes privées fermées") and IV ("cinq cartes privées fermées")."""
+    event = fixture(regle)
+    assert codes(event) == []
+    first = VARIANTS[regle].rounds[1]
+    next(a for a in tours(event)[first]["Action"] if "Draw" in a)["Draw"]["ouverte"] = True
+    assert codes(event) == ["CARD_FACE_WRONG"]

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from ..catalogue.poker import POJEU, VARIANTS, Bet, Discard, Player, Reveal
+from ..catalogue.poker import POJEU, VARIANTS, Bet, Discard, Draw, Player, Reveal
 from .findings import Finding, register
 
 register(
@@ -24,6 +24,10 @@ register(
     PLAYER_ON_TWO_SEATS="one player (IDJoueur of one operator) or one Inscription on two seats (decree art. 2)",
     TIMESTAMP_OUT_OF_ORDER="a Tour starts before the Tour recorded before it, or after the hand's DateEvt (annex 1.3.6.c.2)",
     ACTION_NOT_IN_ROUND="an action of a kind its round does not carry (annex 1.3.6.d.5: Bets only in 'bet', Reveals only in 'reveal', Discards only in a draw)",
+)
+register(
+    "cards",
+    CARD_FACE_WRONG="hold'em, Omaha, triple draw: a board card dealt face down or a private card face up (decree art. 1 IV, art. 7)",
 )
 
 MAX_SEATS: dict[str, int] = {
@@ -87,6 +91,7 @@ def audit_table(event: POJEU) -> TableAudit:
         _players(event, table)
         _time(event, table)
         _actions(event, table)
+        _faces(event, table)
     except Exception as exc:  # a defect of coffre's: evidence, not a crash
         table.add("REPLAY_FAILED", f"the table audit failed: {type(exc).__name__}: {exc}")
         table.unreadable = True
@@ -228,3 +233,44 @@ def _misplaced(name: str, actions: list[object], draws: frozenset[str]) -> Itera
             yield action, "the round of the showdown, which carries Reveals only"
         elif isinstance(action, Discard) and name not in draws:
             yield action, "which is not a draw round"
+
+
+# --------------------------------------------------------------------------- cards face up, face down
+
+
+def _faces(event: POJEU, table: TableAudit) -> None:
+    """Decree art. 1 IV: cards are "« fermées » lorsque leur face n'est pas visible des autres joueurs
+    ou « ouvertes » dans le cas contraire"; art. 7 I and II: hold'em and Omaha players hold "cartes
+    privées fermées" beside "cinq cartes communes ouvertes"; art. 7 IV: triple draw "cinq cartes
+    privées fermées". A Draw says it by ``ouverte`` (annex 1.3.6.d.2, default false), as the annex's
+    example and the regulator's sample write it (their board ``ouverte="true" commune="true"``, their
+    hole cards without the attribute). Stud's up cards are counted by CARD_COUNT_WRONG (hand.py).
+    One finding per round and direction: a writer that never sets the flag is one fault a round."""
+    if event.Regle.startswith("7S"):
+        return
+    for tour in event.Jeu.Tour:
+        down_board = up_hole = 0
+        up_seats: set[int] = set()
+        for action in tour.Action:
+            if not isinstance(action, Draw):
+                continue
+            if action.commune and not action.ouverte:
+                down_board += 1
+            elif not action.commune and action.ouverte:
+                up_hole += 1
+                if action.Siege is not None:
+                    up_seats.add(int(action.Siege))
+        if down_board:
+            table.add(
+                "CARD_FACE_WRONG",
+                f"'{tour.name}' deals {down_board} board card(s) face down (not ouverte)",
+                tour.name,
+            )
+        if up_hole:
+            seat = next(iter(up_seats)) if len(up_seats) == 1 else None
+            table.add(
+                "CARD_FACE_WRONG",
+                f"'{tour.name}' deals {up_hole} private card(s) face up (ouverte) at seat(s) {sorted(up_seats)}",
+                tour.name,
+                seat,
+            )
