@@ -113,21 +113,16 @@ def _amount(event: Event) -> Decimal | None:
 
 
 def hand_fingerprint(event: POJEU) -> str:
-    """A short digest of what a POJEU describes (its participants' seats and chips, its rounds and
-    their cards and bets): two POJEU of one partie (annex 1.3.6.b) give the same; two hands do not."""
-    parts: list[object] = [event.Regle, event.Description]
-    for j in event.Participants.Joueur:
-        f = j.Finance
-        parts.append(
-            (j.IDJoueur, str(j.Siege), j.Inscription, str(f.CaveAvant), str(f.CaveApres), str(f.Net))
-        )
-    for tour in event.Jeu.Tour:
-        parts.append((tour.name, tour.Timestamp, str(tour.Total)))
-        for action in tour.Action:
-            parts.append(
-                (type(action).__name__, getattr(action, "Siege", None), str(getattr(action, "Valeur", "")))
-            )
-    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+    """A short digest of what a POJEU describes: its variant, its participants (player, seat,
+    inscription, chips before and after) and when its first round began. Two POJEU of one partie
+    (annex 1.3.6.b) give the same; two hands of a Tech do not (the chips, or the time, differ). Kept
+    this small because it is computed for every hand."""
+    first = event.Jeu.Tour[0].Timestamp if event.Jeu.Tour else ""
+    parts = [
+        (j.IDJoueur, j.Siege, j.Inscription, j.Finance.CaveAvant, j.Finance.CaveApres)
+        for j in event.Participants.Joueur
+    ]
+    return hashlib.blake2b(f"{event.Regle}|{first}|{parts}".encode(), digest_size=8).hexdigest()
 
 
 class MoneyTrail:
