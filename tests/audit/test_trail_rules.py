@@ -339,3 +339,15 @@ def test_the_tournament_checker_is_called_with_the_context(monkeypatch):
     run(demo()[3:4], trail)
     assert calls == [("0099/2/", 1, True), ("0099/2/", 2, True), ("0099/2/", 4, False)]
     assert trail.not_checked["BLIND_DODGED"] == 1
+
+
+def test_a_cash_out_after_a_gap_is_not_judged():
+    """A cash game's POBILAN is compared with the last hand seen only when no event is missing
+    since that hand (a later hand or a buy-in may explain the difference)."""
+    from test_trail_poker import _cash_game
+
+    events = _cash_game("1")
+    bilan = events[-1].model_copy(update={"IDEvt": events[-1].IDEvt + 5})
+    trail = MoneyTrail()
+    assert "CASH_GAME_BILAN_MISMATCH" not in [c for _, c in run([*events[:-1], bilan], trail)]
+    assert trail.not_checked["CASH_GAME_BILAN_MISMATCH"] == 1

@@ -630,14 +630,16 @@ class MoneyTrail:
         self._end(prefix, event.Tech, event.Inscription, _SETTLED, event.id_evt)
         return findings
 
-    @staticmethod
-    def _cash_out(event: POBILAN, known: dict[str, Any], what: str) -> list[Finding]:
+    def _cash_out(self, event: POBILAN, known: dict[str, Any], what: str) -> list[Finding]:
         """In a cash game chips are money (annex 1.3.6.c.1, Format CG): the POBILAN pays out the chips
         the player left the table with, unless a POACHAT came after the last hand (its chips unknown)."""
         if known["cave"] is None or known["rebuy"]:
             return []
         paid = (event.SoldeMouvement or Decimal(0)) + (event.BonusMouvement or Decimal(0))
         if paid == Decimal(known["cave"]):
+            return []
+        if int(known["hand"]) < self._gap:
+            self._skip("CASH_GAME_BILAN_MISMATCH")  # a later hand or a buy-in may be among the missing events
             return []
         return [
             Finding(
