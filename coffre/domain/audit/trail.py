@@ -405,7 +405,9 @@ class MoneyTrail:
         )
 
     def _hand(self, prefix: str, event: POJEU) -> list[Finding]:
-        findings: list[Finding] = self._pool(prefix, event)
+        findings, again = self._pool(prefix, event)
+        if again:
+            return findings  # the partie described again (annex 1.3.6.b): its chips were followed once
         for joueur in event.Participants.Joueur:
             if joueur.IDOper != event.IDOper:
                 continue  # another operator's player registers with that operator
@@ -471,29 +473,30 @@ class MoneyTrail:
             }
         return findings
 
-    def _pool(self, prefix: str, event: POJEU) -> list[Finding]:
+    def _pool(self, prefix: str, event: POJEU) -> tuple[list[Finding], bool]:
         """Annex 1.3.6.b: "Chaque partie d'un même jeu de cercle (code Tech identique) dispose d'un code
         Pool qui est unique. Si plusieurs POJEU décrivent une même partie, chaque POJEU utilise le même
         code Pool." Two POJEU under one Tech and Pool must describe one partie: the same
-        :func:`hand_fingerprint`. Remembered while the Tech is open, forgotten when it closes."""
+        :func:`hand_fingerprint`. Remembered while the Tech is open, forgotten when it closes. The
+        findings, and whether the POJEU describes again a partie already seen."""
         tech_key = f"{prefix}tech/{event.Tech}"
         key = f"{prefix}pool/{event.Tech}|{event.Pool}"
         seen = self.store.get(key) if self.store.get(tech_key) is not None else None
         if seen is None and not self._complete:
             self._skip("POOL_REUSED")  # the other POJEU of the Pool may be among the missing events
         if self.store.get(tech_key) is None:
-            return []  # no open Tech to remember it with (its registrations unseen, or it closed)
+            return [], False  # no open Tech to remember it with (its registrations unseen, or it closed)
         digest = hand_fingerprint(event)
         if seen is not None:
             if seen[1] == digest:
-                return []  # the same partie described again
+                return [], True  # the same partie described again
             return [
                 Finding(
                     "POOL_REUSED",
                     f"POJEU (IDEvt {event.id_evt}) of Tech {event.Tech} uses Pool {event.Pool}, the Pool of the "
                     f"different POJEU IDEvt {seen[0]}",
                 )
-            ]
+            ], False
         self.store[key] = [event.id_evt, digest]
         index_key = f"{prefix}pools/{event.Tech}"
         index = self.store.get(index_key) or {"chunks": 0, "names": []}
@@ -504,7 +507,7 @@ class MoneyTrail:
         else:
             index = {**index, "names": names}
         self.store[index_key] = index
-        return []
+        return [], False
 
     def _forget_pools(self, prefix: str, tech: str) -> None:
         index_key = f"{prefix}pools/{tech}"
