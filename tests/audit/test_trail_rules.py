@@ -351,3 +351,21 @@ def test_a_cash_out_after_a_gap_is_not_judged():
     trail = MoneyTrail()
     assert "CASH_GAME_BILAN_MISMATCH" not in [c for _, c in run([*events[:-1], bilan], trail)]
     assert trail.not_checked["CASH_GAME_BILAN_MISMATCH"] == 1
+
+
+def test_the_demo_expects_what_the_auditor_sees_with_ingests_numbering():
+    """ingest numbers each coffre's events 1, 2, … (the annex files keep the annex's 1337…1361): the
+    auditor of `coffre up --demo` has every context and reports the annex's broken balance, which an
+    offline audit of the files with their gaps counts not checked (coffre/demo/README.md)."""
+    from coffre.audit_command import audit_paths
+    from coffre.demo import EVENTS, expected_findings, load_demo
+
+    assert expected_findings(load_demo()) == [
+        ("0099", 1, "POACHAT", ("FORMAT_FORBIDS_OPERATION",)),
+        ("0099", 1, "POGAIN", ("FORMAT_FORBIDS_OPERATION",)),
+        ("0099", 1, "POANNUL", ("BALANCE_CHAIN_BROKEN", "POANNUL_NOT_OPEN")),
+        ("0099", 4, "POJEU", ("PAYOFF_WRONG", "PAYOFF_WRONG")),
+    ]
+    offline = audit_paths([str(EVENTS / "annex")])
+    assert offline.codes == {"FORMAT_FORBIDS_OPERATION": 2, "POANNUL_NOT_OPEN": 1}
+    assert offline.not_checked["BALANCE_CHAIN_BROKEN"] >= 1
