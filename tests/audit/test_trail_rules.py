@@ -191,6 +191,19 @@ def test_the_pools_are_forgotten_with_their_tech(monkeypatch):
     assert not any("/pool" in k for k in trail.store), sorted(trail.store)
 
 
+def test_an_open_tech_remembers_its_latest_pools_only(monkeypatch):
+    """A cash table that never empties: at most POOLS_KEPT Pools are remembered, the latest."""
+    monkeypatch.setattr(trail_module, "POOLS_PER_CHUNK", 2)
+    monkeypatch.setattr(trail_module, "POOLS_KEPT", 2)
+    trail = MoneyTrail()
+    run(demo()[:16], trail)  # four hands: two chunks, the first forgotten
+    pools = sorted(k for k in trail.store if "/pool/" in k)
+    assert pools == ["0099/2/pool/T-42|3", "0099/2/pool/T-42|4"]
+    assert trail.store["0099/2/pools/T-42"] == {"chunks": 2, "names": [], "first": 1}
+    run(demo()[16:], trail)
+    assert not any("/pool" in k for k in trail.store), sorted(trail.store)
+
+
 # ---------------------------------------------------------------- REENTRY_FORBIDDEN
 
 

@@ -67,6 +67,9 @@ CLOSED_TECHS_KEPT = 4096
 POOLS_PER_CHUNK = 256
 """The Pools of an open Tech are listed (to be forgotten with it) in chunks of this many names, so
 that one hand rewrites a small list, not every Pool of the Tech."""
+POOLS_KEPT = 65536
+"""At most this many Pools (rounded to whole chunks) are remembered per Tech, the latest: a cash table
+that never empties does not grow without bound; a reuse of an older Pool goes unseen."""
 
 try:  # helper TOURNAMENT's checks across the hands of a Tech (issue 20), merged by the lead
     from .tournament import TournamentTrail
@@ -503,21 +506,29 @@ class MoneyTrail:
         names = [*index["names"], str(event.Pool)]
         if len(names) >= POOLS_PER_CHUNK:
             self.store[f"{index_key}/{index['chunks']}"] = names
-            index = {"chunks": index["chunks"] + 1, "names": []}
+            index = {**index, "chunks": index["chunks"] + 1, "names": []}
+            first = index.get("first", 0)
+            if (index["chunks"] - first) * POOLS_PER_CHUNK > POOLS_KEPT:  # forget the oldest chunk
+                self._forget_chunk(prefix, event.Tech, first)
+                index["first"] = first + 1
         else:
             index = {**index, "names": names}
         self.store[index_key] = index
         return [], False
+
+    def _forget_chunk(self, prefix: str, tech: str, chunk: int) -> None:
+        key = f"{prefix}pools/{tech}/{chunk}"
+        for name in self.store.get(key) or ():
+            _forget(self.store, f"{prefix}pool/{tech}|{name}")
+        _forget(self.store, key)
 
     def _forget_pools(self, prefix: str, tech: str) -> None:
         index_key = f"{prefix}pools/{tech}"
         index = self.store.get(index_key)
         if index is None:
             return
-        for chunk in range(index["chunks"]):
-            for name in self.store.get(f"{index_key}/{chunk}") or ():
-                _forget(self.store, f"{prefix}pool/{tech}|{name}")
-            _forget(self.store, f"{index_key}/{chunk}")
+        for chunk in range(index.get("first", 0), index["chunks"]):
+            self._forget_chunk(prefix, tech, chunk)
         for name in index["names"]:
             _forget(self.store, f"{prefix}pool/{tech}|{name}")
         _forget(self.store, index_key)
