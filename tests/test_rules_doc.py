@@ -187,8 +187,9 @@ def test_a_registration_repeated_is_found():
 def test_a_settlement_without_registration_is_found():
     """Annexe 1.3.6.c.3: a POBILAN ends a participation, so it needs one."""
     events = demo()
-    bilan = events[_index(events, "POBILAN", "david")]
-    assert _found([bilan.model_copy(update={"Inscription": "T42-nobody"})]) == [
+    i = _index(events, "POBILAN", "david")
+    bilan = events[i]
+    assert _found([*events[:i], bilan.model_copy(update={"Inscription": "T42-nobody"})]) == [
         (bilan.IDEvt, "POBILAN_UNREGISTERED")
     ]
 
