@@ -21,6 +21,7 @@ import pytest
 from coffre.domain.audit.findings import CODES
 from coffre.domain.audit.trail import MoneyTrail
 from coffre.domain.catalogue.base import Event
+from coffre.domain.codec import canonical_bytes
 from coffre.domain.errors import Rejected
 from coffre.domain.normalize import normalize
 
@@ -247,3 +248,18 @@ def test_a_round_without_an_action_is_refused():
     with pytest.raises(Rejected) as exc:
         normalize(json.dumps(event).encode())
     assert [str(p.code) for p in exc.value.problems] == ["TOO_FEW_OCCURRENCES"]
+
+
+@pytest.mark.parametrize("form", ["json", "xml"])
+def test_a_round_with_no_action_element_at_all_is_refused(form):
+    """Annexe 1.3.6.c.2: the same rule when the ``Action`` element is left out altogether, not only
+    when it is an empty list (it passed on main de91a12)."""
+    event = _hand_audit().small_hand()
+    del event["POJEU"]["Jeu"]["Tour"][3]["Action"]  # the turn
+    raw = json.dumps(event).encode()
+    if form == "xml":
+        raw = canonical_bytes(normalize(json.dumps(_hand_audit().small_hand()).encode()))
+        raw = re.sub(rb"(<Tour name=\"turn\"[^>]*>.*?</Timestamp>).*?(</Tour>)", rb"\1\2", raw, flags=re.S)
+    with pytest.raises(Rejected) as exc:
+        normalize(raw)
+    assert "TOO_FEW_OCCURRENCES" in [str(p.code) for p in exc.value.problems]
