@@ -39,7 +39,7 @@ def demo_ids(output: str) -> dict[int, list[int]]:
     assert [m["story"] for m in lines] == [
         *(f"annex 1.4.3.{c}" for c in "abcdef"),
         *(f"cash {n:02d}" for n in range(1, 6)),
-        *(f"mixed {n:02d}" for n in range(1, 40)),
+        *(f"mixed {n:02d}" for n in range(1, 41)),
         *(f"tournament {n:02d}" for n in range(1, 22)),
     ], output
     assert [m["type"] for m in lines[:6]] == ["POINSCRIT", "POACHAT", "POGAIN", "POBILAN", "POANNUL", "POJEU"]
