@@ -25,6 +25,7 @@ from ..catalogue.base import Event
 from ..catalogue.poker import POACHAT, POANNUL, POBILAN, POGAIN, POINSCRIT, POJEU
 from .findings import Finding, register
 from .single import balances
+from .tournament import TournamentTrail
 
 register(
     "trail",
@@ -91,6 +92,8 @@ class MoneyTrail:
 
     def __init__(self, store: TrailStore | None = None) -> None:
         self.store: TrailStore = store if store is not None else {}
+        self.tournament = TournamentTrail(self.store)
+        self._seq: dict[str, tuple[int, bool]] = {}  # TOURNAMENT's stand-in for TRAIL's "complete"
 
     def observe(self, event: Event) -> list[Finding]:
         if getattr(event, "test", False) or getattr(event, "retransmission", False):
@@ -107,6 +110,9 @@ class MoneyTrail:
             findings += self._settle(prefix, event)
         elif isinstance(event, POANNUL):
             findings += self._cancel(prefix, event)
+        last, complete = self._seq.get(prefix, (0, True))
+        self._seq[prefix] = (event.id_evt, complete and event.id_evt == last + 1)
+        findings += self.tournament.observe(prefix, event, self._seq[prefix][1])
         return findings
 
     # -------------------------------------------------------------------- the player's account
