@@ -83,19 +83,19 @@ def _who(joueur: Player) -> str:
 def forced_bets(event: POJEU) -> list[Bet]:
     """The Bets of the forced bets' round (``bet``) and a stud hand's bring-in."""
     out: list[Bet] = []
-    for tour in event.Jeu.Tour:
+    for tour in event.Jeu.Tour[:2]:  # the forced bets' round first, a stud hand's bring-in next
         if tour.name in ("bet", "bring-in"):
             out += [a for a in tour.Action if isinstance(a, Bet) and a.name in LEVEL_PARTS]
     return out
 
 
-def levels(event: POJEU) -> tuple[dict[str, str], str | None]:
+def levels(event: POJEU, bets: list[Bet] | None = None) -> tuple[dict[str, str], str | None]:
     """The hand's level as its forced bets show it: part -> amount, for the parts posted by a player
     left with chips (a post all in for less does not show the level), and the ante's form
     (``bba``: the big blind alone posts it; ``each``). An ante absent is not read as nothing: some
     rooms drop it heads up (TDA r.34B's Texapoker note), and a short big blind skips it (RP-11)."""
     stacks = {int(j.Siege): j.Finance.CaveAvant for j in event.Participants.Joueur}
-    bets = forced_bets(event)
+    bets = forced_bets(event) if bets is None else bets
     posted: dict[int, Decimal] = {}
     for b in bets:
         posted[int(b.Siege)] = posted.get(int(b.Siege), Decimal(0)) + b.Valeur
@@ -111,9 +111,9 @@ def levels(event: POJEU) -> tuple[dict[str, str], str | None]:
     return {k: str(v) for k, v in out.items()}, form
 
 
-def big_blind_seat(event: POJEU) -> int | None:
-    """The seat of the hand's one ``big blind`` (None: a hand with none, or more than one)."""
-    seats = [int(b.Siege) for b in forced_bets(event) if b.name == "big blind"]
+def big_blind_seat(bets: list[Bet]) -> int | None:
+    """The seat of the hand's one ``big blind`` among its forced ``bets`` (None: none, or several)."""
+    seats = [int(b.Siege) for b in bets if b.name == "big blind"]
     return seats[0] if len(seats) == 1 else None
 
 
@@ -216,9 +216,13 @@ class TournamentTrail:
         tech.setdefault("members", [])
         tech.setdefault("tables", [])
         tech.setdefault("next", 1)
-        seats = {str(int(j.Siege)): _who(j) for j in event.Participants.Joueur}
-        records = {_who(j): self.store.get(f"{tech_key}|{_who(j)}") for j in event.Participants.Joueur}
-        findings = self._stacks(event, tech, records)
+        joueurs = [(_who(j), j) for j in event.Participants.Joueur]
+        seats = {str(int(j.Siege)): who for who, j in joueurs}
+        records = {who: self.store.get(f"{tech_key}|{who}") for who, _ in joueurs}
+        bets = forced_bets(event)
+        level, form = levels(event, bets)
+        bb = big_blind_seat(bets)
+        findings = self._stacks(event, tech, joueurs, records)
         table, table_id = self._table(tech_key, tech, seats, records)
         if table is None:
             if any(r is not None for r in records.values()):  # players seen before, table unknown
@@ -226,18 +230,16 @@ class TournamentTrail:
                 self.not_checked["BLIND_DODGED"] += 1
             table = {"seats": seats, "levels": {}, "blind": None}
         else:
-            findings += self._levels(event, table)
-            findings += self._blinds(event, table, seats)
+            findings += self._levels(event, table, level, form)
+            findings += self._blinds(event, table, seats, bb)
         self._move(tech_key, tech, table_id, records)
-        bb = big_blind_seat(event)
         table = {
             "seats": seats,
-            "levels": self._level_record(event, table["levels"]),
+            "levels": self._level_record(event, table["levels"], level, form),
             "blind": table["blind"] if bb is None else {"seats": seats, "bb": bb},
         }
         self.store[f"{tech_key}#{table_id}"] = table
-        for j in event.Participants.Joueur:
-            who = _who(j)
+        for who, j in joueurs:
             known = records[who] or {}
             self.store[f"{tech_key}|{who}"] = {
                 **known,
@@ -261,14 +263,17 @@ class TournamentTrail:
         return findings
 
     def _stacks(
-        self, event: POJEU, tech: dict[str, Any], records: dict[str, dict[str, Any] | None]
+        self,
+        event: POJEU,
+        tech: dict[str, Any],
+        joueurs: list[tuple[str, Player]],
+        records: dict[str, dict[str, Any] | None],
     ) -> list[Finding]:
         """Starting stacks (TDA r.8A) and the chips put in play: an entry's first CaveAvant, and
         whatever a stack gained between two hands (a re-buy's chips, or a stack changed without one,
         which the money trail reports as CAVE_CHAIN_BROKEN)."""
         findings: list[Finding] = []
-        joueurs = event.Participants.Joueur
-        first = [j for j in joueurs if records[_who(j)] is None]
+        first = [j for who, j in joueurs if records[who] is None]
         if first and tech.get("stack") is None and not tech["members"]:
             # the Tech's first hand: its stack is the one most of its entries start with
             counts = Counter(j.Finance.CaveAvant for j in first).most_common()
@@ -284,8 +289,7 @@ class TournamentTrail:
                 )
             else:
                 tech["stack"] = str(counts[0][0])
-        for j in joueurs:
-            who = _who(j)
+        for who, j in joueurs:
             known = records[who]
             before, after = j.Finance.CaveAvant, j.Finance.CaveApres
             last = Decimal(known["stack"]) if known is not None and known.get("stack") is not None else None
@@ -309,8 +313,7 @@ class TournamentTrail:
             tech["holders"] += (after > 0) - had
             tech["rake"] = str(Decimal(tech["rake"]) + (j.Finance.Rake or 0))
         # chips are conserved within a hand but for its rake (the hand audit reports any other gap)
-        gap = sum(j.Finance.CaveApres for j in joueurs) - sum(j.Finance.CaveAvant for j in joueurs)
-        gap += sum(j.Finance.Rake or 0 for j in joueurs)
+        gap = sum(j.Finance.CaveApres - j.Finance.CaveAvant + (j.Finance.Rake or 0) for _, j in joueurs)
         tech["put"] = str(Decimal(tech["put"]) + gap)
         return findings
 
@@ -366,9 +369,10 @@ class TournamentTrail:
                 tech["tables"] = [t for t in tech["tables"] if t != old]
 
     @staticmethod
-    def _level_record(event: POJEU, before: dict[str, Any]) -> dict[str, Any]:
+    def _level_record(
+        event: POJEU, before: dict[str, Any], read: dict[str, str], form: str | None
+    ) -> dict[str, Any]:
         """Per Regle, each part's last amount read (a part not read this hand keeps its last)."""
-        read, form = levels(event)
         kept = dict(before.get(event.Regle) or {})
         for part, amount in read.items():
             if part == "ante":
@@ -378,7 +382,7 @@ class TournamentTrail:
         return {**before, event.Regle: kept}
 
     @staticmethod
-    def _levels(event: POJEU, table: dict[str, Any]) -> list[Finding]:
+    def _levels(event: POJEU, table: dict[str, Any], read: dict[str, str], form: str | None) -> list[Finding]:
         """TDA r.23 and club 3.1: a new level applies from the next hand; the levels only rise (a
         tournament's structure), and RP-11: antes are never reduced. Judged against the previous
         hand of the same Regle at the same table: hands of one table follow one another, while
@@ -387,7 +391,6 @@ class TournamentTrail:
         before = (table.get("levels") or {}).get(event.Regle)
         if not before:
             return []
-        read, form = levels(event)
         lower = []
         for part, amount in read.items():
             if part == "ante":
@@ -412,7 +415,7 @@ class TournamentTrail:
         ]
 
     @staticmethod
-    def _blinds(event: POJEU, table: dict[str, Any], seats: dict[str, str]) -> list[Finding]:
+    def _blinds(event: POJEU, table: dict[str, Any], seats: dict[str, str], bb: int | None) -> list[Finding]:
         """The dead button rule (TDA r.32, club 4.2): the big blind moves one seat a hand, to the next
         seat of this hand after the previous big blind's; none of the previous hand's players who
         still play may be passed over (TDA r.33: blinds may not be dodged). A player new to the table
@@ -420,9 +423,8 @@ class TournamentTrail:
         new to the table are not judged. Heads up (TDA r.34B, club 4.3) the same walk puts the button
         before the last to pay the big blind: nobody pays it twice in a row."""
         previous = table.get("blind")
-        bb = big_blind_seat(event)
-        if previous is None or bb is None:
-            return []
+        if previous is None or bb is None or str(bb) not in seats:
+            return []  # no blind hand before at the table; none or several big blinds, or a stranger's
         before: dict[str, str] = previous["seats"]
         last = int(previous["bb"])
         heads_up = len(seats) == 2 and len(before) > 2
