@@ -85,13 +85,15 @@ class Story:
         ante: int = 0,
         rake: int = 0,
         pool: str | None = None,
+        regle: str = "THNL",
+        bba: bool = False,
     ) -> Event:
         """Everyone folds to the big blind at ``bb``, who wins the antes and the small blind (its
         own blind beyond the small blind is uncalled, given back). ``sb`` None: a dead small blind."""
         seats = sorted(seated)
         posts: dict[int, list[tuple[str, int]]] = {s: [] for s in seats}
         for s in seats:
-            if ante:
+            if ante and (not bba or s == bb):
                 posts[s].append(("ante", min(ante, self.chips[seated[s]])))
         for s, name, amount in ((sb, "small blind", blinds[0]), (bb, "big blind", blinds[1])):
             if s is not None:
@@ -145,8 +147,8 @@ class Story:
                 "Tech": self.tech,
                 "Pool": pool or str(self.pool),
                 "Participants": {"Joueur": joueurs},
-                "Regle": "THNL",
-                "Description": f"Texas Hold'em No Limit ({blinds[0]}-{blinds[1]})",
+                "Regle": regle,
+                "Description": f"Texas Hold'em ({blinds[0]}-{blinds[1]})",
                 "Jeu": {
                     "Tour": [
                         {
@@ -271,6 +273,7 @@ def test_the_hands_written_here_are_legal_hands():
     story.walk({1: "ann", 2: "ben", 3: "cat", 4: "dan"}, bb=2, sb=1, ante=10)
     story.walk({1: "ann", 2: "ben", 3: "cat", 4: "dan"}, bb=3, sb=2, ante=10)
     story.walk({1: "ann", 2: "ben"}, bb=1, sb=2, blinds=(100, 200))
+    story.walk({1: "ann", 2: "ben", 3: "cat", 4: "dan"}, bb=3, sb=2, ante=100, bba=True, regle="THL")
     for e in story.events:
         if e.xml_tag == "POJEU":
             assert audit_hand(e) == [], e.Pool
@@ -332,6 +335,31 @@ def test_antes_reduced_but_not_antes_dropped():
     story.walk(table, bb=2, sb=1, ante=25)
     lower = story.walk(table, bb=3, sb=2, ante=10)
     story.walk(table, bb=4, sb=3, ante=0)
+    assert found(story.events)[0] == [(lower.id_evt, "BLINDS_DECREASED")]
+
+
+def test_each_game_of_a_mixed_tournament_has_its_own_levels():
+    """A mixed tournament's level gives each game its own stakes (the WSOP's Players Championship
+    played Omaha pot limit at half the blinds of Omaha hi/lo limit in one level): levels are compared
+    within one Regle."""
+    story = four_players()
+    table = {1: "ann", 2: "ben", 3: "cat", 4: "dan"}
+    story.walk(table, bb=2, sb=1, blinds=(100, 200), regle="THL")
+    story.walk(table, bb=3, sb=2, blinds=(50, 100))
+    assert found(story.events)[0] == []
+    lower = story.walk(table, bb=4, sb=3, blinds=(25, 50))
+    assert found(story.events)[0] == [(lower.id_evt, "BLINDS_DECREASED")]
+
+
+def test_a_big_blind_ante_and_antes_of_every_seat_are_not_compared():
+    """TDA RP-11's big blind ante (one ante, the big blind's, for the table) against antes of every
+    seat: different forms, not compared; within the big blind ante, a lower one is found."""
+    story = four_players()
+    table = {1: "ann", 2: "ben", 3: "cat", 4: "dan"}
+    story.walk(table, bb=2, sb=1, ante=100, bba=True)
+    story.walk(table, bb=3, sb=2, ante=25)
+    assert found(story.events)[0] == []
+    lower = story.walk(table, bb=4, sb=3, ante=50, bba=True)
     assert found(story.events)[0] == [(lower.id_evt, "BLINDS_DECREASED")]
 
 

@@ -375,8 +375,8 @@ class TournamentTrail:
         """Per Regle, each part's last amount read (a part not read this hand keeps its last)."""
         kept = dict(before.get(event.Regle) or {})
         for part, amount in read.items():
-            if part == "ante":
-                kept["ante"] = [amount, form]
+            if part == "ante":  # one per form: the big blind's alone, or every seat's
+                kept["ante"] = {**kept.get("ante", {}), str(form): amount}
             else:
                 kept[part] = amount
         return {**before, event.Regle: kept}
@@ -394,12 +394,9 @@ class TournamentTrail:
         lower = []
         for part, amount in read.items():
             if part == "ante":
-                if (
-                    "ante" in before
-                    and before["ante"][1] == form
-                    and Decimal(amount) < Decimal(before["ante"][0])
-                ):
-                    lower.append(f"ante {amount} < {before['ante'][0]}")
+                last = before.get("ante", {}).get(str(form))
+                if last is not None and Decimal(amount) < Decimal(last):
+                    lower.append(f"ante {amount} < {last}")
             elif part in before and Decimal(amount) < Decimal(before[part]):
                 lower.append(f"{part} {amount} < {before[part]}")
         if not lower:
