@@ -410,6 +410,28 @@ def test_a_player_new_to_the_table_may_take_the_big_blind_at_once():
     assert found(story.events)[0] == []
 
 
+def test_the_final_table_of_a_real_tournament():
+    """The big blinds of the WSOP 2023 #43 final table's hands 61 to 80 (the PHH dataset's
+    ``wsop/2023/43/5``, seats rebuilt from the players' rotation): seat 2 busts during a stud level,
+    the first Omaha hi/lo hand after it has a dead small blind and its big blind on seat 3, seat 1
+    busts at hand 77 and heads-up begins with seat 4 on the big blind (seat 5 paid it last). Legal
+    play, not flagged."""
+    story = Story(stack=10_000_000)
+    story.register("ashton", "tong", "obst", "shakerchi", "rast")
+    five = {1: "ashton", 2: "tong", 3: "obst", 4: "shakerchi", 5: "rast"}
+    for bb in (1, 2, 3, 4, 5, 1, 2):
+        story.walk(five, bb=bb, sb=(bb - 2) % 5 + 1, blinds=(75_000, 150_000))
+    four = {s: n for s, n in five.items() if s != 2}
+    story.walk(four, bb=3, sb=None, blinds=(125_000, 250_000), regle="O4JL")
+    story.walk(four, bb=4, sb=3, blinds=(125_000, 250_000), regle="O4JL")
+    story.walk(four, bb=5, sb=4, blinds=(125_000, 250_000), regle="O4JL")
+    story.walk({1: "ashton", 4: "shakerchi", 5: "rast"}, bb=1, sb=5, blinds=(125_000, 250_000), regle="O4JL")
+    for bb in (4, 5, 4):
+        story.walk({4: "shakerchi", 5: "rast"}, bb=bb, sb=9 - bb, blinds=(150_000, 300_000), regle="O4JL")
+    codes, trail = found(story.events)
+    assert codes == [] and not trail.not_checked
+
+
 # -------------------------------------------------------------------------------- heads-up
 
 
