@@ -22,9 +22,12 @@ The state is in the money trail's store (JSON-able values; keys begin with the c
 
 - ``tour/<Tech>``: Format, open registrations, starting stack, chips put in play, how many
   inscriptions hold chips, the tables alive and the next table number;
-- ``tour/<Tech>|<oper>:<Inscription>``: the inscription's last stack, its table, whether it ended;
-- ``tour/<Tech>#<table>``: the table's latest hand (seat -> inscription), its last blind hand and
+- ``tour/<Tech>|members``: the inscriptions that played (written when one enters);
+- ``tour/<Tech>|ins|<oper>:<Inscription>``: the inscription's last stack, its table, whether it ended;
+- ``tour/<Tech>|table|<id>``: the table's latest hand (seat -> inscription), its last blind hand and
   its last level per ``Regle``.
+
+(A ``Tech`` never holds ``|``: types:reference.)
 
 All of a Tech's keys are deleted when its last open registration is settled or cancelled.
 """
@@ -150,7 +153,7 @@ class TournamentTrail:
             return []
         tech = dict(tech)
         findings: list[Finding] = []
-        ins_key = f"{tech_key}|{event.IDOper}:{event.Inscription}"
+        ins_key = f"{tech_key}|ins|{event.IDOper}:{event.Inscription}"
         known = self.store.get(ins_key)
         if isinstance(event, POBILAN) and event.Classement == 1 and is_tournament(tech["format"]):
             if not complete or "put" not in tech:
@@ -169,10 +172,11 @@ class TournamentTrail:
         if tech["open"] > 0:
             self.store[tech_key] = tech
             return findings
-        for member in tech.get("members", ()):
-            _forget(self.store, f"{tech_key}|{member}")
+        for member in self.store.get(f"{tech_key}|members") or ():
+            _forget(self.store, f"{tech_key}|ins|{member}")
+        _forget(self.store, f"{tech_key}|members")
         for table in tech.get("tables", ()):
-            _forget(self.store, f"{tech_key}#{table}")
+            _forget(self.store, f"{tech_key}|table|{table}")
         _forget(self.store, tech_key)
         return findings
 
@@ -213,15 +217,18 @@ class TournamentTrail:
         tech.setdefault("put", "0")
         tech.setdefault("holders", 0)
         tech.setdefault("rake", "0")
-        tech.setdefault("members", [])
         tech.setdefault("tables", [])
         tech.setdefault("next", 1)
         joueurs = [(_who(j), j) for j in event.Participants.Joueur]
         seats = {str(int(j.Siege)): who for who, j in joueurs}
-        records = {who: self.store.get(f"{tech_key}|{who}") for who, _ in joueurs}
+        records = {who: self.store.get(f"{tech_key}|ins|{who}") for who, _ in joueurs}
         bets = forced_bets(event)
         level, form = levels(event, bets)
         bb = big_blind_seat(bets)
+        entering = [who for who, _ in joueurs if records[who] is None]
+        if entering:  # the Tech's inscriptions that played, to forget them when it ends
+            members = self.store.get(f"{tech_key}|members") or []
+            self.store[f"{tech_key}|members"] = [*members, *entering]
         findings = self._stacks(event, tech, joueurs, records)
         table, table_id = self._table(tech_key, tech, seats, records)
         if table is None:
@@ -238,10 +245,10 @@ class TournamentTrail:
             "levels": self._level_record(event, table["levels"], level, form),
             "blind": table["blind"] if bb is None else {"seats": seats, "bb": bb},
         }
-        self.store[f"{tech_key}#{table_id}"] = table
+        self.store[f"{tech_key}|table|{table_id}"] = table
         for who, j in joueurs:
             known = records[who] or {}
-            self.store[f"{tech_key}|{who}"] = {
+            self.store[f"{tech_key}|ins|{who}"] = {
                 **known,
                 "stack": str(j.Finance.CaveApres),
                 "table": table_id,
@@ -250,8 +257,8 @@ class TournamentTrail:
             last = next(
                 (
                     j
-                    for j in event.Participants.Joueur
-                    if j.Finance.CaveApres > 0 and not (records[_who(j)] or {}).get("ended")
+                    for who, j in joueurs
+                    if j.Finance.CaveApres > 0 and not (records[who] or {}).get("ended")
                 ),
                 None,
             )
@@ -274,7 +281,7 @@ class TournamentTrail:
         which the money trail reports as CAVE_CHAIN_BROKEN)."""
         findings: list[Finding] = []
         first = [j for who, j in joueurs if records[who] is None]
-        if first and tech.get("stack") is None and not tech["members"]:
+        if first and tech.get("stack") is None and "first" not in tech:
             # the Tech's first hand: its stack is the one most of its entries start with
             counts = Counter(j.Finance.CaveAvant for j in first).most_common()
             if len(counts) > 1 and counts[0][1] == counts[1][1]:
@@ -289,12 +296,12 @@ class TournamentTrail:
                 )
             else:
                 tech["stack"] = str(counts[0][0])
+            tech["first"] = event.id_evt
         for who, j in joueurs:
             known = records[who]
             before, after = j.Finance.CaveAvant, j.Finance.CaveApres
             last = Decimal(known["stack"]) if known is not None and known.get("stack") is not None else None
             if known is None:
-                tech["members"] = [*tech["members"], who]
                 tech["put"] = str(Decimal(tech["put"]) + before)
                 stack = tech.get("stack")
                 if stack is not None and before != Decimal(stack):
@@ -334,7 +341,7 @@ class TournamentTrail:
             if table_id is None:
                 continue
             if table_id not in tables:
-                tables[table_id] = self.store.get(f"{tech_key}#{table_id}") or {"seats": {}}
+                tables[table_id] = self.store.get(f"{tech_key}|table|{table_id}") or {"seats": {}}
             if tables[table_id]["seats"].get(seat) == who:
                 shared[table_id] += 1
         ranked = shared.most_common(2)
@@ -357,7 +364,7 @@ class TournamentTrail:
             old = (record or {}).get("table")
             if old is None or old == table_id:
                 continue
-            key = f"{tech_key}#{old}"
+            key = f"{tech_key}|table|{old}"
             table = self.store.get(key)
             if table is None:
                 continue
