@@ -434,6 +434,7 @@ class TournamentTrail:
         heads_up = len(seats) == 2 and len(before) > 2
         code = "HEADS_UP_CHANGEOVER_WRONG" if heads_up else "BLIND_DODGED"
         where = f"POJEU (IDEvt {event.id_evt}, Pool {event.Pool}) of Tech {event.Tech}"
+        player = {int(j.Siege): j.IDJoueur for j in event.Participants.Joueur}
         who = seats.get(str(bb))
         if who is not None and who == before.get(str(last)):
             return [
@@ -443,6 +444,7 @@ class TournamentTrail:
                     "previous hand",
                     round="bet",
                     seat=bb,
+                    player=player.get(bb),
                 )
             ]
         if bb == last:
@@ -461,5 +463,6 @@ class TournamentTrail:
                 + ") was at that hand and plays this one",
                 round="bet",
                 seat=passed[0],
+                player=player.get(passed[0]),
             )
         ]
