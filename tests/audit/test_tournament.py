@@ -497,6 +497,19 @@ def test_a_late_entry_with_the_full_stack_and_a_rebuy():
     assert everything(story.events) == []
 
 
+def test_an_add_on_before_the_first_hand():
+    """A POACHAT before an inscription's first hand: its first CaveAvant holds chips the event does
+    not count (annex 1.3.6.c.4), not judged as a starting stack; its chips are in play."""
+    story = Story(fmt="T/A")
+    story.register("ann", "ben")
+    story.rebuy("ann", 500)
+    story.showdown({1: "ann", 2: "ben"}, bb=1, sb=2, loser=2)
+    story.result("ben", 2)
+    story.result("ann", 1)
+    assert found(story.events)[0] == []
+    assert everything(story.events) == []
+
+
 def test_the_first_hand_sets_the_starting_stack():
     story = Story()
     story.register("ann", "ben", "cat")

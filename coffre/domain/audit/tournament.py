@@ -39,7 +39,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ..catalogue.base import Event
-from ..catalogue.poker import POANNUL, POBILAN, POINSCRIT, POJEU, Bet, Player
+from ..catalogue.poker import POACHAT, POANNUL, POBILAN, POINSCRIT, POJEU, Bet, Player
 from .findings import Finding, register
 
 if TYPE_CHECKING:
@@ -135,6 +135,8 @@ class TournamentTrail:
             return self._hand(prefix, event, complete)
         elif isinstance(event, POBILAN | POANNUL):
             return self._end(prefix, event, complete)
+        elif isinstance(event, POACHAT):
+            self._buy(prefix, event)
         return []
 
     # -------------------------------------------------------------------- registrations
@@ -143,6 +145,17 @@ class TournamentTrail:
         key = f"{prefix}tour/{event.Tech}"
         tech = self.store.get(key) or {"format": event.Format, "open": 0}
         self.store[key] = {**tech, "open": tech["open"] + 1}
+
+    def _buy(self, prefix: str, event: POACHAT) -> None:
+        """A buy-in before the inscription's first hand (an add-on at the start): its first CaveAvant
+        then holds chips the event does not count (annex 1.3.6.c.4), and is not a starting stack."""
+        tech_key = f"{prefix}tour/{event.Tech}"
+        who = f"{event.IDOper}:{event.Inscription}"
+        tech = self.store.get(tech_key)
+        if tech is None or not is_tournament(tech["format"]) or self.store.get(f"{tech_key}|ins|{who}"):
+            return
+        self.store[f"{tech_key}|members"] = [*(self.store.get(f"{tech_key}|members") or []), who]
+        self.store[f"{tech_key}|ins|{who}"] = {"stack": None, "bought": True}
 
     def _end(self, prefix: str, event: POBILAN | POANNUL, complete: bool) -> list[Finding]:
         tech_key = f"{prefix}tour/{event.Tech}"
@@ -232,7 +245,7 @@ class TournamentTrail:
         findings = self._stacks(event, tech, joueurs, records)
         table, table_id = self._table(tech_key, tech, seats, records)
         if table is None:
-            if any(r is not None for r in records.values()):  # players seen before, table unknown
+            if any(r is not None and r.get("table") for r in records.values()):  # seen at a table before
                 self.not_checked["BLINDS_DECREASED"] += 1
                 self.not_checked["BLIND_DODGED"] += 1
             table = {"seats": seats, "levels": {}, "blind": None}
@@ -301,9 +314,9 @@ class TournamentTrail:
             known = records[who]
             before, after = j.Finance.CaveAvant, j.Finance.CaveApres
             last = Decimal(known["stack"]) if known is not None and known.get("stack") is not None else None
-            if known is None:
+            if known is None or last is None:
                 tech["put"] = str(Decimal(tech["put"]) + before)
-                stack = tech.get("stack")
+                stack = tech.get("stack") if known is None else None  # (None: bought chips first)
                 if stack is not None and before != Decimal(stack):
                     findings.append(
                         Finding(
