@@ -106,12 +106,17 @@ def test_a_lone_hand_is_not_checked_against_registrations_it_does_not_have(capsy
     hand = str(TOURNAMENT / "09-POJEU-hand-2.xml")
     code, report = audit_json(capsys, hand)
     assert code == 0 and report["findings"] == []
-    assert report["not_checked"] == {"PARTICIPANT_NOT_REGISTERED": 4, "POOL_REUSED": 1}
+    assert report["not_checked"] == {
+        "PARTICIPANT_NOT_REGISTERED": 4,
+        "POOL_REUSED": 1,
+        "BLINDS_DECREASED": 1,
+        "BLIND_DODGED": 1,
+        "STARTING_STACK_WRONG": 1,
+    }
     code, out, _ = audit(capsys, hand)
     assert code == 0
-    assert (
-        "not checked, context absent (events outside the audited set): PARTICIPANT_NOT_REGISTERED ×4" in out
-    )
+    assert "not checked, context absent (events outside the audited set): " in out
+    assert "PARTICIPANT_NOT_REGISTERED ×4" in out and "BLIND_DODGED ×1" in out
 
 
 def test_a_registration_never_settled_is_found_at_the_end_of_the_input(capsys, tmp_path):

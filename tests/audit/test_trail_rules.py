@@ -290,7 +290,15 @@ def test_a_lone_hand_gives_no_trail_finding_and_counts_what_it_could_not_check()
     hand = at(demo(), 9)
     trail = MoneyTrail()
     assert audit_event(hand, trail) == []
-    assert trail.not_checked == Counter({"PARTICIPANT_NOT_REGISTERED": 4, "POOL_REUSED": 1})
+    assert trail.not_checked == Counter(
+        {
+            "PARTICIPANT_NOT_REGISTERED": 4,
+            "POOL_REUSED": 1,
+            "BLINDS_DECREASED": 1,
+            "BLIND_DODGED": 1,
+            "STARTING_STACK_WRONG": 1,
+        }
+    )
 
 
 def test_events_that_do_not_begin_at_idevt_1_give_no_finding_of_a_missing_context():

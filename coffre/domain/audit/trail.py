@@ -28,6 +28,7 @@ from ..catalogue.base import Event
 from ..catalogue.poker import POACHAT, POANNUL, POBILAN, POGAIN, POINSCRIT, POJEU
 from .findings import Finding, register
 from .single import balances
+from .tournament import TournamentTrail
 
 register(
     "trail",
@@ -70,11 +71,6 @@ that one hand rewrites a small list, not every Pool of the Tech."""
 POOLS_KEPT = 65536
 """At most this many Pools (rounded to whole chunks) are remembered per Tech, the latest: a cash table
 that never empties does not grow without bound; a reuse of an older Pool goes unseen."""
-
-try:  # helper TOURNAMENT's checks across the hands of a Tech (issue 20), merged by the lead
-    from .tournament import TournamentTrail
-except ImportError:  # pragma: no cover - until coffre/domain/audit/tournament.py is merged
-    TournamentTrail = None  # type: ignore[assignment,misc]
 
 _OPEN, _SETTLED, _CANCELLED = "open", "settled", "cancelled"
 _IDENTITY_EVENTS = frozenset({"OUVINFOPERSO", "MODIFINFOPERSO"})
@@ -141,9 +137,10 @@ class MoneyTrail:
         self.not_checked: Counter[str] = Counter()
         self.not_checked_now: Counter[str] = Counter()
         """The counts of the last :meth:`observe` alone (the auditor's metric)."""
-        self.tournament = TournamentTrail(self.store) if TournamentTrail is not None else None
+        self.tournament = TournamentTrail(self.store)
         self._complete = True
         self._gap = 0
+        self._described_again = False
 
     def _skip(self, *codes: str) -> None:
         """The rules of ``codes`` could not be judged here: their context is absent."""
@@ -177,6 +174,7 @@ class MoneyTrail:
         if getattr(event, "test", False) or getattr(event, "retransmission", False):
             return []  # a test is not to be counted; a retransmission repeats an event already seen
         findings = self._player(prefix, event)
+        self._described_again = False
         if isinstance(event, POJEU):
             findings += self._hand(prefix, event)
         elif isinstance(event, POINSCRIT):
@@ -187,12 +185,13 @@ class MoneyTrail:
             findings += self._settle(prefix, event)
         elif isinstance(event, POANNUL):
             findings += self._cancel(prefix, event)
-        if self.tournament is not None:  # helper TOURNAMENT's checks across hands (issue 20)
-            before = Counter(self.tournament.not_checked)
-            findings += self.tournament.observe(prefix, event, self._complete)
-            for code, n in (self.tournament.not_checked - before).items():
-                self.not_checked[code] += n
-                self.not_checked_now[code] += n
+        if self._described_again:
+            return findings  # the tournament's checks followed that partie once too
+        before = Counter(self.tournament.not_checked)
+        findings += self.tournament.observe(prefix, event, self._complete)
+        for code, n in (self.tournament.not_checked - before).items():
+            self.not_checked[code] += n
+            self.not_checked_now[code] += n
         return findings
 
     def finish(self) -> list[tuple[str, int, int, Finding]]:
@@ -409,6 +408,7 @@ class MoneyTrail:
 
     def _hand(self, prefix: str, event: POJEU) -> list[Finding]:
         findings, again = self._pool(prefix, event)
+        self._described_again = again
         if again:
             return findings  # the partie described again (annex 1.3.6.b): its chips were followed once
         for joueur in event.Participants.Joueur:
