@@ -121,6 +121,26 @@ def test_every_hand_normalizes_and_validates_against_the_regulators_schema(optio
     assert failures == []
 
 
+def test_every_hand_adds_up_by_the_writers_own_arithmetic():
+    """The writer's money, checked without coffre: the rounds' Totals add up to the players' Totals
+    (the pot), the Nets to zero, and every player's winnings (CaveApres − CaveAvant + Total, from the
+    dataset's finishing stacks) are at least zero and add up to the pot."""
+    wrong = []
+    for name, _, event in converted()[0]:
+        pojeu = event["POJEU"]
+        finances = [j["Finance"] for j in pojeu["Participants"]["Joueur"]]
+        pot = sum(Decimal(t.get("Total", 0)) for t in pojeu["Jeu"]["Tour"])
+        won = [Decimal(f["CaveApres"]) - Decimal(f["CaveAvant"]) + Decimal(f["Total"]) for f in finances]
+        if (
+            pot != sum(Decimal(f["Total"]) for f in finances)
+            or sum(Decimal(f["Net"]) for f in finances) != 0
+            or min(won) < 0
+            or sum(won) != pot
+        ):
+            wrong.append(name)
+    assert wrong == []
+
+
 # --------------------------------------------------------------------------- the audit
 
 
