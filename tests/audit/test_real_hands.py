@@ -14,8 +14,9 @@ arithmetic: no pokerkit, no coffre module; the outcome (``CaveApres``) is the da
 - each kind of mutation (a card dealt twice, an amount changed, two actions swapped, a winner
   swapped) of a clean real hand is flagged, on a sample of hands of each variant.
 
-Hold'em hands are sampled (``THNL_SAMPLE`` of the 10,011, fixed seed; all of them are converted) to keep the run short;
-``COFFRE_PHH_FULL=1`` audits all of them.
+The Pluribus hands are sampled (``PLURIBUS_SAMPLE`` of the 10,000, fixed seed; all of them are
+converted and checked by the writer's own arithmetic) to keep the run short; ``COFFRE_PHH_FULL=1``
+audits all of them (about 70 s here, against 25 s).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from coffre.domain.normalize import normalize
 from hands import audit
 
 FULL = os.environ.get("COFFRE_PHH_FULL") == "1"
-THNL_SAMPLE = 3000
+PLURIBUS_SAMPLE = 3000
 MUTATION_SAMPLE = 12
 SEED = 20
 
@@ -74,9 +75,13 @@ def _of(regle: str) -> list[tuple[str, dict[str, Any]]]:
 
 def _audited(regle: str) -> list[tuple[str, dict[str, Any]]]:
     hands = _of(regle)
-    if regle == "THNL" and not FULL:
-        hands = random.Random(SEED).sample(hands, THNL_SAMPLE)
-    return hands
+    if FULL:
+        return hands
+    pluribus = [h for h in hands if h[0].startswith("pluribus/")]
+    picked = set(random.Random(SEED).sample(range(len(pluribus)), min(len(pluribus), PLURIBUS_SAMPLE)))
+    return [h for h in hands if not h[0].startswith("pluribus/")] + [
+        h for i, h in enumerate(pluribus) if i in picked
+    ]
 
 
 @cache
@@ -108,7 +113,7 @@ def test_every_hand_normalizes_and_validates_against_the_regulators_schema(optio
     for regle in VARIANTS:
         hands = _of(regle)
         if regle == "THNL" and not FULL:
-            hands = random.Random(SEED).sample(hands, 500)
+            hands = hands[:: len(hands) // 500]
         for name, event in hands:
             try:
                 normalized = normalize(json.dumps(event).encode())
