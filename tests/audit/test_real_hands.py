@@ -1,8 +1,8 @@
 """An oracle that is not the engine (issue 20, item 5): real hands, played at real tables, audit clean.
 
 The hands are the PHH corpus in tests/fixtures/phh (see its README: the 10,000 hands of the Pluribus
-match, 6-max no-limit hold'em, and the 83 televised hands of the WSOP 2023 $50k Poker Players
-Championship final table, a mixed game). tests/phh/writer.py turns each into a POJEU by its own
+match, 6-max no-limit hold'em; the 83 televised hands of the WSOP 2023 $50k Poker Players
+Championship final table, a mixed game; a few raked online hands of 2 to 9 players from handhq). tests/phh/writer.py turns each into a POJEU by its own
 arithmetic: no pokerkit, no coffre module; the outcome (``CaveApres``) is the dataset's
 ``finishing_stacks``. So a rule the engine gets wrong shows here, where today's property tests
 (tests/audit/test_hand_property.py: pokerkit plays, pokerkit judges) cannot see it.
@@ -58,7 +58,10 @@ EXCLUDED: dict[str, str] = {
 
 SKIP_REASONS = {
     "variant with no Regle",  # no-limit 2-7 single draw, badugi, short deck: not in annex 1.3.6.d.5
-    "no finishing stacks",  # the outcome would have to be computed: by an engine, the thing under test
+    # the outcome would have to be computed: by an engine, the thing under test
+    "no outcome in the dataset (neither finishing stacks nor winnings)",
+    # handhq: a walk, where the room counts the big blind's uncalled part as won
+    "winnings exceed the pot (the room counts an uncalled blind as won)",
     "unknown discarded card",  # 2-7: a folded player's discards unknown, so its replacements unplaceable
 }
 
@@ -128,17 +131,22 @@ def test_every_hand_normalizes_and_validates_against_the_regulators_schema(optio
 
 def test_every_hand_adds_up_by_the_writers_own_arithmetic():
     """The writer's money, checked without coffre: the rounds' Totals add up to the players' Totals
-    (the pot), the Nets to zero, and every player's winnings (CaveApres − CaveAvant + Total, from the
-    dataset's finishing stacks) are at least zero and add up to the pot."""
+    (the pot), the Nets and the Rake to zero, and every player's share of the pot (CaveApres −
+    CaveAvant + Total + Rake, from the dataset's outcome) is at least zero, the shares adding up to
+    the pot."""
     wrong = []
     for name, _, event in converted()[0]:
         pojeu = event["POJEU"]
         finances = [j["Finance"] for j in pojeu["Participants"]["Joueur"]]
         pot = sum(Decimal(t.get("Total", 0)) for t in pojeu["Jeu"]["Tour"])
-        won = [Decimal(f["CaveApres"]) - Decimal(f["CaveAvant"]) + Decimal(f["Total"]) for f in finances]
+        rake = [Decimal(f.get("Rake", 0)) for f in finances]
+        won = [
+            Decimal(f["CaveApres"]) - Decimal(f["CaveAvant"]) + Decimal(f["Total"]) + r
+            for f, r in zip(finances, rake, strict=True)
+        ]
         if (
             pot != sum(Decimal(f["Total"]) for f in finances)
-            or sum(Decimal(f["Net"]) for f in finances) != 0
+            or sum(Decimal(f["Net"]) for f in finances) + sum(rake) != 0
             or min(won) < 0
             or sum(won) != pot
         ):

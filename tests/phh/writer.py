@@ -23,9 +23,13 @@ Conventions followed (docs/hand-audit.md, "Interpretations"; annex 1.3.6.d.3 and
   apart), what the biggest contributor put in above the next one comes back, taken from that
   player's latest Bets first: ``Tour.Total`` and ``Finance.Total`` are net of it.
 - Finance: ``CaveAvant`` = ``starting_stacks``, ``CaveApres`` = ``finishing_stacks`` (the dataset's),
-  ``Net`` = their difference, ``Total`` = the player's Bets net of what came back. The datasets
-  used carry no rake: a hand whose finishing stacks do not add up to its starting stacks is
-  skipped, never given an invented rake.
+  ``Net`` = their difference, ``Total`` = the player's Bets net of what came back. Pluribus and the
+  WSOP carry no rake: a hand whose finishing stacks do not add up to its starting stacks is skipped,
+  never given an invented rake. A handhq hand has no finishing stacks but the room's ``winnings``
+  (what each player collected, net of the rake): ``CaveApres`` = ``CaveAvant`` − ``Total`` +
+  winnings, and the pot less the winnings is the ``Rake``, on the one winner (a hand with a raked
+  split pot, or whose winnings exceed the pot, is skipped). Hands with neither are skipped: their
+  outcome would have to be computed, by an engine.
 - Unknown cards (``??``) of a player who never shows them and discards none of them are filled
   with cards of the deck that appear nowhere in the hand (lowest codes first); such a player's
   cards change nothing the audit can check (a folded or mucked hand). Stud up cards are never
@@ -329,15 +333,16 @@ def to_pojeu(hand: dict[str, Any], name: str = "hand", *, id_evt: int = 1) -> di
     regle = REGLE.get(variant or "")
     if regle is None:
         raise Skip("variant with no Regle", str(variant))
-    if "finishing_stacks" not in hand:
-        raise Skip("no finishing stacks")
     start = [Decimal(x) for x in hand["starting_stacks"]]
-    finish = [Decimal(x) for x in hand["finishing_stacks"]]
     n = len(start)
-    if len(finish) != n:
-        raise Skip("finishing stacks of another table")
-    if sum(finish) != sum(start):
-        raise Skip("stacks not conserved (a rake the dataset does not state)")
+    if "finishing_stacks" in hand:
+        finish = [Decimal(x) for x in hand["finishing_stacks"]]
+        if len(finish) != n:
+            raise Skip("finishing stacks of another table")
+        if sum(finish) != sum(start):
+            raise Skip("stacks not conserved (a rake the dataset does not state)")
+    elif "winnings" not in hand:
+        raise Skip("no outcome in the dataset (neither finishing stacks nor winnings)")
     seats = [int(s) for s in hand.get("seats", range(1, n + 1))]
     if len(set(seats)) != n or min(seats) < 0:
         raise Skip("seats not one per player")
@@ -414,6 +419,21 @@ def to_pojeu(hand: dict[str, Any], name: str = "hand", *, id_evt: int = 1) -> di
     if w.placeholders:
         _fill_unknown(w, shown | sd_unknown)
 
+    rake: dict[int, Decimal] = {}
+    if "finishing_stacks" not in hand:
+        # The room's own record of what each player collected, net of the rake (handhq): the rake is
+        # the pot less what was collected, taken from the one winner (a split pot's is not stated).
+        won = [Decimal(x) for x in hand["winnings"]]
+        taken = sum(w.paid) - sum(won)
+        winners = [p for p in range(n) if won[p] > 0]
+        if taken < 0:
+            raise Skip("winnings exceed the pot (the room counts an uncalled blind as won)")
+        if taken and len(winners) != 1:
+            raise Skip("rake of a split pot")
+        if taken:
+            rake[winners[0]] = taken
+        finish = [start[p] - w.paid[p] + won[p] for p in range(n)]
+
     players = []
     for p in range(n):
         net = finish[p] - start[p]
@@ -425,6 +445,8 @@ def to_pojeu(hand: dict[str, Any], name: str = "hand", *, id_evt: int = 1) -> di
             "CaveAvant": amount(start[p]),
             "CaveApres": amount(finish[p]),
         }
+        if p in rake:
+            finance["Rake"] = amount(rake[p])
         players.append(_player(seats[p], finance))
 
     tours = []
