@@ -426,6 +426,8 @@ def to_pojeu(hand: dict[str, Any], name: str = "hand", *, id_evt: int = 1) -> di
         won = [Decimal(x) for x in hand["winnings"]]
         taken = sum(w.paid) - sum(won)
         winners = [p for p in range(n) if won[p] > 0]
+        if taken and not winners:
+            raise Skip("nobody wins in the room's winnings")
         if taken < 0:
             raise Skip("winnings exceed the pot (the room counts an uncalled blind as won)")
         if taken and len(winners) != 1:
