@@ -38,6 +38,7 @@ Conventions followed (docs/hand-audit.md, "Interpretations"; annex 1.3.6.d.3 and
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -475,7 +476,7 @@ def to_pojeu(hand: dict[str, Any], name: str = "hand", *, id_evt: int = 1) -> di
             "IDCoffre": 1,
             "DateEvt": "2026-01-01T12:01:00Z",
             "IDEvt": id_evt,
-            "Tech": f"phh-{name}"[:50],
+            "Tech": re.sub(r"[^a-zA-Z0-9._/#-]", "-", f"phh-{name}")[-50:],  # one per hand
             "Pool": "1",
             "Participants": {"Joueur": players},
             "Regle": regle,
