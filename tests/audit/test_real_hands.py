@@ -21,12 +21,15 @@ audits all of them (about 70 s here, against 25 s).
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
+import sys
 from collections import Counter
 from decimal import Decimal
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,7 +42,7 @@ from hands import audit
 
 FULL = os.environ.get("COFFRE_PHH_FULL") == "1"
 PLURIBUS_SAMPLE = 3000
-MUTATION_SAMPLE = 12
+MUTATION_SAMPLE = 30
 SEED = 20
 
 VARIANTS = ("THNL", "THL", "O4HPL", "O4JL", "7SHL", "7SJL", "7SLL", "2T7TD")
@@ -302,3 +305,16 @@ def test_the_writer_on_a_hand_worked_out_by_hand():
         {"Draw": {"Siege": 1, "Valeur": writer.card_code("Qc")}},
     ]
     assert writer.card_code("Jh") == 38 and writer.card_code("2c") == 0 and writer.card_code("As") == 51
+
+
+def test_the_writer_shares_nothing_with_what_it_tests():
+    """The oracle imports neither coffre nor pokerkit: the standard library only."""
+    for module in ("writer", "corpus"):
+        tree = ast.parse((Path(writer.__file__).parent / f"{module}.py").read_text(encoding="utf-8"))
+        imported = {
+            a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+        }
+        imported |= {
+            n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+        }
+        assert imported <= set(sys.stdlib_module_names) | {"__future__"}, (module, imported)
