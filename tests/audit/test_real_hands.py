@@ -2,9 +2,10 @@
 
 The hands are the PHH corpus in tests/fixtures/phh (see its README: the 10,000 hands of the Pluribus
 match, 6-max no-limit hold'em; the 83 televised hands of the WSOP 2023 $50k Poker Players
-Championship final table, a mixed game; a few raked online hands of 2 to 9 players from handhq). tests/phh/writer.py turns each into a POJEU by its own
-arithmetic: no pokerkit, no coffre module; the outcome (``CaveApres``) is the dataset's
-``finishing_stacks``. So a rule the engine gets wrong shows here, where today's property tests
+Championship final table, a mixed game; 42 online hands of 2 to 9 players from handhq, raked, one
+with a dead small blind). tests/phh/writer.py turns each into a POJEU by its own arithmetic: no
+pokerkit, no coffre module; the outcome (``CaveApres``) is the dataset's (``finishing_stacks``, or
+the room's winnings). So a rule the engine gets wrong shows here, where today's property tests
 (tests/audit/test_hand_property.py: pokerkit plays, pokerkit judges) cannot see it.
 
 - every hand converts (or is skipped for a reason the annex cannot express, counted), normalizes
@@ -63,8 +64,6 @@ SKIP_REASONS = {
     "variant with no Regle",  # no-limit 2-7 single draw, badugi, short deck: not in annex 1.3.6.d.5
     # the outcome would have to be computed: by an engine, the thing under test
     "no outcome in the dataset (neither finishing stacks nor winnings)",
-    # handhq: a walk, where the room counts the big blind's uncalled part as won
-    "winnings exceed the pot (the room counts an uncalled blind as won)",
     "unknown discarded card",  # 2-7: a folded player's discards unknown, so its replacements unplaceable
 }
 

@@ -28,8 +28,11 @@ Conventions followed (docs/hand-audit.md, "Interpretations"; annex 1.3.6.d.3 and
   never given an invented rake. A handhq hand has no finishing stacks but the room's ``winnings``
   (what each player collected, net of the rake): ``CaveApres`` = ``CaveAvant`` − ``Total`` +
   winnings, and the pot less the winnings is the ``Rake``, on the one winner (a hand with a raked
-  split pot, or whose winnings exceed the pot, is skipped). Hands with neither are skipped: their
-  outcome would have to be computed, by an engine.
+  split pot, or whose winnings exceed the pot, is skipped). A hand everyone but one player folds
+  before the flop needs no engine: that player takes the pot, unraked (no flop, no drop), which
+  completes a room's record of nothing (or of 0, a defect of the PokerStars and Full Tilt logs) and
+  reads one that counts the returned big blind of a walk as won. Other hands with no outcome are
+  skipped: it would have to be computed, by an engine.
 - Unknown cards (``??``) of a player who never shows them and discards none of them are filled
   with cards of the deck that appear nowhere in the hand (lowest codes first); such a player's
   cards change nothing the audit can check (a folded or mucked hand). Stud up cards are never
@@ -128,6 +131,7 @@ class _Writer:
     totals: list[Decimal] = field(default_factory=list)
     stack: list[Decimal] = field(default_factory=list)
     paid: list[Decimal] = field(default_factory=list)
+    returned: list[Decimal] = field(default_factory=list)
     folded: set[int] = field(default_factory=set)
     street: int = -1
     street_bets: list[Decimal] = field(default_factory=list)
@@ -144,6 +148,7 @@ class _Writer:
         self.kind = KIND[self.regle]
         self.stack = list(self.start)
         self.paid = [Decimal(0)] * self.n
+        self.returned = [Decimal(0)] * self.n
         self.street_bets = [Decimal(0)] * self.n
         self.street_log = [[] for _ in range(self.n)]
         self.dealt = [0] * self.n
@@ -173,6 +178,7 @@ class _Writer:
             back = top - max(b for i, b in enumerate(bets) if i != p)
             self.stack[p] += back
             self.paid[p] -= back
+            self.returned[p] += back
             for bet in reversed(self.street_log[p]):
                 taken = min(back, bet.value)
                 self.totals[bet.tour] -= taken
@@ -342,8 +348,6 @@ def to_pojeu(hand: dict[str, Any], name: str = "hand", *, id_evt: int = 1) -> di
             raise Skip("finishing stacks of another table")
         if sum(finish) != sum(start):
             raise Skip("stacks not conserved (a rake the dataset does not state)")
-    elif "winnings" not in hand:
-        raise Skip("no outcome in the dataset (neither finishing stacks nor winnings)")
     seats = [int(s) for s in hand.get("seats", range(1, n + 1))]
     if len(set(seats)) != n or min(seats) < 0:
         raise Skip("seats not one per player")
@@ -424,13 +428,24 @@ def to_pojeu(hand: dict[str, Any], name: str = "hand", *, id_evt: int = 1) -> di
     if "finishing_stacks" not in hand:
         # The room's own record of what each player collected, net of the rake (handhq): the rake is
         # the pot less what was collected, taken from the one winner (a split pot's is not stated).
-        won = [Decimal(x) for x in hand["winnings"]]
-        taken = sum(w.paid) - sum(won)
+        won = [Decimal(x) for x in hand.get("winnings", [0] * n)]
+        pot = sum(w.paid)
+        alive = [p for p in range(n) if p not in w.folded]
+        if len(alive) == 1 and w.street <= 0:
+            # Everyone else folded before the flop: the last player takes the pot, unraked (these
+            # rooms take no rake from a hand without a flop). A room that records nothing (or 0) is
+            # completed so; one that counts the uncalled blind it returned as won, read so.
+            (last,) = alive
+            if not sum(won) or sum(won) - pot == w.returned[last] == won[last] - pot:
+                won = [pot if p == last else Decimal(0) for p in range(n)]
+        elif "winnings" not in hand:
+            raise Skip("no outcome in the dataset (neither finishing stacks nor winnings)")
+        taken = pot - sum(won)
         winners = [p for p in range(n) if won[p] > 0]
         if taken and not winners:
             raise Skip("nobody wins in the room's winnings")
         if taken < 0:
-            raise Skip("winnings exceed the pot (the room counts an uncalled blind as won)")
+            raise Skip("winnings exceed the pot")
         if taken and len(winners) != 1:
             raise Skip("rake of a split pot")
         if taken:
