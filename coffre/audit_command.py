@@ -111,6 +111,9 @@ class AuditRun:
     """The first flagged hands, up to the run's picture limit."""
     flagged_total: int = 0
     """Every flagged hand, pictured or not."""
+    not_checked: Counter[str] = field(default_factory=Counter)
+    """Finding code -> times its rule could not be judged: the events it needs are not in the
+    audited set ("not checked, context absent", docs/money-trail.md)."""
 
     @property
     def codes(self) -> dict[str, int]:
@@ -130,6 +133,7 @@ class AuditRun:
             "verified": [v.as_dict() for v in self.verifications] if self.verifications else None,
             "inputs": [{"path": path, "kind": kind} for path, kind in self.inputs],
             "flagged_hands": self.flagged_total,
+            "not_checked": dict(sorted(self.not_checked.items())),
         }
 
 
@@ -172,6 +176,12 @@ class Auditor:
                 if len(run.flagged) < self.max_pictures:
                     run.flagged.append(FlaggedHand(source, event, tuple(findings)))
 
+    def finish(self, source: str, trail: MoneyTrail) -> None:
+        """The end of a trail's input: the findings only the end can give, and its not-checked counts."""
+        for id_oper, id_coffre, id_evt, finding in trail.finish():
+            self.run.findings.append(Located(source, id_oper, id_coffre, id_evt, "POINSCRIT", finding))
+        self.run.not_checked.update(trail.not_checked)
+
     def files(self, paths: Sequence[str]) -> None:
         """Event files and folders (recursively), in sorted path order, through one money trail."""
         from .cli import _inputs
@@ -188,6 +198,7 @@ class Auditor:
                 continue
             if found == 0:
                 self.run.problems.append(Problem(path, "empty", "no event (.xml or .json file) found"))
+        self.finish("(end of input)", trail)
 
     def archive(self, path: Path, certificates: Sequence[Path]) -> None:
         """Verify the archive under ``path`` as ``coffre verify`` does; audit it only if it verifies."""
@@ -215,9 +226,12 @@ class Auditor:
                     lot = read_lot(parse_document(file.read_bytes()))
                 except (OSError, LotFormatError) as exc:  # changed since it verified
                     self.run.problems.append(Problem(str(file), "unreadable", str(exc)))
+                    self.run.not_checked.update(trail.not_checked)  # not its end: the rest is unread
                     break
                 for item in lot.events:
                     self.event(f"{source}#{item.id_evt}", item.canonical, trail)
+            else:
+                self.finish(f"{source} (end)", trail)
 
 
 def archive_lots(path: Path) -> dict[tuple[str, int], list[tuple[int, Path]]]:
@@ -285,6 +299,9 @@ def text_lines(run: AuditRun) -> Iterator[str]:
     for verification in run.verifications:
         verdict = "verified" if verification.ok else "does not verify, not audited"
         yield f"archive {verification.archive}: {verdict}"
+    if run.not_checked:
+        counts = ", ".join(f"{code} ×{n}" for code, n in sorted(run.not_checked.items()))
+        yield f"not checked, context absent (events outside the audited set): {counts}"
     codes = ", ".join(f"{code} ×{count}" for code, count in run.codes.items())
     yield (
         f"{run.events} event(s), {run.hands} hand(s), {len(run.findings)} finding(s)"

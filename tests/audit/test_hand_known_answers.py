@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import test_hand_rules as rules
+from test_hand_table import TABLE_TRIGGERS
 
 from coffre.domain.audit import hand as hand_module
 from coffre.domain.audit.findings import CODES
@@ -168,6 +169,7 @@ def _replay_failed(e):
         {
             **players[0],
             "IDJoueur": "j4",
+            "Inscription": "i4",
             "Siege": 4,
             "Finance": {"Net": "0", "Total": "0", "CaveAvant": "0", "CaveApres": "0"},
         }
@@ -252,6 +254,7 @@ TRIGGERS: dict[str, Mutation] = {
     "SHOWDOWN_ORDER_WRONG": _small(_showdown_order),
     "ODD_CHIP_WRONG": lambda: rules._split("1.00", "1.01"),
 }
+TRIGGERS.update(TABLE_TRIGGERS)  # the table's codes (test_hand_table.py)
 
 HAND_FAMILIES = ("cards", "order", "money", "showdown")
 

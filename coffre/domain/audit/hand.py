@@ -32,6 +32,7 @@ from pokerkit import ChipsPushing, State
 
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
 from .findings import Finding, register
+from .table import audit_table
 from .variants import (
     CARDS,
     DEFAULT_RULES,
@@ -137,7 +138,11 @@ class _Hand:
 def audit_hand(event: POJEU, rules: HouseRules = DEFAULT_RULES) -> list[Finding]:
     """The findings of one hand, pass by pass (empty: consistent). Never raises on a hand's content.
     ``rules``: what the operator sets and the hand does not say (the fixed-limit cap)."""
+    table = audit_table(event)  # seats, players, time, actions per round (table.py)
+    if table.unreadable:
+        return table.findings
     hand = _Hand(event)
+    hand.findings += table.findings
     try:
         _structure(hand)
         _cards(hand)

@@ -24,6 +24,7 @@ from typing import Any
 from pokerkit import Automation, Mode, State
 
 from ..catalogue.poker import VARIANTS
+from .table import MAX_SEATS
 from .variants import CARDS, CODES, UNKNOWN_CARD, EngineVariant, Reopening, engine_variant, scale_of, to_int
 
 Amount = Decimal | int | str
@@ -39,9 +40,11 @@ PLAY_AUTOMATIONS: tuple[Automation, ...] = (
 )
 """The player's decisions and the cards are this module's (from its seeded random); the rest is pokerkit's."""
 
-MAX_PLAYERS = {"holdem": 10, "stud": 7, "draw": 6}
-"""Seven-card stud deals at most 7 × 7 = 49 cards of 52 (no shared last card needed); triple draw's
-discards are limited to what is left in the deck, so that no card is ever dealt twice."""
+MAX_PLAYERS: dict[str, int] = MAX_SEATS
+"""Per ``Regle``, the seats decree 2016-1326 art. 2 allows (10 hold'em, 9 Omaha, 7 stud, 6 triple
+draw: :data:`coffre.domain.audit.table.MAX_SEATS`). Seven-card stud then deals at most 7 × 7 = 49
+cards of 52 (no shared last card needed); triple draw's discards are limited to what is left in the
+deck, so that no card is ever dealt twice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +139,13 @@ def play_hand(
       to the hand's smallest unit, recorded as that player's ``Finance.Rake``.
     - ``players``: seat -> overrides of the Joueur (IDOper, IDJoueur, IPJoueur, Inscription, …);
       ``header``: overrides of the event's fields (IDOper, IDCoffre, IDEvt, Tech, Pool, …).
+    - ``when``: the first round's start (a naive time is UTC); each round starts 3 to 40 s after the
+      previous one, all written in UTC, and ``DateEvt`` is the hand's end, after its last round began
+      (annex 1.3.6.c.2, docs/hand-audit.md "The table: seats and time").
     """
     variant = engine_variant(regle)
-    if not 2 <= len(seats) <= MAX_PLAYERS[variant.kind]:
-        raise ValueError(f"{regle} is played by 2 to {MAX_PLAYERS[variant.kind]} players, not {len(seats)}")
+    if not 2 <= len(seats) <= MAX_PLAYERS[variant.regle]:
+        raise ValueError(f"{regle} is played by 2 to {MAX_PLAYERS[variant.regle]} players, not {len(seats)}")
     stacks_in = {int(s): _amount(v) for s, v in seats.items()}
     ante_d = _amount(ante)
     smallest = min(stacks_in.values())
@@ -223,8 +229,8 @@ def play_hand(
         return str(dec(x))
 
     when = when or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    stamp = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)  # Timestamps are UTC
     tours = []
-    stamp = when
     for name in VARIANTS[regle].rounds:
         actions = reveals if name == "reveal" else rec.rounds.get(name)
         if not actions:
@@ -266,7 +272,7 @@ def play_hand(
     pojeu: dict[str, Any] = {
         "IDOper": "0099",
         "IDCoffre": 1,
-        "DateEvt": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "DateEvt": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),  # the hand over: after its last round began
         "IDEvt": 1,
         "Tech": f"{regle}-{rng.getrandbits(32):08x}",
         "Pool": "1",
