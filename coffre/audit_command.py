@@ -25,6 +25,7 @@ from .adapters.storage import TMP_PREFIX
 from .domain.audit.events import audit_event
 from .domain.audit.findings import Finding
 from .domain.audit.trail import MoneyTrail
+from .domain.audit.variants import DEFAULT_RULES, HouseRules
 from .domain.catalogue.base import Event
 from .domain.catalogue.poker import POJEU
 from .domain.errors import Rejected
@@ -140,9 +141,10 @@ class AuditRun:
 class Auditor:
     """Runs the audit of one input after the other into an :class:`AuditRun`."""
 
-    def __init__(self, max_pictures: int = MAX_PICTURES) -> None:
+    def __init__(self, max_pictures: int = MAX_PICTURES, rules: HouseRules = DEFAULT_RULES) -> None:
         self.run = AuditRun()
         self.max_pictures = max_pictures
+        self.rules = rules
 
     def event(self, source: str, raw: bytes, trail: MoneyTrail) -> None:
         """Normalize and audit one event's bytes (its input's IDEvt is kept)."""
@@ -154,7 +156,7 @@ class Auditor:
             )
             return
         try:
-            findings = audit_event(event, trail)
+            findings = audit_event(event, trail, self.rules)
         except Exception as exc:  # a defect of a check: reported as a problem, the run goes on
             self.run.problems.append(
                 Problem(source, "error", f"the audit failed: {type(exc).__name__}: {exc}")
@@ -263,10 +265,13 @@ def is_archive(path: Path) -> bool:
 
 
 def audit_paths(
-    paths: Sequence[str], certificates: Sequence[Path] = (), max_pictures: int = MAX_PICTURES
+    paths: Sequence[str],
+    certificates: Sequence[Path] = (),
+    max_pictures: int = MAX_PICTURES,
+    rules: HouseRules = DEFAULT_RULES,
 ) -> AuditRun:
     """The audit of every PATH: archives (verified first) and event files or folders."""
-    auditor = Auditor(max_pictures)
+    auditor = Auditor(max_pictures, rules)
     files: list[str] = []
     archives: list[Path] = []
     for name in paths:
@@ -326,6 +331,17 @@ def _html_target_error(target: Path) -> str | None:
     return None
 
 
+def house_rules() -> HouseRules:
+    """The operator's rules the hand audit needs: ``COFFRE_AUDIT_FIXED_LIMIT_BETS`` (README), read
+    through the settings only when it is set (``coffre audit`` needs no other setting, and loading
+    them costs its start-up some 60 ms)."""
+    if "COFFRE_AUDIT_FIXED_LIMIT_BETS" not in os.environ:
+        return DEFAULT_RULES
+    from .config import load_settings
+
+    return HouseRules(fixed_limit_bets=load_settings().audit_fixed_limit_bets or None)
+
+
 def run_audit(args: argparse.Namespace) -> int:
     """``coffre audit``'s arguments checked (exit 2), the audit run, its output written."""
     for name in args.paths:
@@ -346,7 +362,7 @@ def run_audit(args: argparse.Namespace) -> int:
             f"{archives[0]} is an archive: name the certificate(s) you trust with --cert PEM, "
             "it is verified before it is audited"
         )
-    run = audit_paths(args.paths, [Path(c) for c in args.cert], max_pictures)
+    run = audit_paths(args.paths, [Path(c) for c in args.cert], max_pictures, house_rules())
     if args.json:
         print(json.dumps(run.as_json(), ensure_ascii=False))
     else:

@@ -792,3 +792,22 @@ def test_a_raise_short_of_the_minimum_that_puts_every_opponent_all_in_is_a_raise
     joueurs[0]["Finance"].update(Total="13", CaveApres="113", Net="13")
     joueurs[1]["Finance"].update(Total="13", CaveApres="1", Net="-13")
     assert found(event) == ["BET_ILLEGAL"]
+
+
+def test_the_operators_cap_is_the_setting_coffre_audit_fixed_limit_bets(monkeypatch):
+    """Decree 2016-1326 art. 3 5°: the operator sets the cap; ``COFFRE_AUDIT_FIXED_LIMIT_BETS``
+    (README) is read by ``coffre audit`` and the auditor (0: no cap)."""
+    import json
+
+    from coffre.audit_command import house_rules
+    from coffre.domain.audit.events import audit_event
+
+    event = normalize(json.dumps(_limit_preflop(4)).encode())
+    monkeypatch.delenv("COFFRE_AUDIT_FIXED_LIMIT_BETS", raising=False)
+    assert house_rules() == HouseRules()
+    assert [f.code for f in audit_event(event, rules=house_rules())] == ["BET_ILLEGAL"]
+    monkeypatch.setenv("COFFRE_AUDIT_FIXED_LIMIT_BETS", "5")
+    assert house_rules() == HouseRules(fixed_limit_bets=5)
+    assert audit_event(event, rules=house_rules()) == []
+    monkeypatch.setenv("COFFRE_AUDIT_FIXED_LIMIT_BETS", "0")
+    assert house_rules() == HouseRules(fixed_limit_bets=None)
