@@ -811,3 +811,50 @@ def test_the_operators_cap_is_the_setting_coffre_audit_fixed_limit_bets(monkeypa
     assert audit_event(event, rules=house_rules()) == []
     monkeypatch.setenv("COFFRE_AUDIT_FIXED_LIMIT_BETS", "0")
     assert house_rules() == HouseRules(fixed_limit_bets=None)
+
+
+def _limit_short_all_in(stack_3: str) -> dict:
+    """THL 2-4 (a bet of 4 before the turn): everyone limps; on the flop seat 1 bets 4, seat 2 raises
+    to 8, seat 3 is all in for the rest of ``stack_3``; then 13 (a raise of 1, a quarter of a bet)
+    or 14 (a raise of 2, half a bet)."""
+    reopened = stack_3 == "14"
+    flop = [*board("Kc", "8d", "4h"), bet("bet", 1, "4"), bet("raise", 2, "8")]
+    if reopened:  # seat 1 may raise again: half a bet reopened the betting
+        flop += [bet("allin", 3, "10"), bet("raise", 1, "10"), bet("call", 2, "6")]
+        one, two = ("100", "18", "132"), ("100", "18", "82")
+    else:  # seat 1 calls, seat 2 (who raised) raises again: not reopened
+        flop += [bet("allin", 3, "9"), bet("call", 1, "5"), bet("raise", 2, "5"), bet("call", 1, "4")]
+        one, two = ("100", "17", "130"), ("100", "17", "83")
+    return hand(
+        "THL",
+        {1: one, 2: two, 3: (stack_3, stack_3, "0")},
+        [
+            tour("bet", [bet("small blind", 1, "2"), bet("big blind", 2, "4")], "6"),
+            tour(
+                "pre-flop",
+                [
+                    *hole(1, "As", "Ad"),
+                    *hole(2, "Qd", "Jd"),
+                    *hole(3, "7c", "2d"),
+                    bet("call", 3, "4"),
+                    bet("call", 1, "2"),
+                    check(2),
+                ],
+                "6",
+            ),
+            tour("flop", flop),
+            tour("turn", [*board("3s"), *checks(1, 2)]),
+            tour("river", [*board("9c"), *checks(1, 2)]),
+            tour("reveal", [*shows(1, "As", "Ad"), *shows(2, "Qd", "Jd"), *shows(3, "7c", "2d")]),
+        ],
+        "2-4",
+    )
+
+
+def test_in_limit_half_a_bet_all_in_reopens_the_betting():
+    """TDA 47B: "En limit, un minimum de 50% d'une mise ou relance complète est nécessaire pour que
+    les joueurs qui ont déjà misé puissent relancer". Seat 3's all-in raise of 2 on a bet of 4
+    reopens it: seat 1 raises again (pokerkit wants a full bet: BET_ILLEGAL on today's main); a raise
+    of 1 does not: seat 2, who raised, may only call."""
+    assert found(_limit_short_all_in("14")) == []
+    assert found(_limit_short_all_in("13")) == ["BETTING_NOT_REOPENED"]
