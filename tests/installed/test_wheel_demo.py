@@ -85,7 +85,7 @@ def test_the_wheel_holds_every_demo_event(wheel):
         for path in (PROJECT / "coffre" / "demo" / "events").rglob("*")
         if path.suffix in (".xml", ".json")
     }
-    assert len(events) == 71
+    assert len(events) == 72
     assert events <= names, sorted(events - names)
     assert "coffre/demo/README.md" in names
 
@@ -112,13 +112,13 @@ def test_the_installed_wheel_runs_the_demo_from_an_empty_folder(installed, tmp_p
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert (
-        len(re.findall(r": \w+ recorded, acquitted: IDOper 0099 IDCoffre [1-4] IDEvt \d+ chain ", out)) == 40
+        len(re.findall(r": \w+ recorded, acquitted: IDOper 0099 IDCoffre [1-4] IDEvt \d+ chain ", out)) == 41
     ), out
     assert out.count("recorded without acquittal (synthesis event)") == 31, out
     assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'auditor': 0}" in out, out  # API port 0: off
     assert "audit: the auditor reported the 4 event(s) the demo expects flagged" in out, out
     assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s): OK" in out, out
     assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s): OK" in out, out
-    assert "  coffre 0099/3: 1 lot(s), 39 event(s), 1 checkpoint(s): OK" in out, out
+    assert "  coffre 0099/3: 1 lot(s), 40 event(s), 1 checkpoint(s): OK" in out, out
     assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s): OK" in out, out
     assert sorted(p.name for p in empty.iterdir()) == ["var"]  # the data folder, in the current folder
