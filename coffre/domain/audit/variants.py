@@ -135,6 +135,7 @@ def _evaluate(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[Card,
     low = hand_type.low
     best: tuple[Card, ...] | None = None
     best_index = 0
+    best_entry: Any = None
     for combo in _combinations(hand_type, cards, board):
         key = 1
         for card in combo:
@@ -144,8 +145,22 @@ def _evaluate(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[Card,
         if entry is None:
             continue
         if best is None or (entry.index < best_index if low else entry.index > best_index):
-            best, best_index = combo, entry.index
-    return None if best is None else hand_type(best)
+            best, best_index, best_entry = combo, entry.index, entry
+    if best is None:
+        return None
+    hand = _evaluated_type(hand_type).__new__(_evaluated_type(hand_type))
+    hand._Hand__cards = best  # type: ignore[attr-defined]  # what Hand.__init__ stores, already clean
+    hand.entry = best_entry  # type: ignore[misc]
+    return hand
+
+
+@cache
+def _evaluated_type(hand_type: type[Hand]) -> type[Hand]:
+    """``hand_type`` with its lookup entry kept on each hand: pokerkit's ``Hand.entry`` looks the
+    cards up again at every comparison (a showdown compares each hand with every other, several
+    times), which was a fifth of a hold'em replay's time. Same ordering, equality and hash (all
+    by the entry); every hand of a replay comes from :func:`_evaluate`, so of this one type."""
+    return type(hand_type.__name__, (hand_type,), {"entry": None, "__module__": hand_type.__module__})
 
 
 def clear_evaluations() -> None:
