@@ -186,11 +186,18 @@ class CachedState(State):
         return super()._verify_cards_consumption(cards)
 
     def _consume_cards(self, cards: tuple[Card, ...]) -> None:
-        """The named cards leave the deck (pokerkit also compares the whole deck as a set, per card)."""
+        """The named cards leave the deck (pokerkit also compares the whole deck as a set, per card).
+
+        A card is its (rank, suit), both enum members: compared by identity here, in one pass over
+        the deck, rather than by ``Card.__eq__`` (Python code) card by card as ``deque.remove`` does."""
+        if not cards:
+            return
+        gone = {(id(c.rank), id(c.suit)) for c in cards}
         deck = self.deck_cards
-        for card in cards:
-            if card in deck:
-                deck.remove(card)
+        kept = [c for c in deck if (id(c.rank), id(c.suit)) not in gone]
+        if len(kept) != len(deck):
+            deck.clear()
+            deck.extend(kept)
 
     def get_hand(self, player_index: int, board_index: int, hand_type_index: int) -> Hand | None:
         if not self.statuses[player_index]:
