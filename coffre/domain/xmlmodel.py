@@ -72,7 +72,9 @@ def spelled(*names: str, default: Any = ..., **kwargs: Any) -> Any:
 class XmlModel(BaseModel):
     """A schema complex type. ``xml_tag`` is set on roots and substitution-group members."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, hide_input_in_errors=True, defer_build=True
+    )
     xml_tag: ClassVar[str] = ""
 
     @model_validator(mode="before")
