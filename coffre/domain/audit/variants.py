@@ -75,10 +75,14 @@ _POKERKIT_RANKS = "23456789TJQKA"
 _POKERKIT_SUITS = "cdhs"  # trèfle, carreau, cœur, pique: the annex's suit order
 assert len(_POKERKIT_RANKS) == len(RANKS)
 
+_STANDARD_DECK: dict[Card, Card] = {card: card for card in Deck.STANDARD}
 CARDS: tuple[Card, ...] = tuple(
-    next(iter(Card.parse(_POKERKIT_RANKS[code // 4] + _POKERKIT_SUITS[code % 4]))) for code in range(52)
+    _STANDARD_DECK[next(iter(Card.parse(_POKERKIT_RANKS[code // 4] + _POKERKIT_SUITS[code % 4])))]
+    for code in range(52)
 )
-"""pokerkit's card for each annex card code (0 = 2 de Trèfle = 2c … 51 = As de Pique = As)."""
+"""pokerkit's card for each annex card code (0 = 2 de Trèfle = 2c … 51 = As de Pique = As): the very
+objects of pokerkit's standard deck, so that a dealt card leaves the deck by identity
+(:meth:`CachedState._consume_cards`)."""
 CODES: dict[Card, int] = {card: code for code, card in enumerate(CARDS)}
 """The annex code of each pokerkit card."""
 UNKNOWN_CARD: Card = next(iter(Card.parse("??")))
@@ -190,16 +194,24 @@ class CachedState(State):
     def _consume_cards(self, cards: tuple[Card, ...]) -> None:
         """The named cards leave the deck (pokerkit also compares the whole deck as a set, per card).
 
-        A card is its (rank, suit), both enum members: compared by identity here, in one pass over
-        the deck, rather than by ``Card.__eq__`` (Python code) card by card as ``deque.remove`` does."""
-        if not cards:
-            return
-        gone = {(id(c.rank), id(c.suit)) for c in cards}
+        A card dealt from :data:`CARDS` is one of the deck's own objects: found by identity (C
+        code) rather than by ``Card.__eq__`` (Python code) element by element as ``deque.remove``
+        does; any other card by its rank and suit (enum members, compared by identity). An unknown
+        card (a burn) is never in the deck."""
         deck = self.deck_cards
-        kept = [c for c in deck if (id(c.rank), id(c.suit)) not in gone]
-        if len(kept) != len(deck):
-            deck.clear()
-            deck.extend(kept)
+        ids = list(map(id, deck))
+        for card in cards:
+            if not card:
+                continue
+            try:
+                at = ids.index(id(card))
+            except ValueError:
+                same = (id(card.rank), id(card.suit))
+                at = next((k for k, c in enumerate(deck) if (id(c.rank), id(c.suit)) == same), -1)
+                if at < 0:
+                    continue
+            del deck[at]
+            del ids[at]
 
     def _begin_hand_killing(self) -> None:
         """pokerkit's, with what ``can_win_now`` asks for every live player (the pots, every
