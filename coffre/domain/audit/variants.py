@@ -132,22 +132,50 @@ def _combinations(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[C
         yield from combinations(cards + board, hand_type.card_count)  # type: ignore[attr-defined]
 
 
+@cache
+def _index_combinations(hand_type: type[Hand], cards: int, board: int) -> tuple[tuple[int, ...], ...]:
+    """:func:`_combinations` as positions in ``cards + board``, in the same order."""
+    every = tuple(range(cards + board))
+    return tuple(_combinations(hand_type, every[:cards], every[cards:]))
+
+
+def _key_of(combo: tuple[int, ...], primes: list[int], suits: list[Any]) -> tuple[int, bool]:
+    key = 1
+    for at in combo:
+        key *= primes[at]
+    return key, all(suits[at] == suits[combo[0]] for at in combo)
+
+
 @lru_cache(maxsize=4096)
 def _evaluate(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[Card, ...]) -> Hand | None:
     """The best hand ``hand_type`` makes of ``cards`` and ``board``: pokerkit's ``from_game``, the
     five-card combinations looked up in pokerkit's own table by their key (rank primes' product,
-    suitedness) instead of through a ``Hand`` object each; one ``Hand`` is built, of the best."""
+    suitedness) instead of through a ``Hand`` object each; one ``Hand`` is built, of the best.
+    Each card's prime and suit are read once, the combinations walked as positions."""
     table = _table(hand_type)
     low = hand_type.low
-    best: tuple[Card, ...] | None = None
+    every = cards + board
+    primes = [_PRIMES[card.rank] for card in every]
+    suits = [card.suit for card in every]
+    best: tuple[int, ...] | None = None
     best_index = 0
     best_entry: Any = None
-    for combo in _combinations(hand_type, cards, board):
-        key = 1
-        for card in combo:
-            key *= _PRIMES[card.rank]
-        suit = combo[0].suit
-        entry = table.get((key, all(c.suit == suit for c in combo)))
+    combos = _index_combinations(hand_type, len(cards), len(board))
+    if combos and len(combos[0]) == 5:  # every variant's hands: five cards
+        keys = (
+            (
+                (
+                    primes[a] * primes[b] * primes[c] * primes[d] * primes[e],
+                    suits[a] == suits[b] == suits[c] == suits[d] == suits[e],
+                ),
+                (a, b, c, d, e),
+            )
+            for a, b, c, d, e in combos
+        )
+    else:
+        keys = ((_key_of(combo, primes, suits), combo) for combo in combos)
+    for key, combo in keys:
+        entry = table.get(key)
         if entry is None:
             continue
         if best is None or (entry.index < best_index if low else entry.index > best_index):
@@ -155,7 +183,7 @@ def _evaluate(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[Card,
     if best is None:
         return None
     hand = _evaluated_type(hand_type).__new__(_evaluated_type(hand_type))
-    hand._Hand__cards = best  # type: ignore[attr-defined]  # what Hand.__init__ stores, already clean
+    hand._Hand__cards = tuple(every[at] for at in best)  # type: ignore[attr-defined]  # as Hand.__init__ stores them
     hand.entry = best_entry  # type: ignore[misc]
     return hand
 
