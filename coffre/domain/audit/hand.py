@@ -627,7 +627,7 @@ class _Replay:
             )
         to = state.bets[i] + added
         try:
-            state.verify_completion_betting_or_raising_to(to)
+            verified = state.verify_completion_betting_or_raising_to(to)
         except ValueError as exc:
             raise self.stop("BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {exc}", seat) from None
         aggressive = "allin" if added == stack else None
@@ -646,7 +646,7 @@ class _Replay:
                 self.round,
                 seat,
             )
-        state.complete_bet_or_raise_to(to)
+        state.complete_verified_bet_or_raise_to(to, verified)  # type: ignore[attr-defined]
 
     # -- the engine's own steps: cards from the buffers, showdown from the reveals
 

@@ -241,6 +241,26 @@ class CachedState(State):
             del deck[at]
             del ids[at]
 
+    _verified: tuple[int, int] | None = None
+
+    def verify_completion_betting_or_raising_to(self, amount: int | None = None) -> int:
+        """pokerkit's, unless :meth:`complete_verified_bet_or_raise_to` has just verified this amount."""
+        verified, self._verified = self._verified, None
+        if verified is not None and verified[0] == amount:
+            return verified[1]
+        return super().verify_completion_betting_or_raising_to(amount)
+
+    def complete_verified_bet_or_raise_to(self, amount: int, verified: int) -> Any:
+        """``complete_bet_or_raise_to(amount)`` right after ``verify_completion_betting_or_raising_to
+        (amount)`` returned ``verified``, nothing done in between: pokerkit verifies again first
+        thing (a dozen recomputations of the pots and limits, a tenth of a replay); that second
+        verification is given the first one's answer, once."""
+        self._verified = (amount, verified)
+        try:
+            return self.complete_bet_or_raise_to(amount)
+        finally:
+            self._verified = None
+
     def _begin_hand_killing(self) -> None:
         """pokerkit's, with what ``can_win_now`` asks for every live player (the pots, every
         player's showing hand per board and hand type) computed once for all of them: nothing
