@@ -268,10 +268,17 @@ def _check_digits(value: Decimal) -> None:
 
 
 def _non_negative_decimal(value: Any) -> Decimal:
+    return _non_negative_decimal_text(value) if type(value) is str else _non_negative_decimal_of(value)
+
+
+def _non_negative_decimal_of(value: Any) -> Decimal:
     result = _decimal(value)
     if result < 0:
         raise fail(ReasonCode.NEGATIVE_AMOUNT, "amount {value} is negative", value=str(value))
     return result
+
+
+_non_negative_decimal_text = _memo(_non_negative_decimal_of)
 
 
 def _too_many_digits() -> PydanticCustomError:
@@ -317,10 +324,17 @@ _integer_text = _memo(_integer_of_text)
 
 
 def _non_negative_integer(value: Any) -> int:
+    return _non_negative_integer_text(value) if type(value) is str else _non_negative_integer_of(value)
+
+
+def _non_negative_integer_of(value: Any) -> int:
     result = _integer(value)
     if result < 0:
         raise fail(ReasonCode.INVALID_INTEGER, "{value} is negative", value=result)
     return result
+
+
+_non_negative_integer_text = _memo(_non_negative_integer_of)
 
 
 Dec = Annotated[Decimal, BeforeValidator(_decimal)]

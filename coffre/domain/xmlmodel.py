@@ -84,10 +84,18 @@ class XmlModel(BaseModel):
         tag = cls.xml_tag
         if tag and isinstance(data, dict) and len(data) == 1 and tag in data and tag not in cls.model_fields:
             data = data[tag]
-        text_field = binding(cls).text_field
+        text_field = _TEXT_FIELDS.get(cls, _UNKNOWN)
+        if text_field is _UNKNOWN:
+            text_field = _TEXT_FIELDS[cls] = binding(cls).text_field
         if text_field is not None and not isinstance(data, (dict, XmlModel)):
             return {text_field: data}
         return data
+
+
+_UNKNOWN: Any = object()
+_TEXT_FIELDS: dict[type[XmlModel], str | None] = {}
+"""Each model's TEXT field (:attr:`ModelBinding.text_field`), asked at every validation of every
+element: a plain dict rather than :func:`binding`'s cache call."""
 
 
 # --------------------------------------------------------------------------- binding
