@@ -81,21 +81,21 @@ class XmlModel(BaseModel):
     @classmethod
     def _unwrap_tagged(cls, data: Any) -> Any:
         """Accept ``{"Bet": {...}}`` (the JSON form of a substitution-group member) as the member."""
-        tag = cls.xml_tag
-        if tag and isinstance(data, dict) and len(data) == 1 and tag in data and tag not in cls.model_fields:
+        known = _UNWRAP.get(cls)
+        if known is None:
+            tag = cls.xml_tag
+            known = _UNWRAP[cls] = (tag if tag not in cls.model_fields else "", binding(cls).text_field)
+        tag, text_field = known
+        if tag and isinstance(data, dict) and len(data) == 1 and tag in data:
             data = data[tag]
-        text_field = _TEXT_FIELDS.get(cls, _UNKNOWN)
-        if text_field is _UNKNOWN:
-            text_field = _TEXT_FIELDS[cls] = binding(cls).text_field
         if text_field is not None and not isinstance(data, (dict, XmlModel)):
             return {text_field: data}
         return data
 
 
-_UNKNOWN: Any = object()
-_TEXT_FIELDS: dict[type[XmlModel], str | None] = {}
-"""Each model's TEXT field (:attr:`ModelBinding.text_field`), asked at every validation of every
-element: a plain dict rather than :func:`binding`'s cache call."""
+_UNWRAP: dict[type[XmlModel], tuple[str, str | None]] = {}
+"""Per model, asked at every validation of every element: the tag it unwraps (its ``xml_tag``
+unless a field has that name; "" for none) and its TEXT field (:attr:`ModelBinding.text_field`)."""
 
 
 # --------------------------------------------------------------------------- binding
