@@ -241,6 +241,20 @@ class CachedState(State):
             del deck[at]
             del ids[at]
 
+    def _produce_cards(self, cards: Iterable[Card]) -> None:
+        """Cards back into the deck (a mucked or shown hand), each unless it is there already: by
+        rank and suit (enum members, compared by identity) in a set, rather than pokerkit's
+        ``Card.__eq__`` (Python code) against each card of the deck."""
+        deck = self.deck_cards
+        there = {(id(c.rank), id(c.suit)) for c in deck}
+        for card in cards:
+            if not card:
+                continue
+            key = (id(card.rank), id(card.suit))
+            if key not in there:
+                deck.append(card)
+                there.add(key)
+
     _verified: tuple[int, int] | None = None
 
     def verify_completion_betting_or_raising_to(self, amount: int | None = None) -> int:
