@@ -65,7 +65,7 @@ def hands(count: int, variants: list[str], seed: int = 12) -> list[POJEU]:
     for k in range(count):
         regle = variants[k % len(variants)]
         kind = ENGINE_VARIANTS[regle].kind
-        n = rng.randint(3, min(6, MAX_PLAYERS[kind]))
+        n = rng.randint(3, min(6, MAX_PLAYERS[regle]))
         seats = {s: f"{rng.randint(200, 2000) / 100:.2f}" for s in rng.sample(range(1, 10), n)}
         played = play_hand(regle, seats, rng, ante="0.02" if kind == "stud" else 0, rake="0.05")
         event = normalize(played.json())

@@ -25,6 +25,7 @@ from .adapters.storage import TMP_PREFIX
 from .domain.audit.events import audit_event
 from .domain.audit.findings import Finding
 from .domain.audit.trail import MoneyTrail
+from .domain.audit.variants import DEFAULT_RULES, HouseRules
 from .domain.catalogue.base import Event
 from .domain.catalogue.poker import POJEU
 from .domain.errors import Rejected
@@ -111,6 +112,9 @@ class AuditRun:
     """The first flagged hands, up to the run's picture limit."""
     flagged_total: int = 0
     """Every flagged hand, pictured or not."""
+    not_checked: Counter[str] = field(default_factory=Counter)
+    """Finding code -> times its rule could not be judged: the events it needs are not in the
+    audited set ("not checked, context absent", docs/money-trail.md)."""
 
     @property
     def codes(self) -> dict[str, int]:
@@ -130,15 +134,17 @@ class AuditRun:
             "verified": [v.as_dict() for v in self.verifications] if self.verifications else None,
             "inputs": [{"path": path, "kind": kind} for path, kind in self.inputs],
             "flagged_hands": self.flagged_total,
+            "not_checked": dict(sorted(self.not_checked.items())),
         }
 
 
 class Auditor:
     """Runs the audit of one input after the other into an :class:`AuditRun`."""
 
-    def __init__(self, max_pictures: int = MAX_PICTURES) -> None:
+    def __init__(self, max_pictures: int = MAX_PICTURES, rules: HouseRules = DEFAULT_RULES) -> None:
         self.run = AuditRun()
         self.max_pictures = max_pictures
+        self.rules = rules
 
     def event(self, source: str, raw: bytes, trail: MoneyTrail) -> None:
         """Normalize and audit one event's bytes (its input's IDEvt is kept)."""
@@ -150,7 +156,7 @@ class Auditor:
             )
             return
         try:
-            findings = audit_event(event, trail)
+            findings = audit_event(event, trail, self.rules)
         except Exception as exc:  # a defect of a check: reported as a problem, the run goes on
             self.run.problems.append(
                 Problem(source, "error", f"the audit failed: {type(exc).__name__}: {exc}")
@@ -172,6 +178,12 @@ class Auditor:
                 if len(run.flagged) < self.max_pictures:
                     run.flagged.append(FlaggedHand(source, event, tuple(findings)))
 
+    def finish(self, source: str, trail: MoneyTrail) -> None:
+        """The end of a trail's input: the findings only the end can give, and its not-checked counts."""
+        for id_oper, id_coffre, id_evt, finding in trail.finish():
+            self.run.findings.append(Located(source, id_oper, id_coffre, id_evt, "POINSCRIT", finding))
+        self.run.not_checked.update(trail.not_checked)
+
     def files(self, paths: Sequence[str]) -> None:
         """Event files and folders (recursively), in sorted path order, through one money trail."""
         from .cli import _inputs
@@ -188,6 +200,7 @@ class Auditor:
                 continue
             if found == 0:
                 self.run.problems.append(Problem(path, "empty", "no event (.xml or .json file) found"))
+        self.finish("(end of input)", trail)
 
     def archive(self, path: Path, certificates: Sequence[Path]) -> None:
         """Verify the archive under ``path`` as ``coffre verify`` does; audit it only if it verifies."""
@@ -215,9 +228,12 @@ class Auditor:
                     lot = read_lot(parse_document(file.read_bytes()))
                 except (OSError, LotFormatError) as exc:  # changed since it verified
                     self.run.problems.append(Problem(str(file), "unreadable", str(exc)))
+                    self.run.not_checked.update(trail.not_checked)  # not its end: the rest is unread
                     break
                 for item in lot.events:
                     self.event(f"{source}#{item.id_evt}", item.canonical, trail)
+            else:
+                self.finish(f"{source} (end)", trail)
 
 
 def archive_lots(path: Path) -> dict[tuple[str, int], list[tuple[int, Path]]]:
@@ -249,10 +265,13 @@ def is_archive(path: Path) -> bool:
 
 
 def audit_paths(
-    paths: Sequence[str], certificates: Sequence[Path] = (), max_pictures: int = MAX_PICTURES
+    paths: Sequence[str],
+    certificates: Sequence[Path] = (),
+    max_pictures: int = MAX_PICTURES,
+    rules: HouseRules = DEFAULT_RULES,
 ) -> AuditRun:
     """The audit of every PATH: archives (verified first) and event files or folders."""
-    auditor = Auditor(max_pictures)
+    auditor = Auditor(max_pictures, rules)
     files: list[str] = []
     archives: list[Path] = []
     for name in paths:
@@ -285,6 +304,9 @@ def text_lines(run: AuditRun) -> Iterator[str]:
     for verification in run.verifications:
         verdict = "verified" if verification.ok else "does not verify, not audited"
         yield f"archive {verification.archive}: {verdict}"
+    if run.not_checked:
+        counts = ", ".join(f"{code} ×{n}" for code, n in sorted(run.not_checked.items()))
+        yield f"not checked, context absent (events outside the audited set): {counts}"
     codes = ", ".join(f"{code} ×{count}" for code, count in run.codes.items())
     yield (
         f"{run.events} event(s), {run.hands} hand(s), {len(run.findings)} finding(s)"
@@ -309,6 +331,17 @@ def _html_target_error(target: Path) -> str | None:
     return None
 
 
+def house_rules() -> HouseRules:
+    """The operator's rules the hand audit needs: ``COFFRE_AUDIT_FIXED_LIMIT_BETS`` (README), read
+    through the settings only when it is set (``coffre audit`` needs no other setting, and loading
+    them costs its start-up some 60 ms)."""
+    if "COFFRE_AUDIT_FIXED_LIMIT_BETS" not in os.environ:
+        return DEFAULT_RULES
+    from .config import load_settings
+
+    return HouseRules(fixed_limit_bets=load_settings().audit_fixed_limit_bets or None)
+
+
 def run_audit(args: argparse.Namespace) -> int:
     """``coffre audit``'s arguments checked (exit 2), the audit run, its output written."""
     for name in args.paths:
@@ -329,7 +362,7 @@ def run_audit(args: argparse.Namespace) -> int:
             f"{archives[0]} is an archive: name the certificate(s) you trust with --cert PEM, "
             "it is verified before it is audited"
         )
-    run = audit_paths(args.paths, [Path(c) for c in args.cert], max_pictures)
+    run = audit_paths(args.paths, [Path(c) for c in args.cert], max_pictures, house_rules())
     if args.json:
         print(json.dumps(run.as_json(), ensure_ascii=False))
     else:

@@ -488,6 +488,20 @@ def render_report(run: AuditRun, max_pictures: int = MAX_PICTURES, title: str = 
                 f'</code></a></td><td class="n">{count}</td><td>{_e(meaning)}</td></tr>'
             )
         out.append("</table>")
+    if run.not_checked:
+        out.append(
+            f'<h3 id="not-checked">{sum(run.not_checked.values())} check(s) not made: context absent</h3>'
+            "<p>Rules that need events outside the audited set (a registration, the previous event of a "
+            "player or of a hand) are not judged where those events may be missing: the set does not "
+            "begin at the coffre's IDEvt 1, or has a gap. They are counted here, never reported as "
+            "findings.</p><table><tr><th>code</th><th>times not checked</th><th>meaning</th></tr>"
+        )
+        for code, count in sorted(run.not_checked.items()):
+            meaning = CODES.get(code, ("?", "(a code this coffre does not know)"))[1]
+            out.append(
+                f'<tr><td><code>{_e(code)}</code></td><td class="n">{count}</td><td>{_e(meaning)}</td></tr>'
+            )
+        out.append("</table>")
     if run.problems:
         out.append(f"<h3>{len(run.problems)} problem(s): inputs not audited</h3><table>")
         out.append("<tr><th>source</th><th>kind</th><th>codes</th><th>message</th></tr>")

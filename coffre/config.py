@@ -75,6 +75,14 @@ class Settings(BaseSettings):
         default_factory=lambda: {"POJEU"},
         description="event types recorded without acquittal (comma-separated); annex 1.3.6: POJEU",
     )
+    audit_fixed_limit_bets: int = Field(
+        4,
+        ge=0,
+        description=(
+            "the hand audit's fixed-limit cap: bets a betting round allows, the opening bet (or the big"
+            " blind) counting as one (decree 2016-1326 art. 3); 0: no cap"
+        ),
+    )
     late_after_seconds: float = Field(
         2.0, gt=0, description="a record later than this after ingest is counted late"
     )

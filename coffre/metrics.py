@@ -94,6 +94,12 @@ FINDINGS = Counter(
     "carried by its acquittal) or auditor (every check, on coffre.audit)",
     ["code", "source"],
 )
+AUDIT_NOT_CHECKED = Counter(
+    "coffre_audit_not_checked_total",
+    "Times the auditor could not judge a rule because the events it needs are not in what it audited "
+    "(not checked, context absent: a coffre whose IDEvt did not start at 1 or had a gap), by finding code",
+    ["code"],
+)
 AUDIT_SECONDS = Histogram(
     "coffre_audit_seconds",
     "Time to audit one event (decoding, its own checks, its hand replayed, the money trail)",

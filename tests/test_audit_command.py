@@ -94,9 +94,45 @@ def test_files_feed_the_money_trail_in_sorted_path_order(capsys, tmp_path):
     assert audit(capsys, str(tmp_path / "b.xml"), str(tmp_path / "a.json"))[0] == 0
     (tmp_path / "a.json").rename(tmp_path / "c.json")  # now the registration comes first
     code, report = audit_json(capsys, str(tmp_path / "c.json"), str(tmp_path / "b.xml"))
+    # IDEvt 2 then IDEvt 1: out of the coffre's order, the chain from one to the other is no evidence
+    # ("not checked, context absent"), where today's main reported BALANCE_CHAIN_BROKEN
+    assert code == 0 and report["findings"] == []
+    assert report["not_checked"]["BALANCE_CHAIN_BROKEN"] == 2  # IDEvt 2 first: nothing before it; then 1
+
+
+def test_a_lone_hand_is_not_checked_against_registrations_it_does_not_have(capsys):
+    """Issue 20 item 4: a hand audited alone gives no trail finding; the JSON counts what it could
+    not check, and so does the text output."""
+    hand = str(TOURNAMENT / "09-POJEU-hand-2.xml")
+    code, report = audit_json(capsys, hand)
+    assert code == 0 and report["findings"] == []
+    assert report["not_checked"] == {
+        "PARTICIPANT_NOT_REGISTERED": 4,
+        "POOL_REUSED": 1,
+        "BLINDS_DECREASED": 1,
+        "BLIND_DODGED": 1,
+        "STARTING_STACK_WRONG": 1,
+    }
+    code, out, _ = audit(capsys, hand)
+    assert code == 0
+    assert "not checked, context absent (events outside the audited set): " in out
+    assert "PARTICIPANT_NOT_REGISTERED ×4" in out and "BLIND_DODGED ×1" in out
+
+
+def test_a_registration_never_settled_is_found_at_the_end_of_the_input(capsys, tmp_path):
+    """Annex 1.3.6.c.3: david is out in hand 3 and his POBILAN (13) is gone; the events are
+    renumbered so that the coffre has no gap. Only the end of the input can tell."""
+    import re
+
+    files = sorted(p for p in TOURNAMENT.iterdir() if not p.name.startswith("13-"))
+    for n, path in enumerate(files, start=1):
+        text = re.sub(r"<IDEvt>\d+</IDEvt>", f"<IDEvt>{n}</IDEvt>", path.read_text(encoding="utf-8"))
+        text = re.sub(r'"IDEvt": *\d+', f'"IDEvt": {n}', text)
+        (tmp_path / f"{n:02d}{path.suffix}").write_text(text, encoding="utf-8")
+    code, report = audit_json(capsys, str(tmp_path))
     assert code == 1
-    assert [(f["code"], f["source"], f["player"]) for f in report["findings"]] == [
-        ("BALANCE_CHAIN_BROKEN", str(tmp_path / "c.json"), "alice")
+    assert [(f["code"], f["id_evt"], f["player"]) for f in report["findings"]] == [
+        ("REGISTRATION_NEVER_SETTLED", 5, "david")
     ]
 
 

@@ -132,3 +132,24 @@ def test_an_archive_input_shows_its_verification(tmp_path, capsys):
     assert run.verifications and run.verifications[0].ok
     page = render_report(run)
     assert '<td>archive</td><td><span class="ok">verified</span>' in page
+
+
+def test_the_checks_not_made_for_want_of_context_are_shown():
+    """Issue 20 item 4: a lone hand's registrations are not in the set; the report counts the checks
+    that were not made, and they are no finding."""
+    run = audit_paths([str(TOURNAMENT / "09-POJEU-hand-2.xml")])
+    page = lxml_html.fromstring(render_report(run))
+    [heading] = page.xpath('//h3[@id="not-checked"]')
+    assert "8 check(s) not made: context absent" in heading.text_content()
+    rows = {
+        r.xpath("td")[0].text_content(): r.xpath("td")[1].text_content()
+        for r in heading.getnext().getnext().xpath("tr[td]")
+    }
+    assert rows == {
+        "PARTICIPANT_NOT_REGISTERED": "4",
+        "POOL_REUSED": "1",
+        "BLINDS_DECREASED": "1",
+        "BLIND_DODGED": "1",
+        "STARTING_STACK_WRONG": "1",
+    }
+    assert "no finding, no problem" in page.text_content()

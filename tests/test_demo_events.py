@@ -26,7 +26,7 @@ def story(demo: list[DemoEvent], name: str) -> list:
 
 
 def test_the_demo_is_the_annex_examples_then_a_tournament(demo):
-    assert [e.story for e in demo] == ["annex"] * 6 + ["cash"] * 5 + ["mixed"] * 39 + ["tournament"] * 21
+    assert [e.story for e in demo] == ["annex"] * 6 + ["cash"] * 5 + ["mixed"] * 40 + ["tournament"] * 21
     assert [e.event.xml_tag for e in demo[:6]] == [
         "POINSCRIT",
         "POACHAT",

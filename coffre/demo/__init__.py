@@ -81,14 +81,19 @@ def load_demo(root: Traversable | None = None) -> list[DemoEvent]:
 def expected_findings(events: list[DemoEvent]) -> list[tuple[str, int, str, tuple[str, ...]]]:
     """What the auditor must report of the demo: (IDOper, IDCoffre, event type, sorted codes) of each
     event with findings, from the same audit run here over each coffre's events in order (the
-    auditor follows each coffre's money trail from its first event, as here)."""
+    auditor follows each coffre's money trail from its first event, as here), numbered as ingest
+    numbers them: IDEvt 1, 2, … per coffre in publication order, with no gap (the files' own IDEvt,
+    such as the annex examples' 1337…1361, are not what the auditor sees)."""
     from ..domain.audit.events import audit_event
     from ..domain.audit.trail import MoneyTrail
 
     trail = MoneyTrail()  # its keys begin with the coffre: one trail follows each coffre apart
     expected = []
+    numbers: dict[tuple[str, int], int] = {}
     for demo in events:
-        event = demo.event
+        coffre = (demo.event.id_oper, demo.event.id_coffre)
+        numbers[coffre] = numbers.get(coffre, 0) + 1
+        event = demo.event.model_copy(update={"IDEvt": numbers[coffre]})
         findings = audit_event(event, trail)
         if findings:
             expected.append(

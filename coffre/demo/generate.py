@@ -26,7 +26,7 @@ import argparse
 import hashlib
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -80,6 +80,7 @@ PLAYERS = {
         Player("emma", "EMMALEFEBVRE20010315PAU", "2001:db8:77::3", 5, Decimal("60.00")),
     )
 }
+START_BALANCES = {name: p.balance for name, p in PLAYERS.items()}
 
 
 def when(hhmmss: str) -> str:
@@ -507,18 +508,21 @@ HANDS = (
         [("bruno", "fold"), ("chloe", "fold"), ("david", "raise", 1400), ("alice", "call")],
         {"david": -1400, "alice": 1400, "bruno": 0, "chloe": 0},
     ),
-    # three left, blinds up, button alice: all limp; chloe all in on the flop, bruno's set wins
+    # three left, blinds up. Dead button (TDA r.32, club 4.2): the big blind moves on from alice to
+    # bruno, alice posts the small blind, the button is david's empty seat. All limp; chloe all in
+    # on the flop, bruno's set wins
     Hand(
         4,
         "20:10:00",
         (100, 200),
-        ("bruno", "chloe", "alice"),
+        ("alice", "bruno", "chloe"),
         {"bruno": "6s6d", "chloe": "Th9h", "alice": "Qc3s"},
         "9c6h2d4cKh",
         [
+            ("chloe", "call"),
             ("alice", "call"),
-            ("bruno", "call"),
-            ("chloe", "check"),
+            ("bruno", "check"),
+            ("alice", "check"),
             ("bruno", "check"),
             ("chloe", "raise", 1300),
             ("alice", "fold"),
@@ -540,10 +544,21 @@ HANDS = (
 )
 
 
-def tournament() -> Iterator[tuple[str, bytes]]:
+def tournament(
+    hands: tuple[Hand, ...] = HANDS, before: Mapping[int, Callable[[], None]] | None = None
+) -> Iterator[tuple[str, bytes]]:
     """The story, in the order the platforms send it (prize pool 2/3 and 1/3 of what is left of
-    50.00 after a 10 % fee and the three bounties: 26.00 and 13.00)."""
+    50.00 after a 10 % fee and the three bounties: 26.00 and 13.00). A test may play other
+    ``hands`` and run ``before[n]`` just before hand ``n`` (to change the story on purpose)."""
+    for p in PLAYERS.values():  # the players as they begin, whatever an earlier call did to them
+        p.balance, p.chips = START_BALANCES[p.name], 0
     story = Story()
+
+    def hand(n: int) -> None:
+        if before and n in before:
+            before[n]()
+        story.hand(hands[n - 1])
+
     steps: list[Callable[[], None]] = [
         lambda: story.deposit("alice", Decimal("50.00"), "19:30:12"),
         lambda: story.register("alice", "19:31:40"),
@@ -552,16 +567,16 @@ def tournament() -> Iterator[tuple[str, bytes]]:
         lambda: story.register("david", "19:42:55"),
         lambda: story.register("emma", "19:45:10"),
         lambda: story.cancel("emma", "19:52:31", "Joueur", "Désinscription avant le début du tournoi"),
-        lambda: story.hand(HANDS[0]),
-        lambda: story.hand(HANDS[1]),
+        lambda: hand(1),
+        lambda: hand(2),
         lambda: story.rebuy("chloe", "20:05:02"),
-        lambda: story.hand(HANDS[2]),
+        lambda: hand(3),
         lambda: story.bounty("alice", "david", "20:07:25"),
         lambda: story.result("david", 4, Decimal("0.00"), "20:07:26"),
-        lambda: story.hand(HANDS[3]),
+        lambda: hand(4),
         lambda: story.bounty("bruno", "chloe", "20:12:05"),
         lambda: story.result("chloe", 3, Decimal("0.00"), "20:12:06"),
-        lambda: story.hand(HANDS[4]),
+        lambda: hand(5),
         lambda: story.bounty("bruno", "alice", "20:15:05"),
         lambda: story.result("alice", 2, Decimal("13.00"), "20:15:06"),
         lambda: story.result("bruno", 1, Decimal("26.00"), "20:15:07"),
@@ -579,7 +594,7 @@ MIXED_TECH = "T-77"
 MIXED_TITLE = "Tournoi mixte du lundi T-77 (5 €, bounty 1 €)"
 MIXED_BUY_IN, MIXED_BOUNTY, MIXED_STACK = Decimal("5.00"), Decimal("1.00"), 1000
 MIXED_DAY = "2026-03-02"
-MIXED_SEED = 124
+MIXED_SEED = 158
 MIXED_PLAYERS = (
     Player("gaelle", "GAELLEBERNARD19880517RENNES", "198.51.100.31", 1, Decimal("40.00")),
     Player("hugo", "HUGODUBOIS19930228DIJON", "2001:db8:4a::31", 2, Decimal("12.50")),
@@ -654,6 +669,7 @@ def mixed() -> Iterator[tuple[str, bytes]]:
     buy_ins = len(alive)
     bounties = 0
     button: int | None = None
+    big_blind: int | None = None
     number = 0
     while len(alive) > 1:
         number += 1
@@ -664,9 +680,19 @@ def mixed() -> Iterator[tuple[str, bytes]]:
             k: tuple(x * rise for x in v) if isinstance(v, tuple) else v * rise for k, v in base.items()
         }
         seats = {players[n].seat: players[n].chips for n in alive}
-        if regle[0] != "7":  # the button moves on to the next seat still playing
+        if regle[0] != "7":
             ordered = sorted(seats)
-            button = next((s for s in ordered if button is None or s > button), ordered[0])
+            if big_blind is None:  # the first hand: the button on the first seat
+                button = ordered[0]
+            else:
+                # dead button (TDA r.32-34, club 4.2-4.3): the big blind moves on to the next seat
+                # still playing after the last one's (a stud level between leaves it where it was,
+                # TDA r.11B), so nobody dodges it, heads-up included; the small blind is posted by
+                # the seat before it (the hand audit wants one of each) and the button sits before
+                big = next((s for s in ordered if s > big_blind), ordered[0])
+                button = ordered[(ordered.index(big) - (2 if len(ordered) > 2 else 1)) % len(ordered)]
+            after = ordered.index(button) + (2 if len(ordered) > 2 else 1)
+            big_blind = ordered[after % len(ordered)]
         hand = play_hand(
             regle,
             seats,
@@ -688,7 +714,7 @@ def mixed() -> Iterator[tuple[str, bytes]]:
             fold_rate=0.3,
             **stakes,
         )
-        values = story.number({**hand.event["POJEU"], "DateEvt": f"{MIXED_DAY}T{at(60)}{ZONE}"})
+        values = story.number({**hand.event["POJEU"], "DateEvt": f"{MIXED_DAY}T{at(240)}{ZONE}"})
         text = json.dumps({"POJEU": values}, ensure_ascii=False, indent=1) + "\n"
         story.add(f"POJEU-hand-{number}", "json", text.encode())
         gains = {players_at(players, s): hand.final_stacks[s] - seats[s] for s in seats}

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 import faust
@@ -35,6 +36,8 @@ from coffre.adapters.kafka_security import check_kafka_access, client_options, f
 from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import ensure_coffre_topics
 from coffre.config import Settings, configuration_error
+from coffre.domain.audit.events import audit_event
+from coffre.domain.audit.variants import HouseRules
 from coffre.domain.authenticity import RecordKeys
 from coffre.domain.messages import AuditRecord, ForeignRecord, InvalidMessage, NormalizedEvent, Receipt
 from coffre.ops import BrokerCheck, Ops
@@ -312,6 +315,10 @@ def build_app(settings: Settings) -> AuditorApp:
         max_message_bytes=settings.max_message_bytes - keys.header_bytes,  # the tag publish adds
         fetch_missing=fetch_missing,
         fetch_receipts=fetch_receipts,
+        # the operator's fixed-limit cap (COFFRE_AUDIT_FIXED_LIMIT_BETS; 0: none)
+        audit=partial(
+            audit_event, rules=HouseRules(fixed_limit_bets=settings.audit_fixed_limit_bets or None)
+        ),
     )
     positions: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset to handle
 

@@ -192,6 +192,8 @@ class AuditJoin:
         metrics.AUDIT_EVENTS.labels(m.event_type).inc()
         for finding in findings:
             metrics.FINDINGS.labels(finding.code, "auditor").inc()
+        for code, times in self.trail.not_checked_now.items():
+            metrics.AUDIT_NOT_CHECKED.labels(code).inc(times)
         key = f"{coffre}/{m.id_evt}"
         published = None
         if findings:
@@ -218,6 +220,7 @@ class AuditJoin:
         try:
             event = normalize(m.value, limits=self.limits)
             self.store.id_evt = m.id_evt
+            self.trail.not_checked_now.clear()  # this event's counts only (the metric)
             findings = self.audit(event, self.trail)
         except Rejected as exc:
             findings = [self._failed(f"the recorded bytes do not read as a {m.event_type}: {exc}")]

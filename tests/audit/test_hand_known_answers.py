@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import test_hand_rules as rules
+from test_hand_table import TABLE_TRIGGERS
 
 from coffre.domain.audit import hand as hand_module
 from coffre.domain.audit.findings import CODES
@@ -167,6 +169,7 @@ def _replay_failed(e):
         {
             **players[0],
             "IDJoueur": "j4",
+            "Inscription": "i4",
             "Siege": 4,
             "Finance": {"Net": "0", "Total": "0", "CaveAvant": "0", "CaveApres": "0"},
         }
@@ -208,6 +211,12 @@ def _payoff(e):
             card = a.get("Draw") or a.get("Reveal")
             if card and card.get("Siege") in (2, 3):
                 card["Siege"] = 5 - card["Siege"]
+    _actions(e, "reveal").sort(key=lambda a: a["Reveal"]["Siege"])  # seat 2, the river's bettor, first
+
+
+def _showdown_order(e):
+    a = _actions(e, "reveal")
+    a[:] = a[2:] + a[:2]  # seat 3, who called the river, shows before seat 2, who bet it
 
 
 def _reveal_incomplete(e):
@@ -238,7 +247,14 @@ TRIGGERS: dict[str, Mutation] = {
     "WINNINGS_NEGATIVE": _small(_negative),
     "PAYOFF_WRONG": _small(_payoff),
     "REVEAL_INCOMPLETE": _small(_reveal_incomplete),
+    # the rules of poker, hands written by hand in test_hand_rules.py
+    "BETTING_NOT_REOPENED": lambda: rules._short_all_in(bet("raise", 3, "30")),
+    "ANTE_MISSING": lambda: rules._stud_tie(3, 2, antes=(2, 3)),
+    "ALLIN_NOT_SHOWN": rules.all_in_not_shown,
+    "SHOWDOWN_ORDER_WRONG": _small(_showdown_order),
+    "ODD_CHIP_WRONG": lambda: rules._split("1.00", "1.01"),
 }
+TRIGGERS.update(TABLE_TRIGGERS)  # the table's codes (test_hand_table.py)
 
 HAND_FAMILIES = ("cards", "order", "money", "showdown")
 

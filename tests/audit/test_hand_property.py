@@ -27,7 +27,7 @@ def hands(draw: Any) -> dict[str, Any]:
     random module, which hypothesis forbids in strategies; the deck coffre deals from is ``rng``'s.)"""
     regle = draw(st.sampled_from(sorted(ENGINE_VARIANTS)))
     kind = ENGINE_VARIANTS[regle].kind
-    n = draw(st.integers(2, min(MAX_PLAYERS[kind], 7)))
+    n = draw(st.integers(2, min(MAX_PLAYERS[regle], 7)))
     seed = draw(st.integers(0, 2**32))
     ante = draw(st.sampled_from(["0", "0.01"])) if kind != "stud" else "0.01"
     rake = draw(st.sampled_from(["0", "0.05"]))

@@ -31,6 +31,12 @@ def by_name(events: list[Event], tag: str, who: str | None = None) -> int:
     raise LookupError(tag)
 
 
+def numbered(events: list[Event], start: int = 1) -> list[Event]:
+    """The events with IDEvt start, start + 1…: a coffre's whole context (the trail judges the rules
+    that need earlier events only when its events come from IDEvt 1 with no gap)."""
+    return [e.model_copy(update={"IDEvt": start + i}) for i, e in enumerate(events)]
+
+
 def run(events: list[Event], trail: MoneyTrail | None = None) -> list[tuple[int, str]]:
     trail = trail or MoneyTrail()
     return [(e.IDEvt, f.code) for e in events for f in trail.observe(e)]
@@ -42,8 +48,10 @@ def test_the_demo_tournament_gives_no_finding_and_leaves_only_the_players():
     assert len(events) >= 20
     assert [(e.IDEvt, f.code) for e in events for f in audit_event(e, trail)] == []
     keys = sorted(trail.store)
-    assert all("/player/" in k for k in keys if not k.endswith("/closed")), keys
+    assert all("/player/" in k for k in keys if not k.endswith(("/closed", "/ctx"))), keys
     assert trail.store["0099/2/closed"] == [["T-42", events[-2].IDEvt]]
+    assert trail.store["0099/2/ctx"] == [events[-1].IDEvt, True, 1]  # every event from IDEvt 1, no gap
+    assert trail.not_checked == {}
 
 
 def test_every_code_is_registered_in_its_family():
@@ -125,8 +133,8 @@ def test_settlement_twice_play_after_it_and_a_cancellation_of_a_settled_one():
     cancel = by_name(events, "POANNUL")
     annul = events[cancel].model_copy(update={"IDEvt": 997, "Inscription": "T42-david", "IDJoueur": "david"})
     assert (997, "POANNUL_NOT_OPEN") in run([*events[: bilan + 1], annul])
-    unknown = events[cancel].model_copy(update={"IDEvt": 996, "Inscription": "T42-ghost"})
-    assert (996, "POANNUL_UNREGISTERED") in run([*events[: bilan + 1], unknown])
+    unknown = events[cancel].model_copy(update={"Inscription": "T42-ghost"})
+    assert (bilan + 2, "POANNUL_UNREGISTERED") in run(numbered([*events[: bilan + 1], unknown]))
 
 
 def test_a_hand_after_the_tournament_closed():
@@ -140,8 +148,8 @@ def test_a_hand_after_the_tournament_closed():
 def test_a_gain_before_registration_and_a_buy_in_the_format_forbids():
     events = demo()
     gain = by_name(events, "POGAIN")
-    early = events[gain].model_copy(update={"IDEvt": 994})
-    assert (994, "OPERATION_OUTSIDE_PARTICIPATION") in run([events[0], early])
+    early = events[gain].model_copy(update={"IDEvt": 2})
+    assert (2, "OPERATION_OUTSIDE_PARTICIPATION") in run([events[0], early])
     registrations = [
         e.model_copy(update={"Format": "T/G"}) if e.xml_tag == "POINSCRIT" else e for e in events
     ]
@@ -190,7 +198,7 @@ def _cash_game(pay: str) -> list[Event]:
             }
         )
     )
-    return keep
+    return numbered(keep)
 
 
 def test_a_cash_game_pays_out_the_chips_left_with():
@@ -208,13 +216,14 @@ def test_hashjoueur_must_not_change_without_modifinfoperso():
 
 
 def test_account_events_bets_and_poker_chain_in_one_account():
-    deposit = normalize(fixture("CPTEALIM"))
+    deposit = normalize(fixture("CPTEALIM")).model_copy(update={"IDEvt": 1})
     after = deposit.SoldeApres
     bet = normalize(fixture("PASPMISE"))
     bet = bet.model_copy(
         update={
             "IDOper": deposit.IDOper,
             "IDCoffre": deposit.IDCoffre,
+            "IDEvt": 2,
             "IDJoueur": deposit.IDJoueur,
             "HashJoueur": deposit.HashJoueur,
             "SoldeAvantMise": after,
@@ -223,12 +232,13 @@ def test_account_events_bets_and_poker_chain_in_one_account():
     )
     trail = MoneyTrail()
     assert trail.observe(deposit) == [] and trail.observe(bet) == []
-    broken = bet.model_copy(update={"IDEvt": bet.IDEvt + 1, "SoldeAvantMise": after})
+    broken = bet.model_copy(update={"IDEvt": 3, "SoldeAvantMise": after})
     assert [f.code for f in trail.observe(broken)] == ["BALANCE_CHAIN_BROKEN"]
     closing = normalize(fixture("CLOTUREDEM")).model_copy(
         update={
             "IDOper": deposit.IDOper,
             "IDCoffre": deposit.IDCoffre,
+            "IDEvt": 4,
             "IDJoueur": deposit.IDJoueur,
             "HashJoueur": deposit.HashJoueur,
             "SoldeClos": Decimal("0.01"),

@@ -39,7 +39,7 @@ def demo_ids(output: str) -> dict[int, list[int]]:
     assert [m["story"] for m in lines] == [
         *(f"annex 1.4.3.{c}" for c in "abcdef"),
         *(f"cash {n:02d}" for n in range(1, 6)),
-        *(f"mixed {n:02d}" for n in range(1, 40)),
+        *(f"mixed {n:02d}" for n in range(1, 41)),
         *(f"tournament {n:02d}" for n in range(1, 22)),
     ], output
     assert [m["type"] for m in lines[:6]] == ["POINSCRIT", "POACHAT", "POGAIN", "POBILAN", "POANNUL", "POJEU"]
@@ -59,10 +59,10 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert demo_ids(first.stdout) == {
         1: list(range(1, 7)),
         2: list(range(1, 22)),
-        3: list(range(1, 40)),
+        3: list(range(1, 41)),
         4: list(range(1, 6)),
     }
-    assert "demo: 71 events shipped with coffre" in first.stdout
+    assert "demo: 72 events shipped with coffre" in first.stdout
     # the auditor flagged what the demo's own audit flags, CG-9's falsified hand among them
     assert "audit: the auditor reported the 4 event(s) the demo expects flagged" in first.stdout, first.stdout
     assert "audit: coffre 0099/4 IDEvt 3 POJEU (chain " in first.stdout
@@ -74,7 +74,7 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert f"certificate: {tmp_path}/keys/signing-cert.pem" in first.stdout
     assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
     assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
-    assert "  coffre 0099/3: 1 lot(s), 39 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
+    assert "  coffre 0099/3: 1 lot(s), 40 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
     assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
     # the falsified hand is in the sealed archive as declared, and an offline audit of it finds it
     audit = coffre(
@@ -87,7 +87,7 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     )
     assert audit.returncode == 1, audit.stdout + audit.stderr
     report = json.loads(audit.stdout)
-    assert report["events"] == 71 and report["problems"] == [] and report["verified"][0]["ok"]
+    assert report["events"] == 72 and report["problems"] == [] and report["verified"][0]["ok"]
     flagged = [f for f in report["findings"] if f["code"] == "PAYOFF_WRONG"]
     assert {(f["id_coffre"], f["id_evt"], f["event_type"]) for f in flagged} == {(4, 3, "POJEU")}
     second = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
@@ -95,7 +95,7 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert demo_ids(second.stdout) == {
         1: list(range(7, 13)),
         2: list(range(22, 43)),
-        3: list(range(40, 79)),
+        3: list(range(41, 81)),
         4: list(range(6, 11)),
     }, second.stdout
     assert "  coffre 0099/1: 2 lot(s), 12 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout

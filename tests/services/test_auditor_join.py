@@ -272,3 +272,20 @@ def test_the_annex_examples_leave_no_record(name: str):
     run(j.on_receipt(receipt(1, event_type=name)))
     assert published == [] and j.counts.audited == 1
     assert not [k for k in table if re.search(r"/(waiting|receipt)/", k)]
+
+
+def test_a_rule_whose_context_the_auditor_never_saw_is_counted_not_checked():
+    """Issue 20 item 4: an auditor whose first event of a coffre is IDEvt 2 (its table lost) has not
+    seen the registration the buy-in refers to: no OPERATION_OUTSIDE_PARTICIPATION, the rule counted
+    in coffre_audit_not_checked_total{code} instead (as coffre_findings_total counts findings)."""
+    from coffre import metrics
+
+    _, buy_in = normalized(annex("POINSCRIT"), annex("POACHAT"))
+    counter = metrics.AUDIT_NOT_CHECKED.labels("OPERATION_OUTSIDE_PARTICIPATION")
+    before = counter._value.get()
+    j, published, table = join()
+    run(j.on_event(*buy_in))
+    run(j.on_receipt(receipt(2, event_type="POACHAT")))
+    assert published == [] and not [k for k in table if "/waiting/" in k]
+    assert counter._value.get() == before + 1
+    assert j.trail.not_checked["OPERATION_OUTSIDE_PARTICIPATION"] == 1

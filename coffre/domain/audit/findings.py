@@ -42,8 +42,9 @@ class Finding:
 
 CODES: dict[str, tuple[str, str]] = {}
 """Every finding code: code -> (family, one-line meaning). Families: ``cards``, ``order``,
-``money``, ``showdown``, ``trail``, ``identity``, and ``audit`` (the audit itself could not be made:
-the auditor's ``AUDIT_FAILED``). Each checking module registers its own."""
+``money``, ``showdown``, ``trail``, ``identity``, ``tournament`` (across the hands of a tournament),
+and ``audit`` (the audit itself could not be made: the auditor's ``AUDIT_FAILED``). Each checking
+module registers its own."""
 
 
 def register(family: str, **codes: str) -> None:

@@ -13,7 +13,10 @@ Three passes, in this order, each independent of the engine's:
    action in turn and legal for the structure, names that say what the action does, the forced
    bets, and at the end the payoffs the revealed cards give against the recorded finance. The
    first illegal action stops the replay (what follows cannot be replayed faithfully); an
-   unexpected engine failure becomes ``REPLAY_FAILED``, never an exception.
+   unexpected engine failure becomes ``REPLAY_FAILED``, never an exception. The rules of poker the
+   replay holds the hand to beyond the annex (decree 2016-1326, TDA 2024, the club's rules: antes,
+   dead small blind, reopening, showdown, odd chip, 2-7, the operator's fixed-limit cap as
+   :class:`~.variants.HouseRules`) are in docs/hand-audit.md, "The rules of poker".
 """
 
 from __future__ import annotations
@@ -29,7 +32,18 @@ from pokerkit import ChipsPushing, State
 
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
 from .findings import Finding, register
-from .variants import CARDS, UNKNOWN_CARD, EngineVariant, clear_evaluations, engine_variant, scale_of
+from .table import audit_table
+from .variants import (
+    CARDS,
+    DEFAULT_RULES,
+    UNKNOWN_CARD,
+    EngineVariant,
+    HouseRules,
+    Reopening,
+    clear_evaluations,
+    engine_variant,
+    scale_of,
+)
 
 register(
     "cards",
@@ -62,7 +76,18 @@ register(
     WINNINGS_NEGATIVE="CaveApres is below CaveAvant − Total: the player lost more than they bet",
 )
 register(
+    "order",
+    BETTING_NOT_REOPENED=(
+        "a seat that already acted raises again when only an all-in short of a full raise (in limit,"
+        " of half a bet) faced it: the betting was not reopened"
+    ),
+    ANTE_MISSING="a seat posts no ante in a stud hand (decree 2016-1326 art. 7 III)",
+)
+register(
     "showdown",
+    ALLIN_NOT_SHOWN="a hand live at a showdown with a player all in is not revealed (all hands are tabled)",
+    SHOWDOWN_ORDER_WRONG="the first hand revealed is not the last aggressor's (or, with no bet, the first to act's)",
+    ODD_CHIP_WRONG="the odd chip of a split pot goes to another tied winner than the texts' (left of the button, suit, high half)",
     PAYOFF_WRONG="a player's result (CaveApres − CaveAvant + Rake) is not what the cards give (winners, split, side pots)",
     REVEAL_INCOMPLETE="a player shows only part of the hole cards at showdown",
 )
@@ -110,9 +135,14 @@ class _Hand:
         self.findings.append(Finding(code, message, round, seat))
 
 
-def audit_hand(event: POJEU) -> list[Finding]:
-    """The findings of one hand, pass by pass (empty: consistent). Never raises on a hand's content."""
+def audit_hand(event: POJEU, rules: HouseRules = DEFAULT_RULES) -> list[Finding]:
+    """The findings of one hand, pass by pass (empty: consistent). Never raises on a hand's content.
+    ``rules``: what the operator sets and the hand does not say (the fixed-limit cap)."""
+    table = audit_table(event)  # seats, players, time, actions per round (table.py)
+    if table.unreadable:
+        return table.findings
     hand = _Hand(event)
+    hand.findings += table.findings
     try:
         _structure(hand)
         _cards(hand)
@@ -120,7 +150,7 @@ def audit_hand(event: POJEU) -> list[Finding]:
         if not hand.blocking:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _Replay(hand).run()
+                _Replay(hand, rules).run()
     except Exception as exc:  # a defect of coffre's or pokerkit's: evidence, not a crash
         hand.add("REPLAY_FAILED", f"the audit failed: {type(exc).__name__}: {exc}")
     return hand.findings
@@ -383,8 +413,9 @@ class _Stop(Exception):
 
 
 class _Replay:
-    def __init__(self, hand: _Hand) -> None:
+    def __init__(self, hand: _Hand, rules: HouseRules = DEFAULT_RULES) -> None:
         self.hand = hand
+        self.rules = rules
         self.variant = hand.variant
         self.state: State | None = None
         self.order: list[int] = []
@@ -396,6 +427,14 @@ class _Replay:
         self.revealed: dict[int, list[int]] = {}
         self.round = ""
         self.lacking = ""
+        # reopening (TDA 47, club 9.15): per betting round, who acted since the last full raise
+        self.street = -1
+        self.reopening = Reopening(hand.variant.fixed_limit)
+        # showdown (TDA 16, 17A): the order of the Reveals, each round's first actor and last aggressor
+        self.reveal_order: list[int] = []
+        self.first_actor: dict[int, int] = {}
+        self.aggressor: dict[int, int] = {}
+        self.all_in_showdown = False
 
     def stop(self, code: str, message: str, seat: int | None = None) -> _Stop:
         self.hand.add(code, message, self.round or None, seat)
@@ -483,57 +522,90 @@ class _Replay:
                 bring = max(small // 4, 1)
             if bring >= small:
                 small = bring + 1
+            for seat in seats:
+                if seat not in antes:  # decree art. 7 III, art. 3 ("tous les joueurs engagent")
+                    self.hand.add("ANTE_MISSING", f"seat {seat} posts no ante in a stud hand", seat=seat)
         else:
             small_blinds = [int(b.Siege) for n, b in forced if n == "small blind"]
             big_blinds = [int(b.Siege) for n, b in forced if n == "big blind"]
-            if len(small_blinds) != 1 or len(big_blinds) != 1:
+            dead_small = not small_blinds and len(big_blinds) == 1 and len(seats) > 2
+            if (len(small_blinds) != 1 and not dead_small) or len(big_blinds) != 1:
                 raise self.stop(
                     "FORCED_BETS_WRONG",
                     f"{len(small_blinds)} small blind(s) and {len(big_blinds)} big blind(s), not one of each",
                 )
-            sb_seat, bb_seat = small_blinds[0], big_blinds[0]
-            sb = next(self.units(b.Valeur) for n, b in forced if n == "small blind")
+            bb_seat = big_blinds[0]
             bb = next(self.units(b.Valeur) for n, b in forced if n == "big blind")
-            if len(seats) == 2:
-                self.order = [bb_seat, sb_seat]
-            else:
-                at = seats.index(sb_seat)
+            if dead_small:
+                # TDA 32 (dead button), 54B ("pas de SB"): the small blind's seat is empty, the button
+                # is the seat before the big blind, and the big blind acts first after the flop
+                at = seats.index(bb_seat)
                 self.order = seats[at:] + seats[:at]
-                if self.order[1] != bb_seat:
-                    raise self.stop(
-                        "FORCED_BETS_WRONG",
-                        f"the big blind is posted by seat {bb_seat}, not by seat {self.order[1]} after the small blind",
-                        bb_seat,
-                    )
-            sb, bb = self._nominal_blinds(forced, sb, bb)
-            blinds = (sb, bb)  # pokerkit reverses them heads-up: the order above puts the big blind first
+                sb = 0
+            else:
+                sb_seat = small_blinds[0]
+                sb = next(self.units(b.Valeur) for n, b in forced if n == "small blind")
+                if len(seats) == 2:
+                    self.order = [bb_seat, sb_seat]
+                else:
+                    at = seats.index(sb_seat)
+                    self.order = seats[at:] + seats[:at]
+                    if self.order[1] != bb_seat:
+                        raise self.stop(
+                            "FORCED_BETS_WRONG",
+                            f"the big blind is posted by seat {bb_seat}, not by seat {self.order[1]} after the small blind",
+                            bb_seat,
+                        )
+            posted = sb + bb
+            sb, bb = self._nominal_blinds(forced, sb, bb, dead_small)
+            # a dead small blind: the big blind is pokerkit's player 0, a one-blind table; otherwise
+            # pokerkit reverses the blinds heads-up, and the order above puts the big blind first
+            blinds = (bb,) if dead_small else (sb, bb)
+            missing = sb + bb - posted
             bring = 0
             small = max(bb, 1)
         self.index = {s: i for i, s in enumerate(self.order)}
+        self.order_indices = range(len(self.order))
+        ante_list = [antes.get(s, 0) for s in self.order]
+        if len(self.order) == 2:
+            ante_list.reverse()  # heads-up pokerkit charges each player the other's ante
         self.state = variant.state(
             tuple(self.units(hand.players[s].Finance.CaveAvant) for s in self.order),
-            antes=tuple(antes.get(s, 0) for s in self.order) if antes else 0,
+            antes=tuple(ante_list) if antes else 0,
+            # equal antes (one may be short): pokerkit hands back what the short one cannot match;
+            # antes of some seats only (TDA RP-11's big-blind ante): dead money, nothing handed back
+            ante_trimming=len(antes) == len(seats),
             blinds=blinds,
             bring_in=bring,
             small_bet=small,
+            cap=self.rules.cap(len(seats)),
+            uncapped_two_player_rounds=self.rules.heads_up == "round",
+            missing_blinds=missing if variant.kind != "stud" else 0,
+            full_big_blind=bb if variant.kind != "stud" else 0,
         )
 
-    def _nominal_blinds(self, forced: list[tuple[str, Bet]], sb: int, bb: int) -> tuple[int, int]:
+    def _nominal_blinds(
+        self, forced: list[tuple[str, Bet]], sb: int, bb: int, dead_small: bool = False
+    ) -> tuple[int, int]:
         """The blinds the table plays, when a blind was posted all in for less (its Valeur is the
         player's whole CaveAvant): the hand does not say them, so they are read from the
         Description's ``(small-big)`` as coffre's writer and the annex's example print it
         ("Texas Hold'Em No Limit (0.02-0.04)"), when it is there and not below what was posted.
-        Otherwise the amounts posted stand (a short blind then makes the limits look smaller)."""
-        short = any(
+        Otherwise the amounts posted stand (a short blind then makes the limits look smaller).
+        With a dead small blind (none posted) the small blind is the Description's too, or else the
+        big blind: an upper bound, so that the pot limit before the flop (TDA 54B) flags no legal bet."""
+        short = dead_small or any(
             b.Valeur == self.hand.players[int(b.Siege)].Finance.CaveAvant
             for n, b in forced
             if n in ("small blind", "big blind") and int(b.Siege) in self.hand.players
         )
         match = STAKES.search(self.hand.event.Description or "") if short else None
         if match is None:
-            return sb, bb
+            return (bb, bb) if dead_small else (sb, bb)
         small, big = (self.units(Decimal(x.replace(",", "."))) for x in match.groups())
-        return (small, big) if small >= sb and big >= bb and big >= small else (sb, bb)
+        if small >= sb and big >= bb and big >= small:
+            return small, big
+        return (bb, bb) if dead_small else (sb, bb)
 
     def _forced_round(self, tour: Round) -> None:
         """The engine posted the antes and blinds from this round's amounts; only the cards remain."""
@@ -554,7 +626,10 @@ class _Replay:
             self.pending_discard.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
             return
         if isinstance(action, Reveal):
-            self.revealed.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
+            seat = int(action.Siege)  # type: ignore[arg-type]
+            self.revealed.setdefault(seat, []).append(action.Valeur)
+            if seat not in self.reveal_order:
+                self.reveal_order.append(seat)
             return
         self._advance()
         state = self.state
@@ -574,7 +649,12 @@ class _Replay:
             raise self.stop("OUT_OF_TURN", f"seat {seat} acts when nobody is to act", seat)
         if actor != i:
             raise self.stop("OUT_OF_TURN", f"seat {seat} acts in the turn of seat {self.order[actor]}", seat)
+        if street != self.street:
+            self._new_round(street)
+        self.first_actor.setdefault(street, seat)
         if isinstance(action, Fold):
+            if state.bring_in_status:  # decree art. 7 III: the bring-in "ne peut passer"
+                raise self.stop("FORCED_BETS_WRONG", f"seat {seat} folds instead of the bring-in", seat)
             state.fold()
         elif isinstance(action, Check):
             owed = state.checking_or_calling_amount or 0
@@ -585,6 +665,7 @@ class _Replay:
                     "CHECK_FACING_BET", f"seat {seat} checks facing a bet of {owed / self.scale}", seat
                 )
             state.check_or_call()
+            self.reopening.calls(seat, chips=False)
         elif isinstance(action, Bet):
             self._bet(action, seat, i)
 
@@ -618,6 +699,7 @@ class _Replay:
                     seat,
                 )
             state.check_or_call()
+            self.reopening.calls(seat, chips=True)
             return
         if added <= owed:
             raise self.stop(
@@ -626,10 +708,22 @@ class _Replay:
                 seat,
             )
         to = state.bets[i] + added
+        verified: int | None = None
         try:
             verified = state.verify_completion_betting_or_raising_to(to)
         except ValueError as exc:
-            raise self.stop("BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {exc}", seat) from None
+            low = state.min_completion_betting_or_raising_to_amount
+            reach = max(
+                (state.bets[j] + state.stacks[j] for j in self.order_indices if j != i and state.statuses[j]),
+                default=0,
+            )
+            if low is None or not reach <= to < low:
+                raise self.stop(
+                    "BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {exc}", seat
+                ) from None
+            # below the minimum, but it puts every other player in the hand all in: the same as the
+            # minimum raise, whose excess would come back uncalled (a limit raise met at a WSOP
+            # razz table). The engine raises the minimum; the excess returns to the raiser.
         aggressive = "allin" if added == stack else None
         if name == "call" or (name == "allin" and aggressive is None):
             self.hand.add(
@@ -646,7 +740,36 @@ class _Replay:
                 self.round,
                 seat,
             )
-        state.complete_verified_bet_or_raise_to(to, verified)  # type: ignore[attr-defined]
+        self._reopening(seat, to if state.completion_status else to - max(state.bets))
+        low = state.min_completion_betting_or_raising_to_amount
+        amount = max(to, low) if low is not None else to
+        if verified is not None and amount == to:  # verified just above: pokerkit need not again
+            state.complete_verified_bet_or_raise_to(to, verified)  # type: ignore[attr-defined]
+        else:
+            state.complete_bet_or_raise_to(amount)
+        self.aggressor[self.street] = seat
+
+    def _new_round(self, street: int) -> None:
+        """A betting round begins: nobody has acted; the full bet is the structure's (the big blind
+        or the minimum bet in no and pot limit; the round's bet in limit)."""
+        state = self.state
+        assert state is not None
+        self.street = street
+        self.reopening.new_round(state.streets[street].min_completion_betting_or_raising_amount)
+
+    def _reopening(self, seat: int, increment: int) -> None:
+        """Club 9.15, TDA 47 (:class:`~.variants.Reopening`): a seat that acted may not raise while
+        only all-ins short of a full raise came after it. The raise is replayed: the engine can."""
+        track = self.reopening
+        if not track.may_raise(seat):
+            self.hand.add(
+                "BETTING_NOT_REOPENED",
+                f"seat {seat} raises again facing only an all-in short of a full raise"
+                f" ({track.short / self.scale} of {track.full / self.scale})",
+                self.round,
+                seat,
+            )
+        track.raises(seat, increment)
 
     # -- the engine's own steps: cards from the buffers, showdown from the reveals
 
@@ -675,7 +798,20 @@ class _Replay:
             elif (i := state.showdown_index) is not None:
                 seat = self.order[i]
                 shown = self.revealed.get(seat)
-                if shown:
+                live = [j for j in self.order_indices if state.statuses[j]]
+                if any(not state.stacks[j] for j in live) and len(live) > 1:
+                    self.all_in_showdown = True
+                if not shown and self.all_in_showdown:
+                    # TDA 16, club 10.2: with a player all in and the betting over, every live hand is
+                    # tabled; the cards speak, so the replay shows it (it may still win)
+                    self.hand.add(
+                        "ALLIN_NOT_SHOWN",
+                        f"seat {seat} does not reveal its hand at a showdown with a player all in",
+                        "reveal",
+                        seat,
+                    )
+                    state.show_or_muck_hole_cards(True, i)
+                elif shown:
                     down = {
                         c
                         for c, up in zip(state.hole_cards[i], state.hole_card_statuses[i], strict=True)
@@ -713,25 +849,70 @@ class _Replay:
         leftover = sum(map(len, self.pending_hole.values())) + len(self.pending_board)
         if leftover:
             raise self.stop("CARD_COUNT_WRONG", f"{leftover} cards are dealt after the hand is over")
+        self._showdown_order()
         if not self.hand.payoffs_comparable:
             return  # money is created or lost: NOT_ZERO_SUM / WINNINGS_NEGATIVE say so, per-seat blame would be noise
-        tolerance: Counter[int] = Counter()
+        tolerance: Counter[int] = Counter()  # per player, the odd chips it may be owed or owe
+        halves: dict[int, set[int]] = {}
         for op in state.operations:
             if isinstance(op, ChipsPushing):
                 winners = [i for i, a in enumerate(op.amounts) if a]
                 if len(winners) > 1:
-                    tolerance.update(winners)  # an odd chip may go to any of them
+                    tolerance.update(winners)  # the odd chip of a tie
+                halves.setdefault(op.pot_index, set()).update(winners)
+        for winners in halves.values():
+            if len(winners) > 1 and self.variant.split:
+                tolerance.update(winners)  # the odd chip between a high and a low half
+        off: dict[int, int] = {}
+        results: dict[int, Decimal] = {}
         for i, seat in enumerate(self.order):
             f = self.hand.players[seat].Finance
-            result = f.CaveApres - f.CaveAvant + (f.Rake or 0)
-            recorded = self.units(result)
-            engine = state.payoffs[i]
-            if abs(recorded - engine) > tolerance[i]:
+            results[i] = f.CaveApres - f.CaveAvant + (f.Rake or 0)
+            if diff := self.units(results[i]) - state.payoffs[i]:
+                off[i] = diff
+        if off and all(abs(d) <= tolerance[i] for i, d in off.items()):
+            # TDA 20, club 10.4: only odd chips of split pots went to another tied winner
+            if any(self.hand.players[self.order[i]].Finance.Rake for i in off):
+                return  # how each winner's Rake was rounded may carry the odd unit: not judged
+            got = [self.order[i] for i, d in off.items() if d > 0]
+            owed = [self.order[i] for i, d in off.items() if d < 0]
+            self.hand.add(
+                "ODD_CHIP_WRONG",
+                f"the odd chip goes to seat(s) {', '.join(map(str, got))}; TDA 20 gives it to seat(s)"
+                f" {', '.join(map(str, owed))}",
+                seat=owed[0] if owed else None,
+            )
+            return
+        for i, diff in off.items():
+            if abs(diff) > tolerance[i]:
+                seat = self.order[i]
                 self.hand.add(
                     "PAYOFF_WRONG",
-                    f"seat {seat}: CaveApres − CaveAvant + Rake = {result}, the cards give {Decimal(engine) / self.scale}",
+                    f"seat {seat}: CaveApres − CaveAvant + Rake = {results[i]}, the cards give"
+                    f" {Decimal(state.payoffs[i]) / self.scale}",
                     seat=seat,
                 )
+
+    def _showdown_order(self) -> None:
+        """TDA 17A, club 10.3: at a showdown with nobody all in, the last aggressor of the last betting
+        round shows first; with no bet in it, the player who would have acted first (the first left
+        of the button; at stud the best showing hand, in razz the lowest). Judged only when that
+        player reveals (a player may concede without showing) and nobody is all in (TDA 16 tables
+        every hand at once)."""
+        if self.all_in_showdown or len(self.reveal_order) < 2 or not self.first_actor:
+            return
+        last = len(self.variant.rounds) - 1
+        if last not in self.first_actor:
+            return
+        first = self.aggressor.get(last, self.first_actor[last])
+        if first in self.reveal_order and self.reveal_order[0] != first:
+            why = "the last aggressor" if last in self.aggressor else "the first to act in the last round"
+            self.hand.add(
+                "SHOWDOWN_ORDER_WRONG",
+                f"seat {self.reveal_order[0]} shows first; seat {first}, {why}, must",
+                "reveal",
+                self.reveal_order[0],
+            )
 
 
 def _code(card: object) -> int:

@@ -24,7 +24,8 @@ from typing import Any
 from pokerkit import Automation, Mode, State
 
 from ..catalogue.poker import VARIANTS
-from .variants import CARDS, CODES, UNKNOWN_CARD, EngineVariant, engine_variant, scale_of, to_int
+from .table import MAX_SEATS
+from .variants import CARDS, CODES, UNKNOWN_CARD, EngineVariant, Reopening, engine_variant, scale_of, to_int
 
 Amount = Decimal | int | str
 
@@ -39,9 +40,11 @@ PLAY_AUTOMATIONS: tuple[Automation, ...] = (
 )
 """The player's decisions and the cards are this module's (from its seeded random); the rest is pokerkit's."""
 
-MAX_PLAYERS = {"holdem": 10, "stud": 7, "draw": 6}
-"""Seven-card stud deals at most 7 × 7 = 49 cards of 52 (no shared last card needed); triple draw's
-discards are limited to what is left in the deck, so that no card is ever dealt twice."""
+MAX_PLAYERS: dict[str, int] = MAX_SEATS
+"""Per ``Regle``, the seats decree 2016-1326 art. 2 allows (10 hold'em, 9 Omaha, 7 stud, 6 triple
+draw: :data:`coffre.domain.audit.table.MAX_SEATS`). Seven-card stud then deals at most 7 × 7 = 49
+cards of 52 (no shared last card needed); triple draw's discards are limited to what is left in the
+deck, so that no card is ever dealt twice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +139,13 @@ def play_hand(
       to the hand's smallest unit, recorded as that player's ``Finance.Rake``.
     - ``players``: seat -> overrides of the Joueur (IDOper, IDJoueur, IPJoueur, Inscription, …);
       ``header``: overrides of the event's fields (IDOper, IDCoffre, IDEvt, Tech, Pool, …).
+    - ``when``: the first round's start (a naive time is UTC); each round starts 3 to 40 s after the
+      previous one, all written in UTC, and ``DateEvt`` is the hand's end, after its last round began
+      (annex 1.3.6.c.2, docs/hand-audit.md "The table: seats and time").
     """
     variant = engine_variant(regle)
-    if not 2 <= len(seats) <= MAX_PLAYERS[variant.kind]:
-        raise ValueError(f"{regle} is played by 2 to {MAX_PLAYERS[variant.kind]} players, not {len(seats)}")
+    if not 2 <= len(seats) <= MAX_PLAYERS[variant.regle]:
+        raise ValueError(f"{regle} is played by 2 to {MAX_PLAYERS[variant.regle]} players, not {len(seats)}")
     stacks_in = {int(s): _amount(v) for s, v in seats.items()}
     ante_d = _amount(ante)
     smallest = min(stacks_in.values())
@@ -176,6 +182,7 @@ def play_hand(
         automations=PLAY_AUTOMATIONS,
         mode=Mode.CASH_GAME,
     )
+    state.strict_reopening = True  # type: ignore[attr-defined]  # never a raise TDA 47 forbids
     deck = list(range(52))
     rng.shuffle(deck)
     rec = _Recorder()
@@ -222,8 +229,8 @@ def play_hand(
         return str(dec(x))
 
     when = when or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    stamp = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)  # Timestamps are UTC
     tours = []
-    stamp = when
     for name in VARIANTS[regle].rounds:
         actions = reveals if name == "reveal" else rec.rounds.get(name)
         if not actions:
@@ -265,7 +272,7 @@ def play_hand(
     pojeu: dict[str, Any] = {
         "IDOper": "0099",
         "IDCoffre": 1,
-        "DateEvt": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "DateEvt": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),  # the hand over: after its last round began
         "IDEvt": 1,
         "Tech": f"{regle}-{rng.getrandbits(32):08x}",
         "Pool": "1",
@@ -297,6 +304,8 @@ def _play(
     fold_rate: float,
 ) -> None:
     """Drive ``state`` to its end, choosing the cards (from ``deck``) and every decision."""
+    reopening = Reopening(variant.fixed_limit)  # never a raise TDA 47 forbids (docs/hand-audit.md)
+    betting_street: int | None = None
     rounds = variant.rounds
     forced_done = False
     while state.status:
@@ -342,7 +351,10 @@ def _play(
             for c in codes:
                 rec.add(name, {"Draw": {"ouverte": True, "commune": True, "Valeur": c}})
         elif (i := state.actor_index) is not None:
-            _act(state, variant, i, order, rng, rec, name, street or 0, aggression, fold_rate)
+            if street != betting_street and street is not None:
+                betting_street = street
+                reopening.new_round(state.streets[street].min_completion_betting_or_raising_amount)
+            _act(state, variant, i, order, rng, rec, name, street or 0, aggression, fold_rate, reopening)
         elif (i := state.showdown_index) is not None:
             faces = list(zip(state.hole_cards[i], state.hole_card_statuses[i], strict=True))  # before showing
             op = state.show_or_muck_hole_cards(None, i)
@@ -386,6 +398,7 @@ def _act(
     street: int,
     aggression: float,
     fold_rate: float,
+    reopening: Reopening,
 ) -> None:
     seat = order[i]
     before = state.bets[i]
@@ -400,19 +413,22 @@ def _act(
         state.fold()
         rec.add(name, {"Fold": {"Siege": seat}})
         return
-    if roll > 1 - aggression and state.can_complete_bet_or_raise_to():
+    if roll > 1 - aggression and state.can_complete_bet_or_raise_to() and reopening.may_raise(i):
         low = state.min_completion_betting_or_raising_to_amount
         high = state.max_completion_betting_or_raising_to_amount
         assert low is not None and high is not None
         to = low if high <= low else min(high, low + int((high - low) * rng.random() ** 3))
         if rng.random() < 0.03:
             to = high  # now and then, all in
+        top, completion = max(state.bets), state.completion_status
         op = state.complete_bet_or_raise_to(to)
+        reopening.raises(i, to if completion else to - top)
         added = op.amount - before
         label = "allin" if added == stack else ("raise" if facing or before else "bet")
         rec.bet(name, label, seat, added, street)
         return
     op2 = state.check_or_call()
+    reopening.calls(i, chips=bool(op2.amount))
     if op2.amount:
         rec.bet(name, "allin" if op2.amount == stack else "call", seat, op2.amount, street)
     else:

@@ -28,6 +28,8 @@ register(
     BONUS_ARITHMETIC="an event's own bonus compartment does not add up: BonusApres ≠ BonusAvant ± BonusMouvement",
     CURRENCY_ARITHMETIC="an ACHATMONNAIE's virtual currency does not add up: "
     "MonnaieApres ≠ MonnaieAvant + MontantMonnaie",
+    ACCOUNT_IN_DEBIT="a poker stake (POINSCRIT, POACHAT) leaves the player's balance below zero: "
+    "SoldeApres < 0 after a debit (decree 2016-1326 art. 8 II 1°)",
 )
 
 
@@ -136,6 +138,12 @@ MOVEMENTS: dict[str, tuple[Movement, ...]] = {
 }
 """Every balance group of the catalogue, per event type (docs/money-trail.md, "Directions")."""
 
+DEBIT_FORBIDDEN = frozenset({"POINSCRIT", "POACHAT"})
+"""The stakes decree 2016-1326 art. 8 II 1° forbids to take the account below zero ("n'acceptent
+aucune mise rendant le compte joueur débiteur"). The decree is the jeux de cercle's (poker, art. 1):
+its stakes are the registration and the buy-in. The bets' and lotteries' texts are not in the
+seeds, so their stakes are not judged (docs/money-trail.md)."""
+
 _CODES = {_S: "BALANCE_ARITHMETIC", _B: "BONUS_ARITHMETIC", "monnaie": "CURRENCY_ARITHMETIC"}
 
 
@@ -156,6 +164,21 @@ def check_event(event: Event) -> list[Finding]:
     findings: list[Finding] = []
     tag: str = event.xml_tag  # type: ignore[attr-defined]
     for group, before, movement, after in balances(event):
+        if (
+            after < 0
+            and movement > 0
+            and group.compartment == _S
+            and group.direction is Direction.DEBIT
+            and tag in DEBIT_FORBIDDEN
+        ):
+            findings.append(
+                Finding(
+                    "ACCOUNT_IN_DEBIT",
+                    f"{tag}: a stake of {movement} leaves {group.after} {after} below zero "
+                    f"({group.before} {before}); decree 2016-1326 art. 8 II 1°",
+                    player=getattr(event, "IDJoueur", None),
+                )
+            )
         expected = group.expected(before, movement)
         if after == expected:
             continue

@@ -18,6 +18,9 @@ in IDEvt order. docs/money-trail.md describes each check, the texts it rests on 
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -25,6 +28,7 @@ from ..catalogue.base import Event
 from ..catalogue.poker import POACHAT, POANNUL, POBILAN, POGAIN, POINSCRIT, POJEU
 from .findings import Finding, register
 from .single import balances
+from .tournament import TournamentTrail
 
 register(
     "trail",
@@ -46,6 +50,12 @@ register(
     "eliminated later (or still holding chips)",
     POANNUL_UNREGISTERED="a POANNUL for an inscription with no POINSCRIT of that Tech",
     POANNUL_NOT_OPEN="a POANNUL for an inscription already cancelled or settled",
+    REFUND_MISMATCH="a POANNUL does not refund what its POINSCRIT took (annex 1.3.6.c.6)",
+    REGISTRATION_NEVER_SETTLED="a tournament's winner was settled (POBILAN Classement 1) and an inscription "
+    "of it never got its POBILAN nor a POANNUL by the end of the coffre (annex 1.3.6.c.3)",
+    POOL_REUSED="two different POJEU under one Tech and Pool (annex 1.3.6.b: one Pool per partie)",
+    REENTRY_FORBIDDEN="a second registration of one IDJoueur in a tournament whose Format lacks M "
+    "(annex 1.3.6.c.1)",
 )
 register(
     "identity",
@@ -55,6 +65,12 @@ register(
 
 CLOSED_TECHS_KEPT = 4096
 """How many closed Techs a coffre remembers (their name and when they closed)."""
+POOLS_PER_CHUNK = 256
+"""The Pools of an open Tech are listed (to be forgotten with it) in chunks of this many names, so
+that one hand rewrites a small list, not every Pool of the Tech."""
+POOLS_KEPT = 65536
+"""At most this many Pools (rounded to whole chunks) are remembered per Tech, the latest: a cash table
+that never empties does not grow without bound; a reuse of an older Pool goes unseen."""
 
 _OPEN, _SETTLED, _CANCELLED = "open", "settled", "cancelled"
 _IDENTITY_EVENTS = frozenset({"OUVINFOPERSO", "MODIFINFOPERSO"})
@@ -86,17 +102,79 @@ def tournament_allows(format_code: str, flag: str) -> bool:
     return last.isalpha() and flag in last
 
 
+def _amount(event: Event) -> Decimal | None:
+    """What a PO event moved in the player's account (balance and bonus movements), None when it
+    carries no complete group."""
+    moved = [
+        movement for group, _b, movement, _a in balances(event) if group.compartment in ("solde", "bonus")
+    ]
+    return sum(moved, Decimal(0)) if moved else None
+
+
+def hand_fingerprint(event: POJEU) -> str:
+    """A short digest of what a POJEU describes: its variant, its participants (player, seat,
+    inscription, chips before and after) and when its first round began. Two POJEU of one partie
+    (annex 1.3.6.b) give the same; two hands of a Tech do not (the chips, or the time, differ). Kept
+    this small because it is computed for every hand."""
+    first = event.Jeu.Tour[0].Timestamp if event.Jeu.Tour else ""
+    parts = [
+        (j.IDJoueur, j.Siege, j.Inscription, j.Finance.CaveAvant, j.Finance.CaveApres)
+        for j in event.Participants.Joueur
+    ]
+    return hashlib.blake2b(f"{event.Regle}|{first}|{parts}".encode(), digest_size=8).hexdigest()
+
+
 class MoneyTrail:
-    """Feed it a coffre's events in IDEvt order; each :meth:`observe` returns that event's findings."""
+    """Feed it a coffre's events in IDEvt order; each :meth:`observe` returns that event's findings.
+
+    :attr:`not_checked` counts, per finding code, the times a rule could not be judged because the
+    events it needs are not in the audited set ("context absent", issue 20 item 4): a coffre's
+    context is complete while its events came from IDEvt 1 with no gap. :meth:`finish` is called at
+    the end of a whole input (``coffre audit``), never by the streaming auditor."""
 
     def __init__(self, store: TrailStore | None = None) -> None:
         self.store: TrailStore = store if store is not None else {}
+        self.not_checked: Counter[str] = Counter()
+        self.not_checked_now: Counter[str] = Counter()
+        """The counts of the last :meth:`observe` alone (the auditor's metric)."""
+        self.tournament = TournamentTrail(self.store)
+        self._complete = True
+        self._gap = 0
+        self._described_again = False
+
+    def _skip(self, *codes: str) -> None:
+        """The rules of ``codes`` could not be judged here: their context is absent."""
+        for code in codes:
+            self.not_checked[code] += 1
+            self.not_checked_now[code] += 1
+
+    def _context(self, prefix: str, id_evt: int) -> None:
+        """Follow the coffre's IDEvt sequence: :attr:`_complete` (every event from 1, no gap so far) and
+        :attr:`_gap` (the first IDEvt after the last gap: an event before it may have a missing one
+        after it, so a chain from it to now cannot be judged)."""
+        key = f"{prefix}ctx"
+        state = self.store.get(key)
+        if state is None:
+            last, complete, gap = id_evt, id_evt == 1, id_evt
+        else:
+            last, complete, gap = state
+            if id_evt == last + 1:
+                last = id_evt
+            elif id_evt > last + 1:
+                last, complete, gap = id_evt, False, id_evt
+            else:  # out of IDEvt order (or a repeat): nothing fed so far is known to be followed
+                complete, gap = False, last + 1
+        self.store[key] = [last, complete, gap]
+        self._complete, self._gap = complete, gap
 
     def observe(self, event: Event) -> list[Finding]:
+        self.not_checked_now = Counter()
+        prefix = f"{event.id_oper}/{event.id_coffre}/"
+        self._context(prefix, int(event.id_evt))
         if getattr(event, "test", False) or getattr(event, "retransmission", False):
             return []  # a test is not to be counted; a retransmission repeats an event already seen
-        prefix = f"{event.id_oper}/{event.id_coffre}/"
         findings = self._player(prefix, event)
+        self._described_again = False
         if isinstance(event, POJEU):
             findings += self._hand(prefix, event)
         elif isinstance(event, POINSCRIT):
@@ -107,9 +185,70 @@ class MoneyTrail:
             findings += self._settle(prefix, event)
         elif isinstance(event, POANNUL):
             findings += self._cancel(prefix, event)
+        if self._described_again:
+            return findings  # the tournament's checks followed that partie once too
+        before = Counter(self.tournament.not_checked)
+        findings += self.tournament.observe(prefix, event, self._complete)
+        for code, n in (self.tournament.not_checked - before).items():
+            self.not_checked[code] += n
+            self.not_checked_now[code] += n
         return findings
 
+    def finish(self) -> list[tuple[str, int, int, Finding]]:
+        """At the end of a whole input (``coffre audit``; the streaming auditor never knows the end):
+        ``REGISTRATION_NEVER_SETTLED`` for each inscription still open in a tournament whose winner was
+        settled (a POBILAN with Classement 1: decree 2016-1326 art. 1 II 2°, the tournament ends when
+        one player has won every stake). Annex 1.3.6.c.3: the POBILAN ends each participation, "un
+        mouvement nul" when the player lost everything. (IDOper, IDCoffre, IDEvt of its POINSCRIT,
+        finding) each; counted not checked in a coffre whose IDEvt had a gap."""
+        keys: Iterable[str] = list(getattr(self.store, "keys", lambda: ())())
+        out: list[tuple[str, int, int, Finding]] = []
+        for key in keys:
+            parts = key.split("/", 3)
+            if len(parts) < 4 or parts[2] != "tech":
+                continue
+            tech = self.store.get(key)
+            if not tech or tech.get("won") is None:
+                continue
+            prefix = f"{parts[0]}/{parts[1]}/"
+            ctx = self.store.get(f"{prefix}ctx") or [0, False, 0]
+            for member in tech["members"]:
+                known = self.store.get(self._ins_key(prefix, parts[3], member))
+                if not known or known["state"] != _OPEN:
+                    continue
+                if not ctx[1]:
+                    self._skip("REGISTRATION_NEVER_SETTLED")  # its POBILAN may be among the missing events
+                    continue
+                state = "was out" if known.get("out") else "still held chips"
+                out.append(
+                    (
+                        parts[0],
+                        int(parts[1]),
+                        int(known["since"]),
+                        Finding(
+                            "REGISTRATION_NEVER_SETTLED",
+                            f"Inscription {member} of Tech {parts[3]} (POINSCRIT IDEvt {known['since']}) "
+                            f"{state} and has no POBILAN nor POANNUL, though the winner was settled "
+                            f"(POBILAN IDEvt {tech['won']}) and the coffre's events end at IDEvt {ctx[0]}",
+                            player=known.get("player"),
+                        ),
+                    )
+                )
+        return out
+
     # -------------------------------------------------------------------- the player's account
+
+    def _follows(self, last: list[Any] | None, code: str) -> bool:
+        """Whether a chain from ``last`` ([value, IDEvt] of the player's previous event, None when none
+        was seen) to now can be judged: no event missing between; else the rule is counted not checked."""
+        if last is None:
+            if not self._complete:
+                self._skip(code)  # the previous event may be among the missing ones
+            return False
+        if int(last[1]) < self._gap:
+            self._skip(code)
+            return False
+        return True
 
     def _player(self, prefix: str, event: Event) -> list[Finding]:
         player = getattr(event, "IDJoueur", None)
@@ -124,8 +263,8 @@ class MoneyTrail:
             if group.compartment not in ("solde", "bonus"):
                 continue
             last = previous.get(group.compartment)
-            if last is not None and Decimal(last[0]) != before:
-                code = "BALANCE_CHAIN_BROKEN" if group.compartment == "solde" else "BONUS_CHAIN_BROKEN"
+            code = "BALANCE_CHAIN_BROKEN" if group.compartment == "solde" else "BONUS_CHAIN_BROKEN"
+            if self._follows(last, code) and Decimal(last[0]) != before:
                 findings.append(
                     Finding(
                         code,
@@ -139,7 +278,7 @@ class MoneyTrail:
         closing = getattr(event, "SoldeClos", None)
         if isinstance(closing, Decimal):  # CLOTUREDEM: the balance at closing
             last = previous.get("solde")
-            if last is not None and Decimal(last[0]) != closing:
+            if self._follows(last, "BALANCE_CHAIN_BROKEN") and Decimal(last[0]) != closing:
                 findings.append(
                     Finding(
                         "BALANCE_CHAIN_BROKEN",
@@ -153,7 +292,11 @@ class MoneyTrail:
         if isinstance(declared, str):
             declared = declared.upper()
             last_hash = previous.get("hash")
-            if last_hash is not None and last_hash[0] != declared and tag not in _IDENTITY_EVENTS:
+            if (
+                tag not in _IDENTITY_EVENTS
+                and self._follows(last_hash, "HASHJOUEUR_CHANGED")
+                and last_hash[0] != declared
+            ):
                 findings.append(
                     Finding(
                         "HASHJOUEUR_CHANGED",
@@ -194,8 +337,15 @@ class MoneyTrail:
             ]
         tech_key = f"{prefix}tech/{event.Tech}"
         tech = self.store.get(tech_key) or {"format": event.Format, "open": 0, "members": [], "ranks": []}
-        tech = {**tech, "open": tech["open"] + 1, "members": [*tech["members"], event.Inscription]}
+        findings = self._reentry(prefix, event, tech)
+        tech = {
+            **tech,
+            "open": tech["open"] + 1,
+            "members": [*tech["members"], event.Inscription],
+            "players": [*tech.get("players", ()), event.IDJoueur],
+        }
         self.store[tech_key] = tech
+        paid = _amount(event)
         self.store[key] = {
             "player": event.IDJoueur,
             "state": _OPEN,
@@ -203,8 +353,32 @@ class MoneyTrail:
             "cave": None,
             "rebuy": False,
             "out": None,
+            "paid": None if paid is None else str(paid),
+            "bought": "0",
+            "gained": "0",
         }
-        return []
+        return findings
+
+    def _reentry(self, prefix: str, event: POINSCRIT, tech: dict[str, Any]) -> list[Finding]:
+        """Annex 1.3.6.c.1: "Le participant peut s'inscrire une ou plusieurs fois à un jeu de cercle si
+        le format le lui autorise"; the tournament Format's ``M`` is "tournoi multi-entrée". A cash
+        game (CG) has no such rule. A registration cancelled (POANNUL) does not count."""
+        format_code = tech.get("format") or event.Format
+        if is_cash_game(format_code) or tournament_allows(format_code, "M"):
+            return []
+        if event.IDJoueur not in tech.get("players", ()):
+            if not self._complete:
+                self._skip("REENTRY_FORBIDDEN")  # the first registration may be among the missing events
+            return []
+        return [
+            Finding(
+                "REENTRY_FORBIDDEN",
+                f"POINSCRIT (IDEvt {event.id_evt}) of Inscription {event.Inscription}: {event.IDJoueur} is "
+                f"already registered in Tech {event.Tech}, a tournament of Format {format_code} (no M: "
+                "not multi-entry)",
+                player=event.IDJoueur,
+            )
+        ]
 
     def _lookup(
         self, prefix: str, tech: str, inscription: str, player: str | None
@@ -233,7 +407,10 @@ class MoneyTrail:
         )
 
     def _hand(self, prefix: str, event: POJEU) -> list[Finding]:
-        findings: list[Finding] = []
+        findings, again = self._pool(prefix, event)
+        self._described_again = again
+        if again:
+            return findings  # the partie described again (annex 1.3.6.b): its chips were followed once
         for joueur in event.Participants.Joueur:
             if joueur.IDOper != event.IDOper:
                 continue  # another operator's player registers with that operator
@@ -246,6 +423,8 @@ class MoneyTrail:
                     findings.append(
                         self._after_end(prefix, event.Tech, joueur.Inscription, what, joueur.IDJoueur)
                     )
+                elif not self._complete:
+                    self._skip("PARTICIPANT_NOT_REGISTERED")  # the POINSCRIT may be among the missing events
                 else:
                     findings.append(
                         Finding(
@@ -269,11 +448,11 @@ class MoneyTrail:
                 )
                 continue
             finance = joueur.Finance
-            if (
-                known["cave"] is not None
-                and not known["rebuy"]
-                and Decimal(known["cave"]) != finance.CaveAvant
-            ):
+            if known["rebuy"]:
+                pass  # a POACHAT's chips are not stated (1.3.6.d.4)
+            elif int(known["hand"] if known["cave"] is not None else known["since"]) < self._gap:
+                self._skip("CAVE_CHAIN_BROKEN")  # the previous hand may be among the missing events
+            elif known["cave"] is not None and Decimal(known["cave"]) != finance.CaveAvant:
                 findings.append(
                     Finding(
                         "CAVE_CHAIN_BROKEN",
@@ -285,14 +464,74 @@ class MoneyTrail:
                 )
             # the hand that took the last chips (kept while the player stays out; a POACHAT clears it)
             out = (known["out"] or event.id_evt) if finance.CaveApres == 0 else None
+            # the stack at the start of the hand that took the last chips (club rules 1.8)
+            stack = (known.get("stack") if known["out"] else str(finance.CaveAvant)) if out else None
             self.store[key] = {
                 **known,
                 "cave": str(finance.CaveApres),
                 "hand": event.id_evt,
                 "rebuy": False,
                 "out": out,
+                "stack": stack,
             }
         return findings
+
+    def _pool(self, prefix: str, event: POJEU) -> tuple[list[Finding], bool]:
+        """Annex 1.3.6.b: "Chaque partie d'un même jeu de cercle (code Tech identique) dispose d'un code
+        Pool qui est unique. Si plusieurs POJEU décrivent une même partie, chaque POJEU utilise le même
+        code Pool." Two POJEU under one Tech and Pool must describe one partie: the same
+        :func:`hand_fingerprint`. Remembered while the Tech is open, forgotten when it closes. The
+        findings, and whether the POJEU describes again a partie already seen."""
+        tech_key = f"{prefix}tech/{event.Tech}"
+        key = f"{prefix}pool/{event.Tech}|{event.Pool}"
+        seen = self.store.get(key) if self.store.get(tech_key) is not None else None
+        if seen is None and not self._complete:
+            self._skip("POOL_REUSED")  # the other POJEU of the Pool may be among the missing events
+        if self.store.get(tech_key) is None:
+            return [], False  # no open Tech to remember it with (its registrations unseen, or it closed)
+        digest = hand_fingerprint(event)
+        if seen is not None:
+            if seen[1] == digest:
+                return [], True  # the same partie described again
+            return [
+                Finding(
+                    "POOL_REUSED",
+                    f"POJEU (IDEvt {event.id_evt}) of Tech {event.Tech} uses Pool {event.Pool}, the Pool of the "
+                    f"different POJEU IDEvt {seen[0]}",
+                )
+            ], False
+        self.store[key] = [event.id_evt, digest]
+        index_key = f"{prefix}pools/{event.Tech}"
+        index = self.store.get(index_key) or {"chunks": 0, "names": []}
+        names = [*index["names"], str(event.Pool)]
+        if len(names) >= POOLS_PER_CHUNK:
+            self.store[f"{index_key}/{index['chunks']}"] = names
+            index = {**index, "chunks": index["chunks"] + 1, "names": []}
+            first = index.get("first", 0)
+            if (index["chunks"] - first) * POOLS_PER_CHUNK > POOLS_KEPT:  # forget the oldest chunk
+                self._forget_chunk(prefix, event.Tech, first)
+                index["first"] = first + 1
+        else:
+            index = {**index, "names": names}
+        self.store[index_key] = index
+        return [], False
+
+    def _forget_chunk(self, prefix: str, tech: str, chunk: int) -> None:
+        key = f"{prefix}pools/{tech}/{chunk}"
+        for name in self.store.get(key) or ():
+            _forget(self.store, f"{prefix}pool/{tech}|{name}")
+        _forget(self.store, key)
+
+    def _forget_pools(self, prefix: str, tech: str) -> None:
+        index_key = f"{prefix}pools/{tech}"
+        index = self.store.get(index_key)
+        if index is None:
+            return
+        for chunk in range(index.get("first", 0), index["chunks"]):
+            self._forget_chunk(prefix, tech, chunk)
+        for name in index["names"]:
+            _forget(self.store, f"{prefix}pool/{tech}|{name}")
+        _forget(self.store, index_key)
 
     def _during(self, prefix: str, event: POACHAT | POGAIN) -> list[Finding]:
         tag = event.xml_tag
@@ -302,6 +541,9 @@ class MoneyTrail:
         if known is None:
             if self._closed(prefix, event.Tech) is not None:
                 return [self._after_end(prefix, event.Tech, event.Inscription, what, event.IDJoueur)]
+            if not self._complete:
+                self._skip("OPERATION_OUTSIDE_PARTICIPATION")
+                return []
             return [
                 Finding(
                     "OPERATION_OUTSIDE_PARTICIPATION",
@@ -331,8 +573,12 @@ class MoneyTrail:
                     player=event.IDJoueur,
                 )
             )
+        moved = _amount(event) or Decimal(0)
         if isinstance(event, POACHAT):
-            self.store[key] = {**known, "rebuy": True, "out": None}
+            bought = str(Decimal(known.get("bought", "0")) + moved)
+            self.store[key] = {**known, "rebuy": True, "out": None, "stack": None, "bought": bought}
+        else:
+            self.store[key] = {**known, "gained": str(Decimal(known.get("gained", "0")) + moved)}
         return findings
 
     def _end(self, prefix: str, tech_name: str, inscription: str, state: str, id_evt: int) -> dict[str, Any]:
@@ -342,6 +588,10 @@ class MoneyTrail:
         tech["open"] = max(0, tech["open"] - 1)
         if tech["open"] > 0:
             known = self.store.get(self._ins_key(prefix, tech_name, inscription)) or {}
+            players = list(tech.get("players", ()))
+            if state == _CANCELLED and known.get("player") in players:
+                players.remove(known["player"])  # a cancelled registration is no entry (REENTRY_FORBIDDEN)
+                tech["players"] = players
             self.store[self._ins_key(prefix, tech_name, inscription)] = {
                 "player": known.get("player"),
                 "state": state,
@@ -352,6 +602,7 @@ class MoneyTrail:
             return tech
         for member in tech["members"]:
             _forget(self.store, self._ins_key(prefix, tech_name, member))
+        self._forget_pools(prefix, tech_name)
         _forget(self.store, tech_key)
         closed = [c for c in self.store.get(f"{prefix}closed") or () if c[0] != tech_name]
         closed.append([tech_name, id_evt])
@@ -377,23 +628,32 @@ class MoneyTrail:
         if ended is not None:
             return [*findings, Finding("POBILAN_REPEATED", f"{what} after {ended}", player=event.IDJoueur)]
         if known is None:
+            if not self._complete:
+                self._skip("POBILAN_UNREGISTERED")
+                return []
             return [Finding("POBILAN_UNREGISTERED", f"{what}: no POINSCRIT", player=event.IDJoueur)]
         tech = self.store.get(f"{prefix}tech/{event.Tech}") or {"format": "", "ranks": []}
         if is_cash_game(tech["format"]):
             findings += self._cash_out(event, known, what)
         elif event.Classement is not None:
             findings += self._ranking(prefix, event, known, tech, what)
+            if int(event.Classement) == 1 and tech.get("format"):
+                # the winner is settled: the tournament is over (decree 2016-1326 art. 1 II 2°)
+                tech_key = f"{prefix}tech/{event.Tech}"
+                self.store[tech_key] = {**(self.store.get(tech_key) or tech), "won": event.id_evt}
         self._end(prefix, event.Tech, event.Inscription, _SETTLED, event.id_evt)
         return findings
 
-    @staticmethod
-    def _cash_out(event: POBILAN, known: dict[str, Any], what: str) -> list[Finding]:
+    def _cash_out(self, event: POBILAN, known: dict[str, Any], what: str) -> list[Finding]:
         """In a cash game chips are money (annex 1.3.6.c.1, Format CG): the POBILAN pays out the chips
         the player left the table with, unless a POACHAT came after the last hand (its chips unknown)."""
         if known["cave"] is None or known["rebuy"]:
             return []
         paid = (event.SoldeMouvement or Decimal(0)) + (event.BonusMouvement or Decimal(0))
         if paid == Decimal(known["cave"]):
+            return []
+        if int(known["hand"]) < self._gap:
+            self._skip("CASH_GAME_BILAN_MISMATCH")  # a later hand or a buy-in may be among the missing events
             return []
         return [
             Finding(
@@ -407,21 +667,53 @@ class MoneyTrail:
     def _ranking(
         self, prefix: str, event: POBILAN, known: dict[str, Any], tech: dict[str, Any], what: str
     ) -> list[Finding]:
-        """A tournament's ranks follow its eliminations: a player out in an earlier hand ranks below one
-        out in a later hand, and below one still holding chips (ties in one hand are not judged)."""
+        """A tournament's ranks follow its eliminations (decree 2016-1326 art. 1 II 2°): a player out in
+        an earlier hand ranks below one out in a later hand, and below one still holding chips. Players
+        out in the same hand (club rules 1.8 "celui qui possédait le plus gros tapis au début du coup
+        sera le mieux classé. S'ils possédaient le même tapis ils sont alors considérés comme ex
+        æquo"): the bigger stack at the start of that hand does not rank below the smaller, equal
+        stacks rank equal. An equal Classement for different stacks is accepted: TDA RP-8 has players
+        out in one hand-for-hand hand share the place. Judged only between inscriptions whose every
+        event since their POINSCRIT was seen (no gap in the coffre's IDEvt after it)."""
         assert event.Classement is not None
         rank = int(event.Classement)
         out = known["out"] if known["cave"] is not None else None
         playing = known["cave"] is not None and out is None
+        stack = known.get("stack") if out is not None else None
+        sure = int(known["since"]) >= self._gap
         findings: list[Finding] = []
-        for other, other_rank, other_out, other_playing in tech["ranks"]:
+        skipped = not sure
+        for entry in tech["ranks"] if sure else ():
+            other, other_rank, other_out, other_playing = entry[:4]
+            other_stack, other_sure = (entry[4], entry[5]) if len(entry) >= 6 else (None, True)
+            if not other_sure:
+                skipped = True
+                continue
             worse = None  # whether this player must rank below the other
+            tie = ""
             if out is not None and other_out is not None and out != other_out:
                 worse = out < other_out
             elif out is not None and other_playing:
                 worse = True
             elif playing and other_out is not None:
                 worse = False
+            elif out is not None and out == other_out and stack is not None and other_stack is not None:
+                mine, theirs = Decimal(stack), Decimal(other_stack)
+                tie = f" in the same hand, with {mine} and {theirs} chips at its start"
+                if mine == theirs:
+                    if rank != other_rank:
+                        findings.append(
+                            Finding(
+                                "RANKING_CONTRADICTS_ELIMINATIONS",
+                                f"{what} ranks {rank}; Inscription {other} ranks {other_rank}, yet both were "
+                                f"out at IDEvt {out}{tie}: equal stacks rank ex aequo (club rules 1.8)",
+                                player=event.IDJoueur,
+                            )
+                        )
+                    continue
+                if rank == other_rank:
+                    continue  # sharing the place (TDA RP-8)
+                worse = mine < theirs
             if worse is None or (rank > other_rank) == worse:
                 continue
             findings.append(
@@ -431,7 +723,7 @@ class MoneyTrail:
                     + (
                         f"{event.Inscription} was out at IDEvt {out}, "
                         + (
-                            f"{other} at IDEvt {other_out}"
+                            f"{other} at IDEvt {other_out}{tie}"
                             if other_out is not None
                             else f"{other} still had chips"
                         )
@@ -441,8 +733,11 @@ class MoneyTrail:
                     player=event.IDJoueur,
                 )
             )
+        if skipped:
+            self._skip("RANKING_CONTRADICTS_ELIMINATIONS")  # an elimination (or a re-buy) may be missing
         tech_key = f"{prefix}tech/{event.Tech}"
-        self.store[tech_key] = {**tech, "ranks": [*tech["ranks"], [event.Inscription, rank, out, playing]]}
+        entry = [event.Inscription, rank, out, playing, stack, sure]
+        self.store[tech_key] = {**tech, "ranks": [*tech["ranks"], entry]}
         return findings
 
     def _cancel(self, prefix: str, event: POANNUL) -> list[Finding]:
@@ -452,6 +747,38 @@ class MoneyTrail:
         if ended is not None:
             return [*findings, Finding("POANNUL_NOT_OPEN", f"{what} after {ended}", player=event.IDJoueur)]
         if known is None:
+            if not self._complete:
+                self._skip("POANNUL_UNREGISTERED", "REFUND_MISMATCH")
+                return []
             return [Finding("POANNUL_UNREGISTERED", f"{what}: no POINSCRIT", player=event.IDJoueur)]
+        findings += self._refund(event, known, what)
         self._end(prefix, event.Tech, event.Inscription, _CANCELLED, event.id_evt)
         return findings
+
+    def _refund(self, event: POANNUL, known: dict[str, Any], what: str) -> list[Finding]:
+        """Annex 1.3.6.c.6: the POANNUL "a charge de refléter le remboursement de l'inscription"; 1.3.6.a:
+        "les sommes engagées sont remboursées selon les conditions prévues. L'utilisation d'un événement
+        CPTAJUSTOPE en complément de POANNUL peut être nécessaire pour compenser les achats (POACHAT)
+        ou gains (POGAIN) intermédiaires". The refund (balance + bonus movements) is the registration's
+        amount; or that plus the buy-ins, or plus the buy-ins less the gains, for an operator that
+        settles them in the POANNUL rather than with a CPTEAJUSTOPE (which names no Tech nor
+        Inscription, so the trail cannot tie it to the cancellation)."""
+        refund = _amount(event)
+        if refund is None or known.get("paid") is None:
+            return []  # a movement not declared: nothing to compare
+        paid = Decimal(known["paid"])
+        bought = Decimal(known.get("bought", "0"))
+        gained = Decimal(known.get("gained", "0"))
+        if refund in (paid, paid + bought, paid + bought - gained):
+            return []
+        if int(known["since"]) < self._gap:
+            self._skip("REFUND_MISMATCH")  # a buy-in or gain of the inscription may be missing
+            return []
+        extra = f" (+ buy-ins {bought}, − gains {gained})" if bought or gained else ""
+        return [
+            Finding(
+                "REFUND_MISMATCH",
+                f"{what} refunds {refund}; its POINSCRIT (IDEvt {known['since']}) took {paid}{extra}",
+                player=event.IDJoueur,
+            )
+        ]

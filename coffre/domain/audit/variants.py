@@ -13,8 +13,9 @@ The engine counts in integers: a hand's amounts are scaled by 10^(its largest nu
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cache, lru_cache, partial
 from itertools import combinations
@@ -25,6 +26,8 @@ from pokerkit import (
     Automation,
     BettingStructure,
     Card,
+    ChipsPushing,
+    CombinationHand,
     Deck,
     FixedLimitDeuceToSevenLowballTripleDraw,
     FixedLimitOmahaHoldemHighLowSplitEightOrBetter,
@@ -41,9 +44,10 @@ from pokerkit import (
     OmahaHoldemHand,
     Opening,
     PotLimitOmahaHoldem,
+    RankOrder,
+    RegularLookup,
     RegularLowHand,
     StandardHighHand,
-    StandardLowHand,
     State,
     Street,
 )
@@ -55,7 +59,43 @@ from ..catalogue.poker import RANKS, VARIANTS
 Kind = Literal["holdem", "stud", "draw"]
 
 FIXED_LIMIT_CAP = 4
-"""Fixed limit: a bet and three raises a round (pokerkit's presets; the usual house rule)."""
+"""Fixed limit: four bets a round, the opening bet counting as one (a bet and three raises; before
+the flop the big blind is the opening bet; at stud the completion of the bring-in): see
+:class:`HouseRules`."""
+
+
+@dataclass(frozen=True, slots=True)
+class HouseRules:
+    """What decree 2016-1326 leaves to the operator and the hand does not record.
+
+    ``fixed_limit_bets``: decree art. 3 5° ("les opérateurs … peuvent définir le montant ou le nombre
+    maximum de relance nommé « cap » avant le début de la partie"); TDA 48 ("En limit, le nombre de
+    relances maximum doit être fixé par le règlement du tournoi"). The number of bets a fixed-limit
+    betting round allows, the opening bet counting as one: 4 is a bet and three raises; before the
+    flop (and before the first draw) the big blind is the opening bet, so the big blind and three
+    raises; at stud the bring-in is not a bet and the completion is the opening bet. ``None``: no cap.
+
+    ``heads_up``: when the cap is lifted for two players. TDA 48: "il s'applique même quand il n'y a
+    que 2 joueurs dans le coup. Dans le heads-up final, le maximum ne s'applique plus".
+
+    - ``"hand"`` (the default, TDA 48 as written): a hand dealt to two players is heads-up play and
+      has no cap; a hand dealt to more keeps it even when two players remain;
+    - ``"round"`` (the card rooms' rule, for an operator whose rules say so): also no cap in a
+      betting round that begins with two players left in the hand;
+    - ``"never"``: the cap applies heads-up too.
+    """
+
+    fixed_limit_bets: int | None = FIXED_LIMIT_CAP
+    heads_up: Literal["hand", "round", "never"] = "hand"
+
+    def cap(self, players: int) -> int | None:
+        """The cap of a hand dealt to ``players`` players."""
+        if players <= 2 and self.heads_up != "never":
+            return None
+        return self.fixed_limit_bets
+
+
+DEFAULT_RULES = HouseRules()
 
 AUDIT_AUTOMATIONS: tuple[Automation, ...] = (
     Automation.ANTE_POSTING,
@@ -109,6 +149,54 @@ def scale_of(amounts: Iterable[Decimal]) -> int:
 def to_int(amount: Decimal, scale: int) -> int:
     """``amount`` in the engine's units (exact: ``scale`` comes from :func:`scale_of`)."""
     return int(amount * scale)
+
+
+# --------------------------------------------------------------------------- reopening (TDA 47)
+
+
+@dataclass(slots=True)
+class Reopening:
+    """Who may still raise in a betting round after an all-in that is not a full raise (club 9.15
+    "Relance bloquée"; TDA 47A: "lorsque le montant d'une mise ou relance à tapis est inférieur à
+    la mise ou relance minimum (ou plusieurs consécutives), quand la parole reviendra aux joueurs
+    ayant déjà agi, s'ils ne font pas face à une relance valide, ils ne pourront pas relancer";
+    TDA 47B: "En limit, un minimum de 50% d'une mise ou relance complète est nécessaire pour que les
+    joueurs qui ont déjà misé puissent relancer"). Players are any hashable key (seat, index).
+    pokerkit's own rule is replaced (see ``CachedState._verify_completion_betting_or_raising``):
+    its full raise starts at 0, so it reopens after a limp and an all-in for a chip more."""
+
+    limit: bool
+    full: int = 0
+    """The largest full bet or raise of the round (TDA 43): the big blind or the minimum bet to begin
+    with (TDA 43 example 2), the round's bet in limit."""
+    short: int = 0
+    """What all-ins short of a full raise added since the last full one."""
+    acted: set[int] = field(default_factory=set)
+    """Who acted since the last full bet or raise (posting a blind is not acting; in limit, where
+    TDA 47B says "misé", a check is not either)."""
+
+    def new_round(self, full: int) -> None:
+        self.full, self.short = full, 0
+        self.acted = set()
+
+    def calls(self, who: int, chips: bool) -> None:
+        """``who`` checks (``chips`` False) or calls."""
+        if chips or not self.limit:
+            self.acted.add(who)
+
+    def may_raise(self, who: int) -> bool:
+        return who not in self.acted
+
+    def raises(self, who: int, increment: int) -> None:
+        """``who`` bets or raises by ``increment`` over the largest bet (a completion: its whole size)."""
+        self.short += increment
+        if (2 * self.short >= self.full) if self.limit else (self.short >= self.full):
+            self.acted = {who}
+            if not self.limit:
+                self.full = max(self.full, self.short)
+            self.short = 0
+        else:
+            self.acted.add(who)
 
 
 # --------------------------------------------------------------------------- hand evaluation, once
@@ -195,6 +283,14 @@ def _evaluated_type(hand_type: type[Hand]) -> type[Hand]:
     times), which was a fifth of a hold'em replay's time. Same ordering, equality and hash (all
     by the entry); every hand of a replay comes from :func:`_evaluate`, so of this one type."""
     return type(hand_type.__name__, (hand_type,), {"entry": None, "__module__": hand_type.__module__})
+
+
+def _suit_key(hand: Hand | None) -> tuple[int, str]:
+    """The highest card of a five-card hand, by rank in its own order, then by suit (c < d < h < s)."""
+    if hand is None:
+        return (-1, "")
+    order = hand.lookup.rank_order
+    return max((order.index(c.rank), c.suit) for c in hand.cards)
 
 
 def clear_evaluations() -> None:
@@ -304,6 +400,131 @@ class CachedState(State):
                     return True
         return False
 
+    missing_blinds = 0
+    """Pot limit before the flop: the blind money not posted (TDA 54B, see :meth:`EngineVariant.state`)."""
+    full_big_blind = 0
+
+    def _begin_betting(self) -> None:
+        """pokerkit opens a stud street with the best showing hand (the lowest in razz) and breaks a
+        tie by player index; decree 2016-1326 art. 7 III breaks it "en considération de la couleur
+        des cartes les plus fortes", TDA RP-10D by "la carte haute … la première dans l'ordre des
+        couleurs" (annex 1.3.6.d.3: trèfle < carreau < cœur < pique): the tied hand whose highest
+        card has the highest suit opens."""
+        street = self.street
+        self.round_players = sum(self.statuses)
+        super()._begin_betting()
+        if street is None or street.opening not in (Opening.HIGH_HAND, Opening.LOW_HAND):
+            return
+        if self.street is not street or not self.actor_indices:
+            return
+        high = street.opening is Opening.HIGH_HAND
+        lookup = self._State__high_hand_opening_lookup if high else self._State__low_hand_opening_lookup  # type: ignore[attr-defined]
+        order = RankOrder.STANDARD if high else RankOrder.REGULAR
+        entries = [
+            lookup.get_entry_or_none(self.get_up_cards(i)) if self.statuses[i] else None
+            for i in self.player_indices
+        ]
+        present = [e for e in entries if e is not None]
+        if not present:
+            return
+        best = max(present) if high else min(present)
+        tied = [i for i, e in enumerate(entries) if e is not None and e == best]
+        if len(tied) < 2:
+            return
+        opener = max(tied, key=lambda i: max((order.index(c.rank), c.suit) for c in self.get_up_cards(i)))
+        if opener == self.opener_index:
+            return
+        self.opener_index = opener
+        actors = deque(self.player_indices)
+        actors.rotate(-opener)
+        self.actor_indices = deque(
+            i for i in actors if self.statuses[i] and self.stacks[i] and self.get_effective_stack(i)
+        )
+
+    def _verify_completion_betting_or_raising(self) -> None:
+        """pokerkit's checks, less its two on an all-in that is not a full raise: pokerkit refuses a
+        raise by a player who owes less than the last full raise even when that player has not yet
+        acted (the big blind after a limp and a short all-in may raise, TDA 47A), and holds limit
+        to a full raise where TDA 47B reopens at 50 %. coffre's replay judges reopening itself
+        (``BETTING_NOT_REOPENED``). With ``strict_reopening`` (the hand generator), pokerkit's own."""
+        if self.strict_reopening:
+            return super()._verify_completion_betting_or_raising()  # type: ignore[misc]
+        if not self.actor_indices:
+            raise ValueError("There is no player to act.")
+        assert self.street is not None
+        if (
+            self.completion_betting_or_raising_count == self.street.max_completion_betting_or_raising_count
+            and not (self.uncapped_two_player_rounds and self.round_players <= 2)
+        ):
+            raise ValueError("No more completion, betting, or raising is permitted.")
+        player_index = self.actor_index
+        assert player_index is not None
+        if self.stacks[player_index] <= max(self.bets) - self.bets[player_index]:
+            raise ValueError("The player is already covered by a previous bet/raise.")
+        for i in self.player_indices:
+            if i != player_index and self.statuses[i] and self.stacks[i] + self.bets[i] > max(self.bets):
+                break
+        else:
+            raise ValueError(
+                "There is no reason to complete, bet, or raise since every other player has either"
+                " folded or gone all-in."
+            )
+
+    @property
+    def max_completion_betting_or_raising_to_amount(self) -> int | None:
+        """pokerkit's maximum, and pot limit before the flop as if the blinds were complete (TDA 54B:
+        "Toutes les mises « pot » ou « re-pot » pré-flop supposent que les blinds sont complètes")."""
+        amount = super().max_completion_betting_or_raising_to_amount
+        if (
+            amount is None
+            or self.betting_structure is not BettingStructure.POT_LIMIT
+            or self.street_index != 0
+            or not (self.missing_blinds or self.full_big_blind > max(self.bets))
+        ):
+            return amount
+        i = self.actor_index
+        assert i is not None
+        top = max(max(self.bets), self.full_big_blind)
+        pot = 2 * top - self.bets[i] + self.total_pot_amount + self.missing_blinds
+        return min(self.stacks[i] + self.bets[i], max(amount, pot))
+
+    def push_chips(self, *, commentary: str | None = None) -> ChipsPushing:
+        """pokerkit's, the odd chip of a split given by TDA 20: pokerkit gives it to the first tied
+        winner in player order, which for a button game is the first left of the button (TDA 20A,
+        club 10.4) and, split high/low, to the high half (TDA 20C); at stud (no button: seat order)
+        TDA 20B gives it to the hand whose highest card of its five is first in suit order."""
+        if not self.odd_chip_by_suit:
+            return super().push_chips(commentary=commentary)
+        self.verify_chips_pushing()
+        assert self._pots is not None and self._sub_pots  # type: ignore[attr-defined]
+        bets = self.bets.copy()
+        amount, pot_index, board_index, hand_type_index = self._sub_pots.pop(0)  # type: ignore[attr-defined]
+        pot = self._pots[pot_index]  # type: ignore[attr-defined]
+        pot.unraked_amount -= amount
+        if sum(self.statuses) == 1:
+            self.bets[pot.player_indices[0]] += amount
+        else:
+            hands = tuple(self.get_up_hands(board_index, hand_type_index))
+            best = max_or_none(hands[i] for i in pot.player_indices)
+            winners = [i for i in pot.player_indices if hands[i] == best]  # as pokerkit: None ties None
+            if winners:
+                quotient, remainder = divmod(amount, len(winners))
+                first = max(winners, key=lambda i: _suit_key(hands[i]))
+                for i in winners:
+                    self.bets[i] += quotient + (remainder if i == first else 0)
+        amounts = tuple(a - b for a, b in zip(self.bets, bets, strict=True))
+        self.total_pushed_amount += sum(amounts)
+        operation = ChipsPushing(amounts, pot_index, board_index, hand_type_index, commentary=commentary)
+        self._update_chips_pushing(operation)  # type: ignore[attr-defined]
+        return operation
+
+    odd_chip_by_suit = False
+    uncapped_two_player_rounds = False
+    round_players = 0
+    """The players in the hand when the betting round began."""
+    strict_reopening = False
+    """pokerkit's reopening checks (stricter than TDA 47): what coffre's generator plays by."""
+
     def get_hand(self, player_index: int, board_index: int, hand_type_index: int) -> Hand | None:
         if not self.statuses[player_index]:
             return None
@@ -323,13 +544,39 @@ class CachedState(State):
         )
 
 
+# --------------------------------------------------------------------------- 2-7, as the decree reads
+
+
+class _DeuceToSevenLookup(RegularLookup):
+    """Five cards, no straight nor flush (pokerkit's regular lookup), the ace high."""
+
+    rank_order = RankOrder.STANDARD
+
+
+class DecreeDeuceToSevenLowHand(CombinationHand):
+    """Triple draw 2-7 as decree 2016-1326 art. 6 II reads: "il n'est pas tenu compte des
+    combinaisons constituées d'une couleur ou d'une quinte", and art. 7 IV: "l'As y compte toujours
+    comme carte haute". pokerkit's ``StandardLowHand`` (deuce-to-seven as card rooms play it)
+    counts straights and flushes against the hand; this one does not: 7-5-4-3-2 suited is the best
+    hand, 6-5-4-3-2 is a six high, A-K-… an ace high."""
+
+    lookup = _DeuceToSevenLookup()
+    low = True
+    card_count = 5
+
+
 # --------------------------------------------------------------------------- streets
+
+
+def _blind_round(cap: int | None) -> int | None:
+    """pokerkit does not count the big blind among a round's bets: the first round allows one fewer."""
+    return None if cap is None else max(cap - 1, 0)
 
 
 def _holdem_streets(hole: int, small_bet: int, big_bet: int, cap: int | None) -> tuple[Street, ...]:
     """Hole cards then flop (3), turn (1), river (1), a burn before each board dealing."""
     return (
-        Street(False, (False,) * hole, 0, False, Opening.POSITION, small_bet, cap),
+        Street(False, (False,) * hole, 0, False, Opening.POSITION, small_bet, _blind_round(cap)),
         Street(True, (), 3, False, Opening.POSITION, small_bet, cap),
         Street(True, (), 1, False, Opening.POSITION, big_bet, cap),
         Street(True, (), 1, False, Opening.POSITION, big_bet, cap),
@@ -352,7 +599,7 @@ def _stud_streets(low: bool, small_bet: int, big_bet: int, cap: int | None) -> t
 
 def _triple_draw_streets(small_bet: int, big_bet: int, cap: int | None) -> tuple[Street, ...]:
     return (
-        Street(False, (False,) * 5, 0, False, Opening.POSITION, small_bet, cap),
+        Street(False, (False,) * 5, 0, False, Opening.POSITION, small_bet, _blind_round(cap)),
         Street(True, (), 0, True, Opening.POSITION, small_bet, cap),
         Street(True, (), 0, True, Opening.POSITION, big_bet, cap),
         Street(True, (), 0, True, Opening.POSITION, big_bet, cap),
@@ -372,8 +619,9 @@ class EngineVariant:
     hand_types: tuple[type[Hand], ...]
     hole_cards: int
     """Hold'em: hole cards per player; stud: cards per player at the end (7); draw: the hand (5)."""
-    streets_of: Callable[[int, int], tuple[Street, ...]]
-    """(small bet, big bet) -> the streets (no-limit and pot-limit: both are the minimum bet)."""
+    streets_of: Callable[[int, int, int | None], tuple[Street, ...]]
+    """(small bet, big bet, fixed-limit cap) -> the streets (no-limit and pot-limit: both bets are the
+    minimum bet and the cap is ignored)."""
     preset: type | None = None
     """pokerkit's preset for this variant, when it has a faithful one."""
     deck: Deck = Deck.STANDARD
@@ -409,18 +657,32 @@ class EngineVariant:
         automations: tuple[Automation, ...] = AUDIT_AUTOMATIONS,
         mode: Mode = Mode.CASH_GAME,
         rake: Callable[..., tuple[int, int]] = no_rake,
+        cap: int | None = FIXED_LIMIT_CAP,
+        ante_trimming: bool = True,
+        missing_blinds: int = 0,
+        full_big_blind: int = 0,
+        uncapped_two_player_rounds: bool = False,
     ) -> State:
         """A fresh engine state: players in pokerkit's order (for a button game, the small blind first
         and the button last; heads-up, the big blind first and the button, who posts the small blind,
-        second), ``stacks`` in engine units."""
+        second), ``stacks`` in engine units.
+
+        ``antes`` per player are in that order (heads-up pokerkit charges player i the ante of the
+        other: the caller swaps them). ``ante_trimming``: pokerkit returns the part of an ante above
+        the second largest (right for equal antes, one of them short); off when only some seats post
+        an ante (a big-blind ante, TDA RP-11: all dead money). ``cap``: fixed limit's bets a round
+        (:class:`HouseRules`). ``missing_blinds``, ``full_big_blind``: pot limit before the flop counts
+        full blinds (TDA 54B): the blind money not posted (a dead small blind, a short blind) and the
+        big blind in full. ``uncapped_two_player_rounds``: a betting round that begins with two
+        players in the hand has no cap (``HouseRules.heads_up == "round"``)."""
         big = big_bet if big_bet is not None else (2 * small_bet if self.fixed_limit else small_bet)
-        return CachedState(
+        state = CachedState(
             automations,
             self.deck,
             self.hand_types,
-            self.streets_of(small_bet, big),
+            self.streets_of(small_bet, big, cap),
             self.structure,
-            True,
+            ante_trimming,
             antes,
             blinds,
             bring_in,
@@ -429,12 +691,23 @@ class EngineVariant:
             mode=mode,
             rake=rake,
         )
+        state.missing_blinds = missing_blinds
+        state.full_big_blind = full_big_blind
+        state.odd_chip_by_suit = self.kind == "stud"
+        state.uncapped_two_player_rounds = uncapped_two_player_rounds
+        return state
 
 
 def _holdem(regle: str, structure: BettingStructure, hands: tuple[type[Hand], ...], hole: int, preset=None):
-    cap = FIXED_LIMIT_CAP if structure is BettingStructure.FIXED_LIMIT else None
+    limit = structure is BettingStructure.FIXED_LIMIT
     return EngineVariant(
-        regle, "holdem", structure, hands, hole, lambda s, b: _holdem_streets(hole, s, b, cap), preset
+        regle,
+        "holdem",
+        structure,
+        hands,
+        hole,
+        lambda s, b, cap: _holdem_streets(hole, s, b, cap if limit else None),
+        preset,
     )
 
 
@@ -445,7 +718,7 @@ def _stud(regle: str, hands: tuple[type[Hand], ...], low: bool, preset: type, de
         BettingStructure.FIXED_LIMIT,
         hands,
         7,
-        lambda s, b: _stud_streets(low, s, b, FIXED_LIMIT_CAP),
+        lambda s, b, cap: _stud_streets(low, s, b, cap),
         preset,
         deck,
     )
@@ -477,9 +750,9 @@ ENGINE_VARIANTS: dict[str, EngineVariant] = {
             "2T7TD",
             "draw",
             _FL,
-            (StandardLowHand,),
+            (DecreeDeuceToSevenLowHand,),
             5,
-            lambda s, b: _triple_draw_streets(s, b, FIXED_LIMIT_CAP),
+            lambda s, b, cap: _triple_draw_streets(s, b, cap),
             FixedLimitDeuceToSevenLowballTripleDraw,
         ),
     )

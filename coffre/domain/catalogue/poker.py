@@ -288,7 +288,10 @@ class Round(XmlModel):
 
     name: Annotated[Text, ATTRIBUTE]
     Timestamp: DateTime12
-    Action: Annotated[list[PokerAction], AfterValidator(_at_least_one_action)] = Field(default_factory=list)
+    Action: Annotated[list[PokerAction], AfterValidator(_at_least_one_action)] = Field(
+        default_factory=list, validate_default=True
+    )
+    """At least one (annex 1.3.6.c.2): a ``Tour`` with no ``Action`` at all is refused like an empty one."""
     Total: NonNegDec | None = None
 
 
