@@ -162,8 +162,8 @@ def write_sets(folder: Path, per_variant: int, e2e: int, seed: int = 20) -> Path
     sets: dict[str, list[str]] = {"THNL 6-max": []}
     for k in range(per_variant):
         sets["THNL 6-max"].append(played("THNL", 6, rng, k + 1).decode())
-    for regle, variant in ENGINE_VARIANTS.items():
-        top = min(6, MAX_PLAYERS[variant.kind])
+    for regle in ENGINE_VARIANTS:
+        top = min(6, MAX_PLAYERS[regle])
         sets[regle] = [played(regle, rng.randint(3, top), rng, k + 1).decode() for k in range(per_variant)]
     (folder / "sets.json").write_text(json.dumps(sets))
     hands_folder = folder / "hands"
@@ -171,7 +171,7 @@ def write_sets(folder: Path, per_variant: int, e2e: int, seed: int = 20) -> Path
     regles = list(ENGINE_VARIANTS)
     for k in range(e2e):
         regle = regles[k % len(regles)]
-        raw = played(regle, rng.randint(3, min(6, MAX_PLAYERS[ENGINE_VARIANTS[regle].kind])), rng, k + 1)
+        raw = played(regle, rng.randint(3, min(6, MAX_PLAYERS[regle])), rng, k + 1)
         (hands_folder / f"{k + 1:06d}.xml").write_bytes(canonical_bytes(normalize(raw)))
     (folder / "empty").mkdir()
     return folder
