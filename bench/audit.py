@@ -1,6 +1,7 @@
 """coffre's hand-audit benchmark: POJEU hands audited per second on one core.
 
     .venv/bin/python bench/audit.py [--hands N] [--variants THNL,O4HPL,...] [--profile K] [--json]
+    .venv/bin/python bench/audit.py --baseline REV [--rounds 3] [--e2e-hands 10000] [--json]
 
 Hands are played by pokerkit (coffre.domain.audit.play, seeded: the same hands every run), 3 to 6
 seats, mixed variants (all eleven by default), normalized once; then, on this one process:
@@ -10,19 +11,42 @@ seats, mixed variants (all eleven by default), normalized once; then, on this on
 3. a cProfile of the whole audit over the same hands: the top ``--profile`` functions by own time.
 
 The target is 2,000 hands/s/core with the engine (issue 12). ``--json`` prints one JSON object.
+
+``--baseline REV`` (issue 20) measures this tree and REV side by side in one run, on the same hands
+(played once by this tree, written to a scratch folder, read by each side's own ``normalize``), in
+child processes alternating between the two sides round after round (the machine is noisy: the
+medians of ``--rounds`` rounds and their ratios are reported):
+
+1. in the process: the full audit (``audit_event``: the event's own checks, the hand's, a money
+   trail) per second, over 6-max Texas Hold'em No Limit and over each of the eleven variants
+   (3 to 6 seats), the hands normalized beforehand (not timed);
+2. ``coffre audit FOLDER --json`` end to end on ``--e2e-hands`` hands (the eleven variants in turn,
+   one XML file per hand), wall time including the interpreter's start-up;
+3. the start-up alone: ``coffre audit`` of an empty folder (every import the audit needs).
+
+The participants belong to another operator than the hands' (``IDOper`` 0098), so the money trail
+reads them but has no registration to ask for: the runs have no finding, as the in-process ones.
+REV is checked out in a temporary worktree and imported from there (bench/_worktree.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
+import os
 import pstats
 import random
+import resource
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from coffre.domain.audit import hand as hand_module
@@ -97,11 +121,235 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--variants", default=",".join(ENGINE_VARIANTS), help="Regle codes, comma-separated")
     parser.add_argument("--profile", type=int, default=12, help="functions in the profile summary (0: none)")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--baseline", metavar="REV", help="measure REV and this tree side by side")
+    parser.add_argument("--rounds", type=int, default=3, help="--baseline: rounds, alternating the sides")
+    parser.add_argument(
+        "--per-variant", type=int, default=120, help="--baseline: hands per variant (and of 6-max THNL)"
+    )
+    parser.add_argument(
+        "--e2e-hands", type=int, default=10_000, help="--baseline: hands `coffre audit` reads"
+    )
+    parser.add_argument("--child", metavar="FILE", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+# --------------------------------------------------------------------------- --baseline REV
+
+OTHER_OPERATOR = "0098"
+
+
+def played(regle: str, seats: int, rng: random.Random, id_evt: int) -> bytes:
+    """One hand as JSON (coffre's form), its participants of another operator, IDEvt ``id_evt``."""
+    kind = ENGINE_VARIANTS[regle].kind
+    stacks = {s: f"{rng.randint(200, 2000) / 100:.2f}" for s in rng.sample(range(1, 10), seats)}
+    hand = play_hand(
+        regle,
+        stacks,
+        rng,
+        ante="0.02" if kind == "stud" else 0,
+        rake="0.05",
+        players={s: {"IDOper": OTHER_OPERATOR} for s in stacks},
+        header={"IDEvt": id_evt},
+    )
+    return hand.json()
+
+
+def write_sets(folder: Path, per_variant: int, e2e: int, seed: int = 20) -> Path:
+    """The in-process sets (``sets.json``: name -> JSON hands) and the end-to-end folder of XML files."""
+    from coffre.domain.codec import canonical_bytes
+
+    rng = random.Random(seed)
+    sets: dict[str, list[str]] = {"THNL 6-max": []}
+    for k in range(per_variant):
+        sets["THNL 6-max"].append(played("THNL", 6, rng, k + 1).decode())
+    for regle in ENGINE_VARIANTS:
+        top = min(6, MAX_PLAYERS[regle])
+        sets[regle] = [played(regle, rng.randint(3, top), rng, k + 1).decode() for k in range(per_variant)]
+    (folder / "sets.json").write_text(json.dumps(sets))
+    hands_folder = folder / "hands"
+    hands_folder.mkdir()
+    regles = list(ENGINE_VARIANTS)
+    for k in range(e2e):
+        regle = regles[k % len(regles)]
+        raw = played(regle, rng.randint(3, min(6, MAX_PLAYERS[regle])), rng, k + 1)
+        (hands_folder / f"{k + 1:06d}.xml").write_bytes(canonical_bytes(normalize(raw)))
+    (folder / "empty").mkdir()
+    return folder
+
+
+def child(sets_file: str) -> int:
+    """In a child process, on the side's own code: hands/s of the full audit per set (one JSON
+    line), by the wall clock and by the process's CPU time (steadier when other jobs share the cores)."""
+    from coffre.domain.audit.events import audit_event
+    from coffre.domain.audit.trail import MoneyTrail
+
+    sets = json.loads(Path(sets_file).read_text())
+    out: dict[str, Any] = {}
+    for name, raws in sets.items():
+        events = [normalize(raw.encode()) for raw in raws]
+        for e in events[:5]:
+            audit_event(e, MoneyTrail())  # warm: caches, lazy imports
+        best = best_cpu = float("inf")
+        found = 0
+        for _ in range(3):
+            trail = MoneyTrail()
+            start, cpu = time.perf_counter(), time.process_time()
+            found = sum(len(audit_event(e, trail)) for e in events)
+            best = min(best, time.perf_counter() - start)
+            best_cpu = min(best_cpu, time.process_time() - cpu)
+        out[name] = {
+            "hands_per_s": len(events) / best,
+            "hands_per_cpu_s": len(events) / max(best_cpu, 1e-9),
+            "findings": found,
+        }
+    print(json.dumps(out))
+    return 0
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) used so far by this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def coffre_audit(env: dict[str, str], folder: Path, cwd: Path) -> tuple[float, float, dict[str, Any] | None]:
+    """Wall and CPU seconds of ``coffre audit FOLDER --json`` (start-up included) and its JSON
+    (None if none)."""
+    start, cpu = time.perf_counter(), children_cpu()
+    done = subprocess.run(
+        [sys.executable, "-m", "coffre.cli", "audit", str(folder), "--json"],
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+    )
+    seconds, cpu_seconds = time.perf_counter() - start, children_cpu() - cpu
+    try:
+        return seconds, cpu_seconds, json.loads(done.stdout)
+    except ValueError:
+        sys.stderr.write(done.stderr.decode(errors="replace")[-2000:])
+        return seconds, cpu_seconds, None
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    from _worktree import PROJECT, short_revision, worktree
+
+    here = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(PROJECT), *filter(None, (os.environ.get("PYTHONPATH") or "").split(os.pathsep))]
+        ),
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="coffre-bench-audit-") as scratch_name,
+        contextlib.ExitStack() as exits,
+    ):
+        scratch = Path(scratch_name)
+        try:
+            base = exits.enter_context(worktree(args.baseline, scratch / "baseline"))
+        except subprocess.CalledProcessError as exc:
+            print(f"--baseline {args.baseline}: {exc.stderr.strip()}", file=sys.stderr)
+            return 2
+        label = f"this tree ({short_revision()})"
+        sides = {f"baseline ({base.commit})": base.env(), label: here}
+        print(f"writing {args.per_variant} hands per set and {args.e2e_hands} files…", file=sys.stderr)
+        (scratch / "data").mkdir()
+        data = write_sets(scratch / "data", args.per_variant, args.e2e_hands)
+        runs: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
+        checks: dict[str, list[Any]] = {side: [] for side in sides}
+
+        def note(side: str, key: str, value: float) -> None:
+            runs[side].setdefault(key, []).append(value)
+
+        for n in range(args.rounds):
+            order = list(sides.items())
+            if n % 2:
+                order.reverse()  # each side goes first in every other round
+            for side, env in order:
+                print(f"round {n + 1}/{args.rounds}: {side}", file=sys.stderr)
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child", str(data / "sets.json")],
+                    capture_output=True,
+                    env=env,
+                    cwd=scratch,
+                    check=True,
+                )
+                for name, row in json.loads(done.stdout).items():
+                    note(side, f"in process: {name}, hands/s", row["hands_per_s"])
+                    note(side, f"in process: {name}, hands/CPU-s", row["hands_per_cpu_s"])
+                    checks[side].append(("in process", name, row["findings"]))
+                seconds, cpu, out = coffre_audit(env, data / "hands", scratch)
+                note(side, f"coffre audit of {args.e2e_hands:,} hands, s", seconds)
+                note(side, f"coffre audit of {args.e2e_hands:,} hands, CPU s", cpu)
+                checks[side].append(("coffre audit", out and out["hands"], out and len(out["findings"])))
+                note(side, "coffre audit's hands/s, start-up included", args.e2e_hands / seconds)
+                startup = [coffre_audit(env, data / "empty", scratch)[:2] for _ in range(3)]
+                note(
+                    side,
+                    "start-up: coffre audit of an empty folder, s",
+                    statistics.median(s for s, _ in startup),
+                )
+                note(
+                    side,
+                    "start-up: coffre audit of an empty folder, CPU s",
+                    statistics.median(c for _, c in startup),
+                )
+        (before, before_runs), (after, after_runs) = runs.items()
+        table = {
+            key: {
+                "baseline": statistics.median(before_runs[key]),
+                "current": statistics.median(after_runs[key]),
+                "baseline_runs": before_runs[key],
+                "current_runs": after_runs[key],
+            }
+            for key in after_runs
+            if key in before_runs
+        }
+        for row in table.values():
+            row["current_over_baseline"] = row["current"] / row["baseline"]
+        result = {
+            "baseline": before,
+            "current": after,
+            "rounds": args.rounds,
+            "figures": table,
+            "checks": checks,
+        }
+        if args.json:
+            print(json.dumps(result, indent=1))
+            return 0
+        print(f"side by side, medians of {args.rounds} rounds, alternating: {before} and {after}")
+        rows = [("figure", "baseline", "this tree", "ratio")]
+        for key, row in table.items():
+            fmt = "{:,.2f}" if key.endswith(" s") else "{:,.0f}"
+            rows.append(
+                (
+                    key,
+                    fmt.format(row["baseline"]),
+                    fmt.format(row["current"]),
+                    f"{row['current_over_baseline']:.2f}",
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for r in rows:
+            print(
+                "  ".join(
+                    c.ljust(w) if i == 0 else c.rjust(w)
+                    for i, (c, w) in enumerate(zip(r, widths, strict=True))
+                )
+            )
+        for side, seen in checks.items():
+            bad = [
+                c for c in seen if (c[0] == "in process" and c[2]) or (c[0] == "coffre audit" and c[2] != 0)
+            ]
+            print(f"{side}: {'no finding in any run' if not bad else f'unexpected: {bad[:3]}'}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    if args.child:
+        return child(args.child)
+    if args.baseline:
+        return side_by_side(args)
     variants = [v.strip().upper() for v in args.variants.split(",") if v.strip()]
     events = hands(args.hands, variants)
     per_variant = {}

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any
+from functools import lru_cache
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
@@ -29,6 +30,25 @@ from .limits import (
 
 _WS = re.compile(r"[ \t\r\n]+")
 _NOT_XML_CHAR = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+_T = TypeVar("_T")
+
+MEMO_LONGEST = 64
+"""Texts up to this length have their checked form remembered (:func:`_memo`)."""
+
+
+def _memo(check: Callable[[str], _T], size: int = 4096) -> Callable[[str], _T]:
+    """``check`` of a text, remembered for short texts: a hand repeats its seats, amounts, player
+    ids and dates many times, and an audit reads thousands of hands at one table. Only values are
+    remembered (immutable: str, int, Decimal); a refusal is raised anew each time, as without the
+    memo. Long texts are checked every time (the memo's memory stays small)."""
+    remembered = lru_cache(maxsize=size)(check)
+
+    def memo(text: str) -> _T:
+        return remembered(text) if len(text) <= MEMO_LONGEST else check(text)
+
+    return memo
 
 
 def fail(code: ReasonCode, message: str, **ctx: Any) -> PydanticCustomError:
@@ -94,6 +114,9 @@ def pattern_type(
     compiled = re.compile(regex)
 
     def check(value: Any) -> str:
+        return check_text(value) if type(value) is str else checked(value)
+
+    def checked(value: Any) -> str:
         text = _text(value)
         if token:
             text = collapse(text)
@@ -107,6 +130,7 @@ def pattern_type(
             )
         return text
 
+    check_text = _memo(checked)
     return Annotated[str, BeforeValidator(check)]
 
 
@@ -117,6 +141,9 @@ def enum_type(
     allowed = tuple(values)
 
     def check(value: Any) -> str:
+        return check_text(value) if type(value) is str else checked(value)
+
+    def checked(value: Any) -> str:
         text = _text(value).strip()
         if text not in allowed:
             raise fail(
@@ -128,6 +155,7 @@ def enum_type(
             )
         return text
 
+    check_text = _memo(checked)
     return Annotated[str, BeforeValidator(check)]
 
 
@@ -189,13 +217,7 @@ def _decimal(value: Any) -> Decimal:
     elif isinstance(value, int):
         result = Decimal(_bounded_int(value))
     elif isinstance(value, str):
-        text = value.strip()
-        if not _XS_DECIMAL.fullmatch(text):
-            raise fail(ReasonCode.INVALID_DECIMAL, "'{value}' is not an xs:decimal", value=value)
-        try:
-            result = Decimal(text)
-        except InvalidOperation as exc:  # pragma: no cover - the pattern already excludes this
-            raise fail(ReasonCode.INVALID_DECIMAL, "'{value}' is not a decimal", value=value) from exc
+        return _decimal_text(value)
     elif isinstance(value, float):
         raise fail(ReasonCode.INVALID_DECIMAL, "amounts are exact decimals: send text, not a binary float")
     else:
@@ -204,6 +226,23 @@ def _decimal(value: Any) -> Decimal:
     if result == 0:
         result = abs(result)  # -0.00 -> 0.00: one lexical form for zero
     return result
+
+
+def _decimal_of_text(value: str) -> Decimal:
+    text = value.strip()
+    if not _XS_DECIMAL.fullmatch(text):
+        raise fail(ReasonCode.INVALID_DECIMAL, "'{value}' is not an xs:decimal", value=value)
+    try:
+        result = Decimal(text)
+    except InvalidOperation as exc:  # pragma: no cover - the pattern already excludes this
+        raise fail(ReasonCode.INVALID_DECIMAL, "'{value}' is not a decimal", value=value) from exc
+    _check_digits(result)
+    if result == 0:
+        result = abs(result)  # -0.00 -> 0.00: one lexical form for zero
+    return result
+
+
+_decimal_text = _memo(_decimal_of_text)
 
 
 def _check_digits(value: Decimal) -> None:
@@ -229,10 +268,17 @@ def _check_digits(value: Decimal) -> None:
 
 
 def _non_negative_decimal(value: Any) -> Decimal:
+    return _non_negative_decimal_text(value) if type(value) is str else _non_negative_decimal_of(value)
+
+
+def _non_negative_decimal_of(value: Any) -> Decimal:
     result = _decimal(value)
     if result < 0:
         raise fail(ReasonCode.NEGATIVE_AMOUNT, "amount {value} is negative", value=str(value))
     return result
+
+
+_non_negative_decimal_text = _memo(_non_negative_decimal_of)
 
 
 def _too_many_digits() -> PydanticCustomError:
@@ -260,7 +306,13 @@ def _integer(value: Any) -> int:
         if value and value.adjusted() >= MAX_INTEGER_DIGITS:
             raise _too_many_digits()
         return int(value)
-    if isinstance(value, str) and _XS_INTEGER.fullmatch(value.strip()):
+    if isinstance(value, str):
+        return _integer_text(value)
+    raise fail(ReasonCode.INVALID_INTEGER, "'{value}' is not an integer", value=value)
+
+
+def _integer_of_text(value: str) -> int:
+    if _XS_INTEGER.fullmatch(value.strip()):
         digits = value.strip().lstrip("+-").lstrip("0")
         if len(digits) > MAX_INTEGER_DIGITS:
             raise _too_many_digits()
@@ -268,11 +320,21 @@ def _integer(value: Any) -> int:
     raise fail(ReasonCode.INVALID_INTEGER, "'{value}' is not an integer", value=value)
 
 
+_integer_text = _memo(_integer_of_text)
+
+
 def _non_negative_integer(value: Any) -> int:
+    return _non_negative_integer_text(value) if type(value) is str else _non_negative_integer_of(value)
+
+
+def _non_negative_integer_of(value: Any) -> int:
     result = _integer(value)
     if result < 0:
         raise fail(ReasonCode.INVALID_INTEGER, "{value} is negative", value=result)
     return result
+
+
+_non_negative_integer_text = _memo(_non_negative_integer_of)
 
 
 Dec = Annotated[Decimal, BeforeValidator(_decimal)]
@@ -352,6 +414,7 @@ def _parse_xs_datetime(text: str) -> datetime | None:
     return (local + extra).astimezone(UTC)
 
 
+@lru_cache(maxsize=4096)
 def _checked_compact(text: str, fmt: str, what: str) -> str:
     """A date already in its compact form, kept as is once checked to be a real date."""
     try:
@@ -446,6 +509,10 @@ def _ip_address(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 def _ip_compressed(value: Any) -> str:
     """types:IP: IPv4 dotted, or IPv6 in RFC 5952 form (compressed, lower case)."""
+    return _ip_compressed_text(value) if type(value) is str else _ip_compressed_of(value)
+
+
+def _ip_compressed_of(value: Any) -> str:
     addr = _ip_address(value)
     if isinstance(addr, ipaddress.IPv6Address):
         if addr.scope_id is not None and not _ZONE.fullmatch(addr.scope_id.lower()):
@@ -455,6 +522,9 @@ def _ip_compressed(value: Any) -> str:
             text = text.split("%")[0] + "%" + addr.scope_id.lower()
         return text
     return str(addr)
+
+
+_ip_compressed_text = _memo(_ip_compressed_of)
 
 
 def _ip_full(value: Any) -> str:

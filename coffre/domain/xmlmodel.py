@@ -72,20 +72,30 @@ def spelled(*names: str, default: Any = ..., **kwargs: Any) -> Any:
 class XmlModel(BaseModel):
     """A schema complex type. ``xml_tag`` is set on roots and substitution-group members."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, hide_input_in_errors=True, defer_build=True
+    )
     xml_tag: ClassVar[str] = ""
 
     @model_validator(mode="before")
     @classmethod
     def _unwrap_tagged(cls, data: Any) -> Any:
         """Accept ``{"Bet": {...}}`` (the JSON form of a substitution-group member) as the member."""
-        tag = cls.xml_tag
-        if tag and isinstance(data, dict) and len(data) == 1 and tag in data and tag not in cls.model_fields:
+        known = _UNWRAP.get(cls)
+        if known is None:
+            tag = cls.xml_tag
+            known = _UNWRAP[cls] = (tag if tag not in cls.model_fields else "", binding(cls).text_field)
+        tag, text_field = known
+        if tag and isinstance(data, dict) and len(data) == 1 and tag in data:
             data = data[tag]
-        text_field = binding(cls).text_field
         if text_field is not None and not isinstance(data, (dict, XmlModel)):
             return {text_field: data}
         return data
+
+
+_UNWRAP: dict[type[XmlModel], tuple[str, str | None]] = {}
+"""Per model, asked at every validation of every element: the tag it unwraps (its ``xml_tag``
+unless a field has that name; "" for none) and its TEXT field (:attr:`ModelBinding.text_field`)."""
 
 
 # --------------------------------------------------------------------------- binding
@@ -186,11 +196,15 @@ def binding(cls: type[XmlModel]) -> ModelBinding:
 def element_to_data(
     cls: type[XmlModel], el: etree._Element, path: str, problems: list[Problem]
 ) -> dict[str, Any]:
-    """The input dict for ``cls.model_validate`` from an element; structural problems are collected."""
+    """The input dict for ``cls.model_validate`` from an element; structural problems are collected.
+
+    A child's path is only written out when a problem or a nested model needs it (most children are
+    text leaves without either), and attributes and grandchildren are read through lxml's C calls."""
     b = binding(cls)
+    by_xml_name = b.by_xml_name
     data: dict[str, Any] = {}
-    for key, value in el.attrib.items():
-        fb = b.by_xml_name.get(key)
+    for key, value in el.items():
+        fb = by_xml_name.get(key)
         if fb is None or fb.kind in ("element", "text"):
             problems.append(
                 Problem(ReasonCode.UNEXPECTED_ATTRIBUTE, f"{path}/@{key}", f"no attribute '{key}' here")
@@ -204,40 +218,48 @@ def element_to_data(
         tag = child.tag
         if not isinstance(tag, str):
             continue
-        seen[tag] = seen.get(tag, 0) + 1
-        fb = b.by_xml_name.get(tag)
-        child_path = f"{path}/{tag}[{seen[tag]}]" if fb is not None and fb.many else f"{path}/{tag}"
+        seen[tag] = nth = seen.get(tag, 0) + 1
+        fb = by_xml_name.get(tag)
         if fb is None:
-            problems.append(Problem(ReasonCode.UNEXPECTED_ELEMENT, child_path, f"no element '{tag}' here"))
+            problems.append(
+                Problem(ReasonCode.UNEXPECTED_ELEMENT, f"{path}/{tag}", f"no element '{tag}' here")
+            )
             continue
         if fb.members is not None:
+            child_path = f"{path}/{tag}[{nth}]" if fb.many else f"{path}/{tag}"
             value: Any = {tag: element_to_data(fb.members[tag], child, child_path, problems)}
         elif fb.model is not None:
+            child_path = f"{path}/{tag}[{nth}]" if fb.many else f"{path}/{tag}"
             value = element_to_data(fb.model, child, child_path, problems)
         else:
-            for key in child.attrib:
-                problems.append(
-                    Problem(
-                        ReasonCode.UNEXPECTED_ATTRIBUTE, f"{child_path}/@{key}", f"{tag} has no attributes"
-                    )
-                )
-            for grandchild in child:
-                if isinstance(grandchild.tag, str):
-                    problems.append(
-                        Problem(
-                            ReasonCode.UNEXPECTED_ELEMENT,
-                            f"{child_path}/{grandchild.tag}",
-                            f"{tag} holds text only",
-                        )
-                    )
+            if len(child) or child.keys():
+                _leaf_problems(tag, child, f"{path}/{tag}[{nth}]" if fb.many else f"{path}/{tag}", problems)
             value = child.text or ""
         if fb.many:
             data.setdefault(fb.name if fb.members is not None else tag, []).append(value)
         elif tag in data:
+            child_path = f"{path}/{tag}[{nth}]" if fb.many else f"{path}/{tag}"
             problems.append(Problem(ReasonCode.TOO_MANY_OCCURRENCES, child_path, f"{tag} may occur once"))
         else:
             data[tag] = value
     return data
+
+
+def _leaf_problems(tag: str, child: etree._Element, child_path: str, problems: list[Problem]) -> None:
+    """A text-only element that carries attributes or child elements."""
+    for key in child.attrib:
+        problems.append(
+            Problem(ReasonCode.UNEXPECTED_ATTRIBUTE, f"{child_path}/@{key}", f"{tag} has no attributes")
+        )
+    for grandchild in child:
+        if isinstance(grandchild.tag, str):
+            problems.append(
+                Problem(
+                    ReasonCode.UNEXPECTED_ELEMENT,
+                    f"{child_path}/{grandchild.tag}",
+                    f"{tag} holds text only",
+                )
+            )
 
 
 def loc_to_path(cls: type[XmlModel], root: str, loc: tuple[Any, ...], data: Any) -> str:

@@ -8,3 +8,5 @@
 - :mod:`.trail`: the checks across events (a player's balances chaining, registrations,
   ``POBILAN``, ``POANNUL``), over a small key/value store (a dict, or the auditor's tables).
 """
+
+from . import _pokerkit  # noqa: F401  (before pokerkit: its hand tables built once per kind)

@@ -708,8 +708,9 @@ class _Replay:
                 seat,
             )
         to = state.bets[i] + added
+        verified: int | None = None
         try:
-            state.verify_completion_betting_or_raising_to(to)
+            verified = state.verify_completion_betting_or_raising_to(to)
         except ValueError as exc:
             low = state.min_completion_betting_or_raising_to_amount
             reach = max(
@@ -741,7 +742,11 @@ class _Replay:
             )
         self._reopening(seat, to if state.completion_status else to - max(state.bets))
         low = state.min_completion_betting_or_raising_to_amount
-        state.complete_bet_or_raise_to(max(to, low) if low is not None else to)
+        amount = max(to, low) if low is not None else to
+        if verified is not None and amount == to:  # verified just above: pokerkit need not again
+            state.complete_verified_bet_or_raise_to(to, verified)  # type: ignore[attr-defined]
+        else:
+            state.complete_bet_or_raise_to(amount)
         self.aggressor[self.street] = seat
 
     def _new_round(self, street: int) -> None:

@@ -17,8 +17,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from itertools import combinations
+from operator import getitem
 from typing import Any, Literal
 
 from pokerkit import (
@@ -114,10 +115,14 @@ _POKERKIT_RANKS = "23456789TJQKA"
 _POKERKIT_SUITS = "cdhs"  # trèfle, carreau, cœur, pique: the annex's suit order
 assert len(_POKERKIT_RANKS) == len(RANKS)
 
+_STANDARD_DECK: dict[Card, Card] = {card: card for card in Deck.STANDARD}
 CARDS: tuple[Card, ...] = tuple(
-    next(iter(Card.parse(_POKERKIT_RANKS[code // 4] + _POKERKIT_SUITS[code % 4]))) for code in range(52)
+    _STANDARD_DECK[next(iter(Card.parse(_POKERKIT_RANKS[code // 4] + _POKERKIT_SUITS[code % 4])))]
+    for code in range(52)
 )
-"""pokerkit's card for each annex card code (0 = 2 de Trèfle = 2c … 51 = As de Pique = As)."""
+"""pokerkit's card for each annex card code (0 = 2 de Trèfle = 2c … 51 = As de Pique = As): the very
+objects of pokerkit's standard deck, so that a dealt card leaves the deck by identity
+(:meth:`CachedState._consume_cards`)."""
 CODES: dict[Card, int] = {card: code for code, card in enumerate(CARDS)}
 """The annex code of each pokerkit card."""
 UNKNOWN_CARD: Card = next(iter(Card.parse("??")))
@@ -215,26 +220,69 @@ def _combinations(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[C
         yield from combinations(cards + board, hand_type.card_count)  # type: ignore[attr-defined]
 
 
+@cache
+def _index_combinations(hand_type: type[Hand], cards: int, board: int) -> tuple[tuple[int, ...], ...]:
+    """:func:`_combinations` as positions in ``cards + board``, in the same order."""
+    every = tuple(range(cards + board))
+    return tuple(_combinations(hand_type, every[:cards], every[cards:]))
+
+
+def _key_of(combo: tuple[int, ...], primes: list[int], suits: list[Any]) -> tuple[int, bool]:
+    key = 1
+    for at in combo:
+        key *= primes[at]
+    return key, all(suits[at] == suits[combo[0]] for at in combo)
+
+
 @lru_cache(maxsize=4096)
 def _evaluate(hand_type: type[Hand], cards: tuple[Card, ...], board: tuple[Card, ...]) -> Hand | None:
     """The best hand ``hand_type`` makes of ``cards`` and ``board``: pokerkit's ``from_game``, the
     five-card combinations looked up in pokerkit's own table by their key (rank primes' product,
-    suitedness) instead of through a ``Hand`` object each; one ``Hand`` is built, of the best."""
+    suitedness) instead of through a ``Hand`` object each; one ``Hand`` is built, of the best.
+    Each card's prime and suit are read once, the combinations walked as positions."""
     table = _table(hand_type)
     low = hand_type.low
-    best: tuple[Card, ...] | None = None
+    every = cards + board
+    primes = [_PRIMES[card.rank] for card in every]
+    suits = [card.suit for card in every]
+    best: tuple[int, ...] | None = None
     best_index = 0
-    for combo in _combinations(hand_type, cards, board):
-        key = 1
-        for card in combo:
-            key *= _PRIMES[card.rank]
-        suit = combo[0].suit
-        entry = table.get((key, all(c.suit == suit for c in combo)))
+    best_entry: Any = None
+    combos = _index_combinations(hand_type, len(cards), len(board))
+    if combos and len(combos[0]) == 5:  # every variant's hands: five cards
+        keys = (
+            (
+                (
+                    primes[a] * primes[b] * primes[c] * primes[d] * primes[e],
+                    suits[a] == suits[b] == suits[c] == suits[d] == suits[e],
+                ),
+                (a, b, c, d, e),
+            )
+            for a, b, c, d, e in combos
+        )
+    else:
+        keys = ((_key_of(combo, primes, suits), combo) for combo in combos)
+    for key, combo in keys:
+        entry = table.get(key)
         if entry is None:
             continue
         if best is None or (entry.index < best_index if low else entry.index > best_index):
-            best, best_index = combo, entry.index
-    return None if best is None else hand_type(best)
+            best, best_index, best_entry = combo, entry.index, entry
+    if best is None:
+        return None
+    hand = _evaluated_type(hand_type).__new__(_evaluated_type(hand_type))
+    hand._Hand__cards = tuple(every[at] for at in best)  # type: ignore[attr-defined]  # as Hand.__init__ stores them
+    hand.entry = best_entry  # type: ignore[misc]
+    return hand
+
+
+@cache
+def _evaluated_type(hand_type: type[Hand]) -> type[Hand]:
+    """``hand_type`` with its lookup entry kept on each hand: pokerkit's ``Hand.entry`` looks the
+    cards up again at every comparison (a showdown compares each hand with every other, several
+    times), which was a fifth of a hold'em replay's time. Same ordering, equality and hash (all
+    by the entry); every hand of a replay comes from :func:`_evaluate`, so of this one type."""
+    return type(hand_type.__name__, (hand_type,), {"entry": None, "__module__": hand_type.__module__})
 
 
 def _suit_key(hand: Hand | None) -> tuple[int, str]:
@@ -268,11 +316,89 @@ class CachedState(State):
         return super()._verify_cards_consumption(cards)
 
     def _consume_cards(self, cards: tuple[Card, ...]) -> None:
-        """The named cards leave the deck (pokerkit also compares the whole deck as a set, per card)."""
+        """The named cards leave the deck (pokerkit also compares the whole deck as a set, per card).
+
+        A card dealt from :data:`CARDS` is one of the deck's own objects: found by identity (C
+        code) rather than by ``Card.__eq__`` (Python code) element by element as ``deque.remove``
+        does; any other card by its rank and suit (enum members, compared by identity). An unknown
+        card (a burn) is never in the deck."""
         deck = self.deck_cards
+        ids = list(map(id, deck))
         for card in cards:
-            if card in deck:
-                deck.remove(card)
+            if not card:
+                continue
+            try:
+                at = ids.index(id(card))
+            except ValueError:
+                same = (id(card.rank), id(card.suit))
+                at = next((k for k, c in enumerate(deck) if (id(c.rank), id(c.suit)) == same), -1)
+                if at < 0:
+                    continue
+            del deck[at]
+            del ids[at]
+
+    def _produce_cards(self, cards: Iterable[Card]) -> None:
+        """Cards back into the deck (a mucked or shown hand), each unless it is there already: by
+        rank and suit (enum members, compared by identity) in a set, rather than pokerkit's
+        ``Card.__eq__`` (Python code) against each card of the deck."""
+        deck = self.deck_cards
+        there = {(id(c.rank), id(c.suit)) for c in deck}
+        for card in cards:
+            if not card:
+                continue
+            key = (id(card.rank), id(card.suit))
+            if key not in there:
+                deck.append(card)
+                there.add(key)
+
+    _verified: tuple[int, int] | None = None
+
+    def verify_completion_betting_or_raising_to(self, amount: int | None = None) -> int:
+        """pokerkit's, unless :meth:`complete_verified_bet_or_raise_to` has just verified this amount."""
+        verified, self._verified = self._verified, None
+        if verified is not None and verified[0] == amount:
+            return verified[1]
+        return super().verify_completion_betting_or_raising_to(amount)
+
+    def complete_verified_bet_or_raise_to(self, amount: int, verified: int) -> Any:
+        """``complete_bet_or_raise_to(amount)`` right after ``verify_completion_betting_or_raising_to
+        (amount)`` returned ``verified``, nothing done in between: pokerkit verifies again first
+        thing (a dozen recomputations of the pots and limits, a tenth of a replay); that second
+        verification is given the first one's answer, once."""
+        self._verified = (amount, verified)
+        try:
+            return self.complete_bet_or_raise_to(amount)
+        finally:
+            self._verified = None
+
+    def _begin_hand_killing(self) -> None:
+        """pokerkit's, with what ``can_win_now`` asks for every live player (the pots, every
+        player's showing hand per board and hand type) computed once for all of them: nothing
+        changes between those questions. The same answers (each player is tested as pokerkit's
+        ``can_win_now`` tests it); a fifth of a hold'em replay's time before."""
+        assert not any(self.hand_killing_statuses)
+        pots = tuple(self.pots)
+        views = [
+            (i, j, tuple(self.get_up_hands(i, j))) for i in self.board_indices for j in self.hand_type_indices
+        ]
+        for player in self.player_indices:
+            if self.statuses[player]:
+                self.hand_killing_statuses[player] = not self._can_win(player, pots, views)
+        self._update_hand_killing()
+
+    def _can_win(
+        self, player: int, pots: tuple[Any, ...], views: list[tuple[int, int, tuple[Any, ...]]]
+    ) -> bool:
+        """pokerkit's ``can_win_now(player)`` over pots and showing hands already computed."""
+        for i, j, hands in views:
+            hand = self.get_hand(player, i, j)
+            for pot in pots:
+                if player not in pot.player_indices:
+                    continue
+                max_hand = max_or_none(map(partial(getitem, hands), pot.player_indices))
+                if hand is not None and (max_hand is None or max_hand <= hand):
+                    return True
+        return False
 
     missing_blinds = 0
     """Pot limit before the flop: the blind money not posted (TDA 54B, see :meth:`EngineVariant.state`)."""
