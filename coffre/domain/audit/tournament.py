@@ -36,14 +36,13 @@ from __future__ import annotations
 
 from collections import Counter
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..catalogue.base import Event
 from ..catalogue.poker import POACHAT, POANNUL, POBILAN, POINSCRIT, POJEU, Bet, Player
 from .findings import Finding, register
-
-if TYPE_CHECKING:
-    from .trail import TrailStore
+from .store import TrailStore
+from .store import forget as _forget
 
 register(
     "tournament",
@@ -66,16 +65,6 @@ LEVEL_PARTS = ("small blind", "big blind", "ante", "bring-in")
 def is_tournament(format_code: str) -> bool:
     """Annex 1.3.6.c.1: ``T[/d]`` and ``TDV`` are tournaments, ``CG`` a cash game."""
     return format_code.startswith("T")
-
-
-def _forget(store: TrailStore, key: str) -> None:
-    """Delete ``key`` where the store can (a dict, a faust table); else leave a null in its place."""
-    try:
-        del store[key]  # type: ignore[attr-defined]
-    except KeyError:
-        pass
-    except (AttributeError, TypeError):
-        store[key] = None
 
 
 def _who(joueur: Player) -> str:

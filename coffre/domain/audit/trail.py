@@ -22,12 +22,14 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from ..catalogue.base import Event
 from ..catalogue.poker import POACHAT, POANNUL, POBILAN, POGAIN, POINSCRIT, POJEU
 from .findings import Finding, register
 from .single import balances
+from .store import TrailStore
+from .store import forget as _forget
 from .tournament import TournamentTrail
 
 register(
@@ -74,22 +76,6 @@ that never empties does not grow without bound; a reuse of an older Pool goes un
 
 _OPEN, _SETTLED, _CANCELLED = "open", "settled", "cancelled"
 _IDENTITY_EVENTS = frozenset({"OUVINFOPERSO", "MODIFINFOPERSO"})
-
-
-class TrailStore(Protocol):
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-    def __setitem__(self, key: str, value: Any) -> None: ...
-
-
-def _forget(store: TrailStore, key: str) -> None:
-    """Delete ``key`` where the store can (a dict, a faust table); else leave a null in its place."""
-    try:
-        del store[key]  # type: ignore[attr-defined]
-    except KeyError:
-        pass
-    except (AttributeError, TypeError):
-        store[key] = None
 
 
 def is_cash_game(format_code: str) -> bool:
