@@ -289,6 +289,21 @@ def test_jobs_2_gives_the_serial_json_on_generated_hands_with_findings(capsys, m
     assert pages[0] == pages[1]  # but for the time it was written
 
 
+def test_the_house_rules_reach_workers_that_do_not_inherit_them(mutated, monkeypatch):
+    """The operator's cap (COFFRE_AUDIT_FIXED_LIMIT_BETS) is given to each worker: with
+    ``forkserver`` a worker starts from a fresh interpreter and inherits nothing."""
+    import coffre.audit_workers
+    from coffre.audit_command import audit_paths
+    from coffre.domain.audit.variants import HouseRules
+
+    monkeypatch.setattr(coffre.audit_workers, "START_METHOD", "forkserver")
+    strict = HouseRules(fixed_limit_bets=1)  # the big blind is the only bet: every limit raise is illegal
+    runs = [audit_paths([str(mutated)], rules=strict, jobs=jobs).as_json() for jobs in (1, 2)]
+    assert runs[0] == runs[1]
+    default = audit_paths([str(mutated)], jobs=1).as_json()
+    assert runs[0]["codes"].get("BET_ILLEGAL", 0) > default["codes"].get("BET_ILLEGAL", 0)
+
+
 def test_jobs_2_gives_the_serial_json_on_an_archive(capsys, pristine, monkeypatch):
     import coffre.audit_command
 
