@@ -118,13 +118,18 @@ def lot_task(file: str, source: str, part: int, parts: int) -> bytes:
 
 # ------------------------------------------------------------------------------------ pickling
 
-_set = object.__setattr__
-
 
 def _model(
-    cls: type[BaseModel], state: dict[str, Any], fields_set: set[str], extra: Any, private: Any
+    cls: type[BaseModel],
+    state: dict[str, Any],
+    fields_set: set[str],
+    extra: Any = None,
+    private: Any = None,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
 ) -> BaseModel:
-    obj = cls.__new__(cls)
+    """A model rebuilt from what :class:`_Pickler` kept of it, without validating it again."""
+    obj = _new(cls)
     _set(obj, "__dict__", state)
     _set(obj, "__pydantic_fields_set__", fields_set)
     _set(obj, "__pydantic_extra__", extra)
@@ -132,22 +137,35 @@ def _model(
     return obj
 
 
+_is_model: dict[type, bool] = {}
+"""type -> whether it is a pydantic model (``isinstance`` against BaseModel's metaclass is slow)."""
+
+
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, BaseModel):
-            return _model, (
-                type(obj),
-                obj.__dict__,
-                obj.__pydantic_fields_set__,
-                obj.__pydantic_extra__,
-                obj.__pydantic_private__,
-            )
-        return NotImplemented
+        kind = type(obj)
+        model = _is_model.get(kind)
+        if model is None:
+            model = _is_model[kind] = issubclass(kind, BaseModel)
+        if not model:
+            return NotImplemented
+        extra, private = obj.__pydantic_extra__, obj.__pydantic_private__
+        if extra is None and private is None:
+            return _model, (kind, obj.__dict__, obj.__pydantic_fields_set__)
+        return _model, (kind, obj.__dict__, obj.__pydantic_fields_set__, extra, private)
 
 
 def dumps(value: Any) -> bytes:
+    """``value`` pickled, the garbage collector paused (as in :func:`loads`: the reductions'
+    tuples triggered collections that walked the task's events again and again)."""
     buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    finally:
+        if enabled:
+            gc.enable()
     return buffer.getvalue()
 
 
