@@ -290,9 +290,9 @@ def side_by_side(args: argparse.Namespace) -> int:
                 note(side, f"coffre audit of {args.e2e_hands:,} hands, CPU s", cpu)
                 checks[side].append(("coffre audit", out and out["hands"], out and len(out["findings"])))
                 if side == label:  # this tree's default is --jobs CPUs: its serial run beside it
-                    seconds, cpu, serial = coffre_audit(env, data / "hands", scratch, ["--jobs", "1"])
-                    jobs_runs.setdefault("s", []).append(seconds)
-                    jobs_runs.setdefault("CPU s", []).append(cpu)
+                    serial_s, serial_cpu, serial = coffre_audit(env, data / "hands", scratch, ["--jobs", "1"])
+                    jobs_runs.setdefault("s", []).append(serial_s)
+                    jobs_runs.setdefault("CPU s", []).append(serial_cpu)
                     same = json.dumps(serial) == json.dumps(out)
                     checks[side].append(
                         ("coffre audit --jobs 1", serial and serial["hands"], 0 if same else 1)
