@@ -24,6 +24,10 @@ medians of ``--rounds`` rounds and their ratios are reported):
    one XML file per hand), wall time including the interpreter's start-up;
 3. the start-up alone: ``coffre audit`` of an empty folder (every import the audit needs).
 
+This tree's ``coffre audit`` runs with its default ``--jobs`` (the CPUs available); its ``--jobs 1``
+is measured beside it each round (wall and CPU, the workers' CPU included), and its JSON must be
+the default run's.
+
 The participants belong to another operator than the hands' (``IDOper`` 0098), so the money trail
 reads them but has no registration to ask for: the runs have no finding, as the in-process ones.
 REV is checked out in a temporary worktree and imported from there (bench/_worktree.py).
@@ -212,12 +216,14 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def coffre_audit(env: dict[str, str], folder: Path, cwd: Path) -> tuple[float, float, dict[str, Any] | None]:
-    """Wall and CPU seconds of ``coffre audit FOLDER --json`` (start-up included) and its JSON
-    (None if none)."""
+def coffre_audit(
+    env: dict[str, str], folder: Path, cwd: Path, options: Sequence[str] = ()
+) -> tuple[float, float, dict[str, Any] | None]:
+    """Wall and CPU seconds of ``coffre audit FOLDER --json [options]`` (start-up included; the CPU
+    of its worker processes too) and its JSON (None if none)."""
     start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run(
-        [sys.executable, "-m", "coffre.cli", "audit", str(folder), "--json"],
+        [sys.executable, "-m", "coffre.cli", "audit", str(folder), "--json", *options],
         capture_output=True,
         env=env,
         cwd=cwd,
@@ -256,6 +262,8 @@ def side_by_side(args: argparse.Namespace) -> int:
         data = write_sets(scratch / "data", args.per_variant, args.e2e_hands)
         runs: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
         checks: dict[str, list[Any]] = {side: [] for side in sides}
+        jobs_runs: dict[str, list[float]] = {}
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
         def note(side: str, key: str, value: float) -> None:
             runs[side].setdefault(key, []).append(value)
@@ -281,6 +289,14 @@ def side_by_side(args: argparse.Namespace) -> int:
                 note(side, f"coffre audit of {args.e2e_hands:,} hands, s", seconds)
                 note(side, f"coffre audit of {args.e2e_hands:,} hands, CPU s", cpu)
                 checks[side].append(("coffre audit", out and out["hands"], out and len(out["findings"])))
+                if side == label:  # this tree's default is --jobs CPUs: its serial run beside it
+                    serial_s, serial_cpu, serial = coffre_audit(env, data / "hands", scratch, ["--jobs", "1"])
+                    jobs_runs.setdefault("s", []).append(serial_s)
+                    jobs_runs.setdefault("CPU s", []).append(serial_cpu)
+                    same = json.dumps(serial) == json.dumps(out)
+                    checks[side].append(
+                        ("coffre audit --jobs 1", serial and serial["hands"], 0 if same else 1)
+                    )
                 note(side, "coffre audit's hands/s, start-up included", args.e2e_hands / seconds)
                 startup = [coffre_audit(env, data / "empty", scratch)[:2] for _ in range(3)]
                 note(
@@ -306,11 +322,17 @@ def side_by_side(args: argparse.Namespace) -> int:
         }
         for row in table.values():
             row["current_over_baseline"] = row["current"] / row["baseline"]
+        jobs_table = {
+            f"coffre audit of {args.e2e_hands:,} hands, --jobs 1, {unit}": statistics.median(values)
+            for unit, values in jobs_runs.items()
+        }
         result = {
             "baseline": before,
             "current": after,
             "rounds": args.rounds,
             "figures": table,
+            "cpus": cpus,
+            "this_tree_jobs_1": jobs_table,
             "checks": checks,
         }
         if args.json:
@@ -336,10 +358,11 @@ def side_by_side(args: argparse.Namespace) -> int:
                     for i, (c, w) in enumerate(zip(r, widths, strict=True))
                 )
             )
+        print(f"this tree's coffre audit runs --jobs {cpus} (the CPUs available); its --jobs 1 beside it:")
+        for key, value in jobs_table.items():
+            print(f"  {key}: {value:,.2f}")
         for side, seen in checks.items():
-            bad = [
-                c for c in seen if (c[0] == "in process" and c[2]) or (c[0] == "coffre audit" and c[2] != 0)
-            ]
+            bad = [c for c in seen if (c[0] == "in process" and c[2]) or (c[0] != "in process" and c[2] != 0)]
             print(f"{side}: {'no finding in any run' if not bad else f'unexpected: {bad[:3]}'}")
     return 0
 

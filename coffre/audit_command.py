@@ -12,11 +12,13 @@ not verify, is a *problem*. Exit codes: 0 when neither, 1 when any, 2 on a usage
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,25 @@ from .domain.normalize import normalize
 
 MAX_PICTURES = 200
 """Flagged hands pictured in the HTML report by default; the others are counted, not drawn."""
+
+MIN_PARALLEL_EVENTS = 200
+"""Without ``--jobs``, an input of fewer events (event files, or an archive's events) is audited in
+this process: a pool's start-up would cost more than it saves."""
+
+FILES_PER_TASK = 32
+"""At most this many event files per worker task (fewer when there are few files per worker)."""
+
+LOT_BYTES_PER_TASK = 128 * 1024
+"""A lot is shared between worker tasks by slices of about this many bytes of its events (each task
+parses the lot, a small cost beside normalizing and auditing its events)."""
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity), the default of ``--jobs``."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity on this platform
+        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +160,54 @@ class AuditRun:
 
 
 class Auditor:
-    """Runs the audit of one input after the other into an :class:`AuditRun`."""
+    """Runs the audit of one input after the other into an :class:`AuditRun`.
 
-    def __init__(self, max_pictures: int = MAX_PICTURES, rules: HouseRules = DEFAULT_RULES) -> None:
+    ``jobs``: worker processes for the work of each event that needs no other event (reading,
+    normalizing, ``check_event``, ``audit_hand``: coffre/audit_workers.py), the money trail fed
+    here in the serial order; 1: everything in this process; None: :func:`available_cpus`, and this
+    process alone for an input of fewer than :data:`MIN_PARALLEL_EVENTS` events. Call :meth:`close`
+    at the end (the pool, when one was started)."""
+
+    def __init__(
+        self, max_pictures: int = MAX_PICTURES, rules: HouseRules = DEFAULT_RULES, jobs: int | None = 1
+    ) -> None:
         self.run = AuditRun()
         self.max_pictures = max_pictures
         self.rules = rules
+        self.jobs = jobs
+        self._pool: Executor | None = None
+
+    def _workers(self, events: int) -> int:
+        """The worker processes for an input of about ``events`` events (1: none)."""
+        if self.jobs is not None:
+            return self.jobs
+        return available_cpus() if events >= MIN_PARALLEL_EVENTS else 1
+
+    def _results(
+        self, workers: int, task: Callable[..., bytes], calls: Iterable[tuple[Any, ...]]
+    ) -> Iterator[Any]:
+        """``task(*call)`` for each call, run by the workers, its results in the calls' order (a few
+        tasks per worker in flight, so that what waits for the main process stays small)."""
+        from . import audit_workers
+
+        if self._pool is None:
+            self._pool = audit_workers.pool(workers, self.rules)
+        pool, pending, calls = self._pool, deque(), iter(calls)
+        for call in itertools.islice(calls, 4 * workers):
+            pending.append(pool.submit(task, *call))
+        while pending:
+            future = pending.popleft()
+            for call in itertools.islice(calls, 1):
+                pending.append(pool.submit(task, *call))
+            yield audit_workers.loads(future.result())
+
+    def close(self) -> None:
+        if self._pool is not None:
+            import gc
+
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+            gc.unfreeze()  # frozen by audit_workers.pool
 
     def event(self, source: str, raw: bytes, trail: MoneyTrail) -> None:
         """Normalize and audit one event's bytes (its input's IDEvt is kept)."""
@@ -158,6 +221,25 @@ class Auditor:
         try:
             findings = audit_event(event, trail, self.rules)
         except Exception as exc:  # a defect of a check: reported as a problem, the run goes on
+            self.run.problems.append(
+                Problem(source, "error", f"the audit failed: {type(exc).__name__}: {exc}")
+            )
+            return
+        self.record(source, event, findings)
+
+    def outcome(self, source: str, outcome: tuple[Any, ...], trail: MoneyTrail) -> None:
+        """What a worker made of one event (audit_workers.outcome), fed to ``trail`` and recorded
+        as :meth:`event` records it."""
+        if outcome[0] == "rejected":
+            self.run.problems.append(Problem(source, "rejected", outcome[1], outcome[2]))
+            return
+        if outcome[0] == "error":
+            self.run.problems.append(Problem(source, "error", outcome[1]))
+            return
+        _, event, findings = outcome
+        try:
+            findings += trail.observe(event)
+        except Exception as exc:  # as audit_event's trail fails in self.event
             self.run.problems.append(
                 Problem(source, "error", f"the audit failed: {type(exc).__name__}: {exc}")
             )
@@ -186,6 +268,22 @@ class Auditor:
 
     def files(self, paths: Sequence[str]) -> None:
         """Event files and folders (recursively), in sorted path order, through one money trail."""
+        if self.jobs == 1:
+            self._files_here(paths)
+            return
+        listed: list[tuple[str, list[Path] | OSError]] = []
+        for path in sorted(paths):
+            try:
+                listed.append((path, _event_files(path)))
+            except OSError as exc:
+                listed.append((path, exc))
+        workers = self._workers(sum(len(files) for _, files in listed if isinstance(files, list)))
+        if workers > 1:
+            self._files_in_workers(listed, workers)
+        else:
+            self._files_here(paths)
+
+    def _files_here(self, paths: Sequence[str]) -> None:
         from .cli import _inputs
 
         trail = MoneyTrail()
@@ -199,6 +297,40 @@ class Auditor:
                 self.run.problems.append(Problem(path, "unreadable", str(exc)))
                 continue
             if found == 0:
+                self.run.problems.append(Problem(path, "empty", "no event (.xml or .json file) found"))
+        self.finish("(end of input)", trail)
+
+    def _files_in_workers(self, listed: list[tuple[str, list[Path] | OSError]], workers: int) -> None:
+        """:meth:`_files_here`'s run, each file read, normalized and audited by a worker."""
+        from .audit_workers import files_task
+
+        names = [str(file) for _, files in listed if isinstance(files, list) for file in files]
+        size = max(1, min(FILES_PER_TASK, len(names) // (8 * workers)))
+        chunks = [names[k : k + size] for k in range(0, len(names), size)]
+        results = (
+            outcome
+            for chunk in self._results(workers, files_task, ((chunk,) for chunk in chunks))
+            for outcome in chunk
+        )
+        trail = MoneyTrail()
+        for path, files in listed:
+            if isinstance(files, OSError):
+                self.run.problems.append(Problem(path, "unreadable", str(files)))
+                continue
+            found = 0
+            failed = False
+            for _file in files:
+                kind, payload = next(results)
+                if failed:
+                    continue  # the serial run stops reading this path at its first unreadable file
+                if kind == "unreadable":
+                    self.run.problems.append(Problem(path, "unreadable", payload))
+                    failed = True
+                    continue
+                for label, outcome in payload:
+                    found += 1
+                    self.outcome(label, outcome, trail)
+            if not failed and found == 0:
                 self.run.problems.append(Problem(path, "empty", "no event (.xml or .json file) found"))
         self.finish("(end of input)", trail)
 
@@ -220,7 +352,12 @@ class Auditor:
                 )
             )
             return
-        for (oper, coffre), files in sorted(archive_lots(path).items()):
+        lots = sorted(archive_lots(path).items())
+        workers = self._workers(sum(coffre.events for coffre in report.coffres))
+        if workers > 1:
+            self._archive_in_workers(path, lots, workers)
+            return
+        for (oper, coffre), files in lots:
             trail = MoneyTrail()
             source = f"{path}@{oper}/{coffre}"
             for _number, file in files:
@@ -234,6 +371,55 @@ class Auditor:
                     self.event(f"{source}#{item.id_evt}", item.canonical, trail)
             else:
                 self.finish(f"{source} (end)", trail)
+
+    def _archive_in_workers(
+        self, path: Path, lots: list[tuple[tuple[str, int], list[tuple[int, Path]]]], workers: int
+    ) -> None:
+        """:meth:`archive`'s audit of a verified archive, each lot read, normalized and audited by
+        workers (a large lot by several, a slice of its events each)."""
+        from .audit_workers import lot_task
+
+        def parts(file: Path) -> int:
+            try:
+                return max(1, file.stat().st_size // LOT_BYTES_PER_TASK)
+            except OSError:
+                return 1  # its worker reports it unreadable
+
+        plan = [
+            (f"{path}@{oper}/{coffre}", [(file, parts(file)) for _number, file in files])
+            for (oper, coffre), files in lots
+        ]
+        results = self._results(
+            workers,
+            lot_task,
+            ((str(file), source, k, n) for source, files in plan for file, n in files for k in range(n)),
+        )
+        for source, files in plan:
+            trail = MoneyTrail()
+            remaining = sum(n for _, n in files)
+            for file, n in files:
+                slices = [next(results) for _ in range(n)]
+                remaining -= n
+                failed = next((message for kind, message in slices if kind == "unreadable"), None)
+                if failed is not None:  # changed since it verified: the rest of the coffre is unread
+                    self.run.problems.append(Problem(str(file), "unreadable", failed))
+                    self.run.not_checked.update(trail.not_checked)
+                    for _ in range(remaining):
+                        next(results)
+                    break
+                for _kind, events in slices:
+                    for label, outcome in events:
+                        self.outcome(label, outcome, trail)
+            else:
+                self.finish(f"{source} (end)", trail)
+
+
+def _event_files(name: str) -> list[Path]:
+    """The files ``coffre.cli._inputs`` reads for one PATH, in its order."""
+    path = Path(name)
+    if not path.is_dir():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".xml", ".json"))
 
 
 def archive_lots(path: Path) -> dict[tuple[str, int], list[tuple[int, Path]]]:
@@ -269,9 +455,11 @@ def audit_paths(
     certificates: Sequence[Path] = (),
     max_pictures: int = MAX_PICTURES,
     rules: HouseRules = DEFAULT_RULES,
+    jobs: int | None = 1,
 ) -> AuditRun:
-    """The audit of every PATH: archives (verified first) and event files or folders."""
-    auditor = Auditor(max_pictures, rules)
+    """The audit of every PATH: archives (verified first) and event files or folders; ``jobs`` as
+    :class:`Auditor` takes it (the same run whatever it is)."""
+    auditor = Auditor(max_pictures, rules, jobs)
     files: list[str] = []
     archives: list[Path] = []
     for name in paths:
@@ -282,10 +470,13 @@ def audit_paths(
             archives.append(path)
         else:
             files.append(name)
-    if files:
-        auditor.files(files)
-    for archive in sorted(archives):
-        auditor.archive(archive, certificates)
+    try:
+        if files:
+            auditor.files(files)
+        for archive in sorted(archives):
+            auditor.archive(archive, certificates)
+    finally:
+        auditor.close()
     return auditor.run
 
 
@@ -353,6 +544,9 @@ def run_audit(args: argparse.Namespace) -> int:
     max_pictures = MAX_PICTURES if args.max_pictures is None else args.max_pictures
     if max_pictures < 0:
         return _usage_error("--max-pictures must be 0 or more")
+    jobs = getattr(args, "jobs", None)
+    if jobs is not None and jobs < 1:
+        return _usage_error("--jobs must be 1 or more")
     html = Path(args.html) if args.html else None
     if html is not None and (why := _html_target_error(html)):
         return _usage_error(why)
@@ -362,7 +556,7 @@ def run_audit(args: argparse.Namespace) -> int:
             f"{archives[0]} is an archive: name the certificate(s) you trust with --cert PEM, "
             "it is verified before it is audited"
         )
-    run = audit_paths(args.paths, [Path(c) for c in args.cert], max_pictures, house_rules())
+    run = audit_paths(args.paths, [Path(c) for c in args.cert], max_pictures, house_rules(), jobs)
     if args.json:
         print(json.dumps(run.as_json(), ensure_ascii=False))
     else:

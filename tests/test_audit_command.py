@@ -208,3 +208,170 @@ def test_a_tampered_archive_is_refused_before_its_events_are_audited(capsys, pri
     assert lot.name in problem["message"]
     code, out, _ = audit(capsys, str(copy), "--cert", str(cert))
     assert f"archive {copy}: does not verify, not audited" in out
+
+
+# -- --jobs: workers, the same output -------------------------------------------------------------
+
+
+def _mutated_hands(folder: Path, count: int = 300) -> Path:
+    """``count`` hands played by pokerkit (the eleven variants in turn, IDEvt 1, 2, … of one coffre),
+    one file each but for a few files of two; some changed to give findings (a stack after the hand,
+    a card dealt twice) and some that normalize rejects."""
+    import random
+
+    from coffre.domain.audit.play import MAX_PLAYERS, play_hand
+    from coffre.domain.audit.variants import ENGINE_VARIANTS
+
+    rng = random.Random(20)
+    regles = list(ENGINE_VARIANTS)
+    folder.mkdir()
+    pending: list[dict] = []
+    for k in range(count):
+        regle = regles[k % len(regles)]
+        seats = {
+            s: f"{rng.randint(200, 2000) / 100:.2f}"
+            for s in rng.sample(range(1, 10), rng.randint(3, min(6, MAX_PLAYERS[regle])))
+        }
+        kind = ENGINE_VARIANTS[regle].kind
+        hand = json.loads(
+            play_hand(
+                regle, seats, rng, ante="0.02" if kind == "stud" else 0, rake="0.05", header={"IDEvt": k + 1}
+            ).json()
+        )
+        pojeu = hand["POJEU"]
+        if k % 7 == 3:  # a stack after the hand that the actions do not give
+            finance = pojeu["Participants"]["Joueur"][0]["Finance"]
+            finance["CaveApres"] = f"{float(finance['CaveApres']) + 1:.2f}"
+        if k % 11 == 5:  # the second card dealt is the first one again
+            draws = [a["Draw"] for t in pojeu["Jeu"]["Tour"] for a in t["Action"] if "Draw" in a]
+            draws[1]["Valeur"] = draws[0]["Valeur"]
+        if k % 29 == 7:  # not an event normalize accepts
+            del pojeu["Participants"]["Joueur"][0]["IDJoueur"]
+        pending.append(hand)
+        if k % 17 == 0 and len(pending) == 1:
+            continue  # written with the next hand, in one file of two events
+        (folder / f"{k + 1:04d}.json").write_text(json.dumps(pending if len(pending) > 1 else pending[0]))
+        pending = []
+    return folder
+
+
+@pytest.fixture(scope="module")
+def mutated(tmp_path_factory) -> Path:
+    return _mutated_hands(tmp_path_factory.mktemp("hands") / "hands")
+
+
+def _same_with_jobs(capsys, *args: str) -> dict:
+    outputs = [audit(capsys, "--json", "--jobs", jobs, *args) for jobs in ("1", "2")]
+    assert outputs[0] == outputs[1]
+    return json.loads(outputs[0][1])
+
+
+def test_jobs_2_gives_the_serial_json_on_the_demo_events(capsys):
+    from audit_hands import DEMO
+
+    report = _same_with_jobs(capsys, str(DEMO))
+    assert report["events"] > 20 and report["findings"]
+
+
+def test_jobs_2_gives_the_serial_json_on_generated_hands_with_findings(capsys, mutated, tmp_path):
+    report = _same_with_jobs(capsys, str(mutated), str(TOURNAMENT))
+    assert report["hands"] > 250
+    assert {"CARD_DEALT_TWICE", "PARTICIPANT_NOT_REGISTERED"} <= set(report["codes"])
+    assert any(p["kind"] == "rejected" and "#" in p["source"] for p in report["problems"])
+    # the text output and the HTML report too
+    texts = [
+        audit(capsys, "--jobs", jobs, str(mutated), "--html", str(tmp_path / f"{jobs}.html")) for jobs in "12"
+    ]
+    assert texts[0][:2] == texts[1][:2]
+    import re
+
+    pages = [re.sub(r"Written [^.]*\.", "", (tmp_path / f"{jobs}.html").read_text()) for jobs in "12"]
+    assert pages[0] == pages[1]  # but for the time it was written
+
+
+def test_the_house_rules_reach_workers_that_do_not_inherit_them(mutated, monkeypatch):
+    """The operator's cap (COFFRE_AUDIT_FIXED_LIMIT_BETS) is given to each worker: with
+    ``forkserver`` a worker starts from a fresh interpreter and inherits nothing."""
+    import coffre.audit_workers
+    from coffre.audit_command import audit_paths
+    from coffre.domain.audit.variants import HouseRules
+
+    monkeypatch.setattr(coffre.audit_workers, "START_METHOD", "forkserver")
+    strict = HouseRules(fixed_limit_bets=1)  # the big blind is the only bet: every limit raise is illegal
+    runs = [audit_paths([str(mutated)], rules=strict, jobs=jobs).as_json() for jobs in (1, 2)]
+    assert runs[0] == runs[1]
+    default = audit_paths([str(mutated)], jobs=1).as_json()
+    assert runs[0]["codes"].get("BET_ILLEGAL", 0) > default["codes"].get("BET_ILLEGAL", 0)
+
+
+def test_jobs_2_gives_the_serial_json_on_an_archive(capsys, pristine, monkeypatch):
+    import coffre.audit_command
+
+    root, cert = pristine
+    monkeypatch.setattr(coffre.audit_command, "LOT_BYTES_PER_TASK", 1024)  # lots shared between tasks
+    report = _same_with_jobs(capsys, str(root), "--cert", str(cert))
+    assert report["codes"].get("CARD_DEALT_TWICE") == 1 and report["hands"] == 6
+
+
+def test_an_event_whose_audit_fails_in_a_worker_is_reported_as_in_the_serial_run(capsys, monkeypatch):
+    """A check that raises: the event is a problem of kind ``error``, the run goes on (fork: the
+    workers inherit the failing check)."""
+    import coffre.audit_workers
+    import coffre.domain.audit.events
+
+    real = coffre.domain.audit.events.audit_hand
+
+    def failing(event, rules=None):
+        if event.id_evt == 9:
+            raise KeyError("seat 9")
+        return real(event, rules) if rules is not None else real(event)
+
+    monkeypatch.setattr(coffre.audit_workers, "START_METHOD", "fork")
+    monkeypatch.setattr(coffre.audit_workers, "audit_hand", failing)
+    monkeypatch.setattr(coffre.domain.audit.events, "audit_hand", failing)
+    report = _same_with_jobs(capsys, str(TOURNAMENT))
+    [problem] = report["problems"]
+    assert problem["kind"] == "error" and problem["message"] == "the audit failed: KeyError: 'seat 9'"
+    assert problem["source"].endswith("09-POJEU-hand-2.xml")
+
+
+def test_an_unreadable_file_stops_its_path_as_in_the_serial_run(capsys, tmp_path, monkeypatch):
+    """The files before it are audited, the rest of its folder is not; a missing file named alone
+    is unreadable too (fork: the workers inherit the failing read)."""
+    import pathlib
+
+    import coffre.audit_workers
+    from coffre.audit_command import audit_paths
+
+    real = pathlib.Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == "05-POINSCRIT-david.xml":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(coffre.audit_workers, "START_METHOD", "fork")
+    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    report = _same_with_jobs(capsys, str(TOURNAMENT))
+    assert [p["kind"] for p in report["problems"]] == ["unreadable"] and report["events"] == 4
+    paths = [str(tmp_path / "absent.xml"), str(TOURNAMENT), str(tmp_path)]
+    runs = [audit_paths(paths, jobs=jobs).as_json() for jobs in (1, 2)]
+    assert runs[0] == runs[1]
+    assert sorted(p["kind"] for p in runs[0]["problems"]) == ["empty", "unreadable", "unreadable"]
+
+
+def test_few_events_are_audited_without_a_pool_unless_jobs_is_given(monkeypatch):
+    import coffre.audit_workers
+    from coffre.audit_command import audit_paths
+
+    def no_pool(*_args):
+        raise AssertionError("a pool was started")
+
+    monkeypatch.setattr(coffre.audit_workers, "pool", no_pool)
+    assert audit_paths([str(TOURNAMENT)], jobs=None).events == 21
+    with pytest.raises(AssertionError, match="a pool was started"):
+        audit_paths([str(TOURNAMENT)], jobs=2)
+
+
+def test_jobs_below_1_is_a_usage_error(capsys):
+    assert main(["audit", str(TOURNAMENT), "--jobs", "0"]) == 2

@@ -1,0 +1,182 @@
+"""``coffre audit --jobs N``: the work of each event that needs no other event, in worker processes.
+
+A worker reads its share of the inputs (a chunk of event files, or part of a lot), normalizes each
+event and runs its own checks (``check_event``) and its hand's (``audit_hand``, judged by the
+operator's :class:`~coffre.domain.audit.variants.HouseRules`): :func:`coffre.domain.audit.events.audit_event`
+without the money trail. The main process feeds the money trail in exactly the order the serial run
+feeds it (coffre/audit_command.py), so the output is the serial run's, byte for byte.
+
+What crosses the process boundary is one ``bytes`` per task, pickled here with a reducer that
+rebuilds pydantic models without their ``__setstate__`` (bench/README.md, issue 20: unpickling a
+hand costs the main process some 250 µs this way against 450 to 600 µs with pydantic's own).
+
+Start method: ``fork`` when the process runs no other thread (``coffre audit`` runs none: the
+workers inherit the imported audit and need no start-up of their own; the executor launches every
+worker before it starts its own management thread), ``forkserver`` otherwise (forking a process
+with threads may copy a lock another thread holds).
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import multiprocessing
+import pickle
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from .domain.audit.hand import audit_hand
+from .domain.audit.single import check_event
+from .domain.audit.variants import DEFAULT_RULES, HouseRules
+from .domain.catalogue.poker import POJEU
+from .domain.codec import split_documents
+from .domain.errors import Rejected
+from .domain.lot import LotFormatError, parse_document, read_lot
+from .domain.normalize import normalize
+
+START_METHOD: str | None = None
+"""Forces the start method (tests); None: ``fork`` without other threads, else ``forkserver``."""
+
+_rules: HouseRules = DEFAULT_RULES
+
+# One event's outcome: ("ok", event, findings) | ("rejected", message, codes) | ("error", message)
+Outcome = tuple[Any, ...]
+# One event file's: ("unreadable", message) | ("events", [(label, outcome), ...])
+FileOutcome = tuple[str, Any]
+
+
+def start_method() -> str:
+    if START_METHOD is not None:
+        return START_METHOD
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def pool(jobs: int, rules: HouseRules) -> Executor:
+    """``jobs`` worker processes, each given the operator's ``rules``."""
+    context = multiprocessing.get_context(start_method())
+    # what is alive now lives as long as the run: the collector need not walk it again, in this
+    # process nor in a forked worker (where walking it would also copy its pages); the caller
+    # unfreezes it when the pool is shut down
+    gc.freeze()
+    return ProcessPoolExecutor(jobs, mp_context=context, initializer=_init, initargs=(rules,))
+
+
+def _init(rules: HouseRules) -> None:
+    global _rules
+    _rules = rules
+
+
+def outcome(raw: bytes, rules: HouseRules | None = None) -> Outcome:
+    """Normalize and audit one event's bytes, the money trail left out (the main process's)."""
+    try:
+        event = normalize(raw)
+    except Rejected as exc:
+        return ("rejected", "; ".join(p.message for p in exc.problems), tuple(exc.codes))
+    try:
+        findings = check_event(event)
+        if isinstance(event, POJEU):
+            findings += audit_hand(event, _rules if rules is None else rules)
+    except Exception as exc:  # a defect of a check: reported as the serial run reports it
+        return ("error", f"the audit failed: {type(exc).__name__}: {exc}")
+    return ("ok", event, findings)
+
+
+def files_task(files: Sequence[str]) -> bytes:
+    """Each file's events (labelled as ``coffre.cli._inputs`` labels them) and their outcomes."""
+    out: list[FileOutcome] = []
+    for name in files:
+        file = Path(name)
+        try:
+            documents = split_documents(file.read_bytes())
+        except OSError as exc:
+            out.append(("unreadable", str(exc)))
+            continue
+        labels = [f"{file}#{i}" if len(documents) > 1 else str(file) for i in range(1, len(documents) + 1)]
+        out.append(("events", [(label, outcome(raw)) for label, raw in zip(labels, documents, strict=True)]))
+    return dumps(out)
+
+
+def lot_task(file: str, source: str, part: int, parts: int) -> bytes:
+    """The ``part``-th of ``parts`` slices of a lot's events: ("unreadable", message) or
+    ("events", [(label, outcome), ...])."""
+    try:
+        lot = read_lot(parse_document(Path(file).read_bytes()))
+    except (OSError, LotFormatError) as exc:
+        return dumps(("unreadable", str(exc)))
+    items = lot.events
+    share = items[len(items) * part // parts : len(items) * (part + 1) // parts]
+    return dumps(("events", [(f"{source}#{item.id_evt}", outcome(item.canonical)) for item in share]))
+
+
+# ------------------------------------------------------------------------------------ pickling
+
+
+def _model(
+    cls: type[BaseModel],
+    state: dict[str, Any],
+    fields_set: set[str],
+    extra: Any = None,
+    private: Any = None,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
+) -> BaseModel:
+    """A model rebuilt from what :class:`_Pickler` kept of it, without validating it again."""
+    obj = _new(cls)
+    _set(obj, "__dict__", state)
+    _set(obj, "__pydantic_fields_set__", fields_set)
+    _set(obj, "__pydantic_extra__", extra)
+    _set(obj, "__pydantic_private__", private)
+    return obj
+
+
+_is_model: dict[type, bool] = {}
+"""type -> whether it is a pydantic model (``isinstance`` against BaseModel's metaclass is slow)."""
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        kind = type(obj)
+        model = _is_model.get(kind)
+        if model is None:
+            model = _is_model[kind] = issubclass(kind, BaseModel)
+        if not model:
+            return NotImplemented
+        extra, private = obj.__pydantic_extra__, obj.__pydantic_private__
+        if extra is None and private is None:
+            return _model, (kind, obj.__dict__, obj.__pydantic_fields_set__)
+        return _model, (kind, obj.__dict__, obj.__pydantic_fields_set__, extra, private)
+
+
+def dumps(value: Any) -> bytes:
+    """``value`` pickled, the garbage collector paused (as in :func:`loads`: the reductions'
+    tuples triggered collections that walked the task's events again and again)."""
+    buffer = io.BytesIO()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    finally:
+        if enabled:
+            gc.enable()
+    return buffer.getvalue()
+
+
+def loads(data: bytes) -> Any:
+    """``data`` unpickled with the cyclic garbage collector paused: unpickling a hand creates some
+    seventy models and their dicts and lists, none in a cycle, and the collections their creation
+    triggers more than doubled its cost (370 µs a hand against 160)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.loads(data)
+    finally:
+        if enabled:
+            gc.enable()
