@@ -374,3 +374,17 @@ def test_omaha_and_triple_draw_hole_cards_are_face_down(regle):
     first = VARIANTS[regle].rounds[1]
     next(a for a in tours(event)[first]["Action"] if "Draw" in a)["Draw"]["ouverte"] = True
     assert codes(event) == ["CARD_FACE_WRONG"]
+
+
+@pytest.mark.parametrize("kind", ["Draw", "Reveal"])
+def test_a_card_of_a_seat_not_at_the_table_is_seat_unknown_not_a_failed_audit(kind):
+    """Annex 1.3.6.d.2: a Draw or Reveal names the seat that holds the card. One naming a seat no
+    participant sits on is SEAT_UNKNOWN; on de91a12 the card pass then failed with a KeyError
+    (REPLAY_FAILED), found by mutating real hands at random."""
+    event = small_hand()
+    where = "pre-flop" if kind == "Draw" else "reveal"
+    action = next(a for a in tours(event)[where]["Action"] if kind in a)
+    action[kind]["Siege"] = 7
+    found = audit(event)
+    assert "REPLAY_FAILED" not in {f.code for f in found}, [f.as_dict() for f in found]
+    assert "SEAT_UNKNOWN" in {f.code for f in found}

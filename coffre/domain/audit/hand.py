@@ -199,6 +199,9 @@ def _cards(hand: _Hand) -> None:
         thrown: Counter[int] = Counter()
         common = 0
         for action in tour.Action:
+            seat_of = getattr(action, "Siege", None)
+            if seat_of is not None and int(seat_of) not in held and not getattr(action, "commune", False):
+                continue  # SEAT_UNKNOWN already says so: no card to follow for a seat not at the table
             if isinstance(action, Draw):
                 code = action.Valeur
                 if code in dealt and not (code in discarded and len(dealt) >= 52):
