@@ -548,6 +548,10 @@ class _Replay:
             else:
                 sb_seat = small_blinds[0]
                 sb = next(self.units(b.Valeur) for n, b in forced if n == "small blind")
+                if sb_seat == bb_seat:  # décret art. 3: the blinds are the two players left of the dealer
+                    raise self.stop(
+                        "FORCED_BETS_WRONG", f"seat {bb_seat} posts both the small and the big blind", bb_seat
+                    )
                 if len(seats) == 2:
                     self.order = [bb_seat, sb_seat]
                 else:
