@@ -65,7 +65,7 @@ def hand(
 
 
 def found(event: dict, rules: HouseRules | None = None) -> list[str]:
-    pojeu = normalize(__import__("json").dumps(event).encode())
+    pojeu = normalize(json.dumps(event).encode())
     findings = audit_hand(pojeu) if rules is None else audit_hand(pojeu, rules=rules)
     return [f.code for f in findings]
 
@@ -865,30 +865,15 @@ def test_one_seat_posting_both_blinds_is_forced_bets_wrong_not_a_failed_audit():
     """Décret art. 3: « les blindes … engagées par les deux joueurs situés immédiatement à gauche du
     donneur »: two players. Heads-up, one seat posting both blinds made the replay fail with a
     KeyError (REPLAY_FAILED) on main before this fix, found by mutating generated hands at random."""
-    event = {
-        "POJEU": {
-            "IDOper": "0099",
-            "IDCoffre": 1,
-            "DateEvt": "2026-01-01T12:00:00Z",
-            "IDEvt": 1,
-            "Tech": "T-1",
-            "Pool": "1",
-            "Participants": {
-                "Joueur": [
-                    _player(1, "1.00", "0.03", "0.97", "-0.03"),
-                    _player(2, "1.00", "0", "1.03", "0.03"),
-                ]
-            },
-            "Regle": "THNL",
-            "Description": "Texas Hold'em No Limit (0.01-0.02)",
-            "Jeu": {
-                "Tour": [
-                    tour("bet", [bet("small blind", 1, "0.01"), bet("big blind", 1, "0.02")], "0.03"),
-                    tour("pre-flop", [*hole(1, "2c", "3c"), *hole(2, "Ah", "As"), fold(2)], "0.03"),
-                ]
-            },
-        }
-    }
-    found = audit_hand(normalize(json.dumps(event).encode()))
-    assert "FORCED_BETS_WRONG" in {f.code for f in found}, [f.as_dict() for f in found]
-    assert "REPLAY_FAILED" not in {f.code for f in found}
+    event = hand(
+        "THNL",
+        {1: ("1.00", "0.03", "0.97"), 2: ("1.00", "0", "1.03")},
+        [
+            tour("bet", [bet("small blind", 1, "0.01"), bet("big blind", 1, "0.02")], "0.03"),
+            tour("pre-flop", [*hole(1, "2c", "3c"), *hole(2, "Ah", "As"), fold(2)], "0.03"),
+        ],
+        "0.01-0.02",
+    )
+    codes = found(event)
+    assert "FORCED_BETS_WRONG" in codes, codes
+    assert "REPLAY_FAILED" not in codes
