@@ -187,3 +187,26 @@ def test_a_refusal_is_not_a_token(world: World) -> None:
     response = fetch(world.tsa.url, query)
     with pytest.raises(TimestampInvalid, match="did not grant the time-stamp: status rejection"):
         verify_response(response, CHECKPOINT, 1, [world.ca.certificate])
+
+
+def test_a_token_holding_its_tsa_chain_verifies(world: World) -> None:
+    """OpenSSL writes the certificates of a token in the order given (the TSA's, then its
+    chain), not in DER order; the verifier sorts them (they are outside the signature), and the
+    token it keeps still verifies with ``openssl ts -verify``."""
+    with Tsa(world.folder, world.good, world.ca, chain=True).serving() as chained:
+        request = build_request(CHECKPOINT)
+        response = fetch(chained.url, request.der)
+    stamped = verify_response(response, CHECKPOINT, request.nonce, [world.ca.certificate])
+    assert verify_token(stamped.token, CHECKPOINT, [world.ca.certificate]).gen_time == stamped.gen_time
+    data, token = world.folder / "chained.data", world.folder / "chained.tst"
+    data.write_bytes(CHECKPOINT)
+    token.write_bytes(stamped.token)
+    command = [openssl_or_skip(), "ts", "-verify", "-token_in", "-in", str(token), "-data", str(data)]
+    checked = subprocess.run(
+        [*command, "-CAfile", str(world.ca.cert_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert checked.returncode == 0 and "Verification: OK" in checked.stdout, checked.stderr

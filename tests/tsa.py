@@ -161,7 +161,7 @@ dir = {folder}
 serial = $dir/serial
 crypto_device = builtin
 signer_cert = {signer_cert}
-signer_key = {signer_key}
+{certs}signer_key = {signer_key}
 signer_digest = sha256
 default_policy = {policy}
 other_policies = {policy}
@@ -178,7 +178,8 @@ ess_cert_id_alg = sha256
 class Tsa:
     """``openssl ts -reply`` over HTTP on 127.0.0.1; :attr:`url` takes the POSTs.
 
-    ``signer`` signs the tokens; with ``resign`` the token ``openssl ts`` made with ``genuine``
+    ``signer`` signs the tokens; with ``chain`` they also hold the CA's certificate, which
+    OpenSSL writes after the signer's, out of DER order (a TSA sending its chain). With ``resign`` the token ``openssl ts`` made with ``genuine``
     (a proper TSA identity) has its ``TSTInfo`` signed again by ``signer`` with ``openssl cms``.
     """
 
@@ -190,6 +191,7 @@ class Tsa:
         *,
         resign: bool = False,
         genuine: Identity | None = None,
+        chain: bool = False,
     ) -> None:
         self.openssl = openssl_or_skip()
         self.folder = folder
@@ -204,6 +206,7 @@ class Tsa:
             _CONFIG.format(
                 folder=folder,
                 signer_cert=tsa_identity.cert_path,
+                certs=f"certs = {ca.cert_path}\n" if chain else "",
                 signer_key=tsa_identity.key_path,
                 policy=POLICY,
             )

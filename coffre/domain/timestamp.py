@@ -66,8 +66,9 @@ class TimestampRequest:
 
 @dataclass(frozen=True, slots=True)
 class Timestamp:
-    """A verified token: its DER ``TimeStampToken`` (the ContentInfo, what the archive keeps),
-    its ``genTime`` (timezone-aware, UTC), its serial number and the TSA's certificate."""
+    """A verified token: its DER ``TimeStampToken`` (the ContentInfo, what the archive keeps;
+    the TSA's bytes but for its certificates put in DER order, which the signature does not
+    cover), its ``genTime`` (timezone-aware, UTC), its serial number and the TSA's certificate."""
 
     token: bytes
     gen_time: datetime
@@ -126,13 +127,89 @@ def _granted_response(token: bytes) -> bytes:
     return b"\x30" + _der_length(len(body)) + body
 
 
+def _tlv(der: bytes, at: int) -> tuple[int, int, int]:
+    """(tag, start of the value, end of the value) of the DER element at ``at``; ValueError for
+    a multi-byte tag, an indefinite or overlong length."""
+    if at + 2 > len(der):
+        raise ValueError("truncated")
+    tag, first = der[at], der[at + 1]
+    if tag & 0x1F == 0x1F:
+        raise ValueError("multi-byte tag")
+    if first < 0x80:
+        start, length = at + 2, first
+    else:
+        count = first & 0x7F
+        if count == 0 or count > 4:
+            raise ValueError("indefinite or overlong length")
+        start = at + 2 + count
+        length = int.from_bytes(der[at + 2 : start], "big")
+    end = start + length
+    if end > len(der):
+        raise ValueError("truncated")
+    return tag, start, end
+
+
+def _children(der: bytes, start: int, end: int) -> list[tuple[int, int, int, int]]:
+    """(tag, element start, value start, value end) of each element in ``der[start:end]``."""
+    found = []
+    at = start
+    while at < end:
+        tag, value_start, value_end = _tlv(der, at)
+        found.append((tag, at, value_start, value_end))
+        at = value_end
+    if at != end:
+        raise ValueError("elements overrun their container")
+    return found
+
+
+def _certificates_in_der_order(token: bytes) -> bytes:
+    """``token`` with the certificates of its SignedData in DER order (X.690 §11.6).
+
+    OpenSSL, hence many TSAs, writes ``SignedData.certificates`` (a SET OF) in the order it
+    was given (the TSA's certificate, then its chain), and ``rfc3161-client`` refuses a SET OF
+    out of DER order. The certificates are outside the signature and reordering keeps every
+    length, so they are sorted in place; anything unexpected leaves the token as it is (the
+    parser then says what is wrong)."""
+    try:
+        _, info_start, info_end = _tlv(token, 0)
+        content = _children(token, info_start, info_end)  # contentType, [0] content
+        if len(content) != 2 or content[1][0] != 0xA0:
+            return token
+        (signed,) = _children(token, content[1][2], content[1][3])
+        fields = _children(token, signed[2], signed[3])
+        certificates = next((f for f in fields if f[0] == 0xA0), None)
+        if certificates is None:
+            return token
+        _, _, start, end = certificates
+        encodings = [token[element:value_end] for _, element, _, value_end in _children(token, start, end)]
+    except ValueError:
+        return token
+    longest = max((len(e) for e in encodings), default=0)
+    ordered = b"".join(sorted(encodings, key=lambda e: e.ljust(longest, b"\0")))
+    return token[:start] + ordered + token[end:]
+
+
+def _response_in_der_order(response: bytes) -> bytes:
+    """``response`` with its token's certificates in DER order (see above)."""
+    try:
+        _, start, end = _tlv(response, 0)
+        parts = _children(response, start, end)  # status, timeStampToken
+    except ValueError:
+        return response
+    if len(parts) != 2:
+        return response
+    _, token_start, _, token_end = parts[1]
+    token = response[token_start:token_end]
+    return response[:token_start] + _certificates_in_der_order(token) + response[token_end:]
+
+
 def _decode(response: bytes, what: str) -> TimeStampResponse:
     if not isinstance(response, bytes | bytearray):
         raise TimestampInvalid(f"the {what} must be bytes")
     if len(response) > MAX_RESPONSE_BYTES:
         raise TimestampInvalid(f"the {what} has {len(response)} bytes, more than {MAX_RESPONSE_BYTES}")
     try:
-        return decode_timestamp_response(bytes(response))
+        return decode_timestamp_response(_response_in_der_order(bytes(response)))
     except Exception as exc:  # the Rust parser raises ValueError and others for bad DER
         raise TimestampInvalid(f"the {what} is not a DER RFC 3161 {what}: {exc}") from None
 
