@@ -166,7 +166,7 @@ class WitnessPublicKey:
     @classmethod
     def from_vkey(cls, text: str) -> WitnessPublicKey:
         try:
-            name, id_hex, encoded = text.strip().split("+")
+            name, id_hex, encoded = text.strip().split("+", 2)
             raw = base64.b64decode(encoded, validate=True)
         except (ValueError, binascii.Error):
             raise ValueError("a vkey is <name>+<key id hex>+<base64 key>") from None
