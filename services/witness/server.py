@@ -94,7 +94,9 @@ def _refused(witness: Witness, refusal: Refusal) -> web.Response:
         return web.Response(
             status=409, body=f"{refusal.size or 0}\n".encode(), headers={"Content-Type": "text/x.tlog.size"}
         )
-    log.warning("witness: refused (%s): %s", refusal.kind, refusal.message)
+    # A truncation, a fork or a rewrite is a history the operator signed and then replaced: evidence.
+    level = logging.ERROR if refusal.kind in ("truncation", "fork", "rewrite") else logging.WARNING
+    log.log(level, "witness: refused (%s): %s", refusal.kind, refusal.message)
     message = " ".join(refusal.message.split())  # one line
     return _text(refusal.status, f"{refusal.kind}: {message}\n")
 
