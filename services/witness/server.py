@@ -10,11 +10,12 @@ state's one lock, and the new newest is committed before the cosignature is answ
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -41,8 +42,13 @@ __all__ = ["HANDSHAKE_TIMEOUT", "KEEPALIVE_TIMEOUT", "Metrics", "Witness", "buil
 
 HANDSHAKE_TIMEOUT = 10.0
 """Seconds a client has to finish its TLS handshake (and a close)."""
+REQUEST_HEAD_TIMEOUT = 10.0
+"""Seconds a client has, after the handshake or its previous answer, to send a request line and
+headers (aiohttp has no such deadline: a client sending nothing would hold its connection)."""
+BODY_TIMEOUT = 30.0
+"""Seconds a client has to send an add-checkpoint body."""
 KEEPALIVE_TIMEOUT = 30.0
-"""Seconds an idle keep-alive connection is kept."""
+"""Seconds an idle keep-alive connection is kept (aiohttp's own timer, a backstop)."""
 ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tf "%{User-Agent}i"'
 
 
@@ -106,7 +112,9 @@ async def _add_checkpoint(request: web.Request) -> web.Response:
     if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
         return _refused(witness, Refusal("malformed", f"a request of more than {MAX_REQUEST_BYTES} bytes"))
     try:
-        body = await request.read()
+        body = await asyncio.wait_for(request.read(), BODY_TIMEOUT)
+    except TimeoutError:
+        return _refused(witness, Refusal("malformed", f"the body did not arrive within {BODY_TIMEOUT:g}s"))
     except web.HTTPRequestEntityTooLarge:
         return _refused(witness, Refusal("malformed", f"a request of more than {MAX_REQUEST_BYTES} bytes"))
     try:
@@ -194,8 +202,17 @@ async def _metrics(request: web.Request) -> web.Response:
     )
 
 
+@web.middleware
+async def _answering(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    if isinstance(request.protocol, _Connection):
+        request.protocol.answering()
+    return await handler(request)
+
+
 def build_app(witness: Witness) -> web.Application:
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+    app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[_answering])
     app[_WITNESS] = witness
     app.router.add_post("/add-checkpoint", _add_checkpoint)
     app.router.add_get("/checkpoints", _checkpoints, allow_head=False)
@@ -206,8 +223,48 @@ def build_app(witness: Witness) -> web.Application:
     return app
 
 
+class _Connection(web.RequestHandler):
+    """aiohttp's handler of one connection, with a deadline for every request head
+    (:data:`REQUEST_HEAD_TIMEOUT` after the handshake or the previous answer); none while a
+    request is answered. Past it the connection is closed without an answer."""
+
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.answering()
+        super().connection_lost(exc)
+
+    def answering(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _arm(self) -> None:
+        self.answering()
+        self._deadline = asyncio.get_running_loop().call_later(REQUEST_HEAD_TIMEOUT, self._expire)
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if self.transport is not None:
+            log.info("witness: closing a connection with no complete request after %gs", REQUEST_HEAD_TIMEOUT)
+            self.force_close()
+
+    async def finish_response(
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            self._arm()
+
+
 class _TlsSite(web.TCPSite):
-    """``web.TCPSite`` with a bounded TLS handshake and close."""
+    """``web.TCPSite`` whose connections are :class:`_Connection`, with a bounded TLS handshake
+    and close."""
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
@@ -215,7 +272,14 @@ class _TlsSite(web.TCPSite):
         server = self._runner.server
         assert server is not None
         self._server = await loop.create_server(
-            server,
+            functools.partial(
+                _Connection,
+                server,
+                loop=loop,
+                keepalive_timeout=KEEPALIVE_TIMEOUT,
+                access_log=access,
+                access_log_format=ACCESS_LOG_FORMAT,
+            ),
             self._host,
             self._port,
             ssl=self._ssl_context,

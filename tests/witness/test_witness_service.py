@@ -4,6 +4,7 @@ keeps as evidence, and that its state survives a SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -330,3 +331,22 @@ def test_missing_settings_stop_it_with_exit_2(
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "coffre: configuration error: " in result.stderr and message in result.stderr, result.stderr
+
+
+def test_a_client_that_sends_no_request_is_closed(witness: Witness) -> None:
+    """A connection whose request head does not come is closed (REQUEST_HEAD_TIMEOUT, 10 s)."""
+    import socket
+
+    from coffre_witness.server import REQUEST_HEAD_TIMEOUT
+
+    context = ssl.create_default_context(cafile=str(witness.ca))
+    port = int(witness.url.rsplit(":", 1)[1])
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # never ends its head
+        started = time.monotonic()
+        with contextlib.suppress(ConnectionResetError, ssl.SSLError):
+            assert tls.recv(1) == b""  # closed without an answer (a timeout here fails the test)
+        assert REQUEST_HEAD_TIMEOUT - 2 < time.monotonic() - started < REQUEST_HEAD_TIMEOUT + 5
