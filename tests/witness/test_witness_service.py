@@ -350,3 +350,10 @@ def test_a_client_that_sends_no_request_is_closed(witness: Witness) -> None:
         with contextlib.suppress(ConnectionResetError, ssl.SSLError):
             assert tls.recv(1) == b""  # closed without an answer (a timeout here fails the test)
         assert REQUEST_HEAD_TIMEOUT - 2 < time.monotonic() - started < REQUEST_HEAD_TIMEOUT + 5
+
+
+def test_sigterm_stops_it_cleanly(witness: Witness) -> None:
+    assert witness.process is not None
+    witness.process.send_signal(signal.SIGTERM)
+    assert witness.process.wait(30) == 0, witness.log.read_text()
+    assert "witness stopping" in witness.log.read_text()
