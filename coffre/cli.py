@@ -110,7 +110,7 @@ def cmd_annex_examples(args: argparse.Namespace) -> int:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
-    """``coffre ingest|vault|acquittal|regulator-api|auditor``: one service, configured by COFFRE_* variables."""
+    """``coffre ingest|vault|acquittal|regulator-api|auditor|witness``: one service, configured by COFFRE_* variables."""
     from .config import load_settings
 
     settings = load_settings()
@@ -123,6 +123,8 @@ def cmd_service(args: argparse.Namespace) -> int:
         from coffre_regulator.service import run
     elif args.command == "auditor":
         from coffre_auditor.app import run
+    elif args.command == "witness":
+        from coffre_witness.service import run
     else:
         from coffre_acquittal.service import run
     run(settings)
@@ -418,6 +420,30 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_witness_keygen(args: argparse.Namespace) -> int:
+    """Write a witness's Ed25519 key (0600) and its public key, and print its vkey."""
+    from .adapters.files import fsync_directory, write_new
+    from .domain.witness import WitnessKey
+
+    try:
+        key = WitnessKey.generate(args.name)
+    except ValueError as exc:
+        print(f"coffre witness-keygen: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    private, public = out / "witness-key.pem", out / "witness-key.pub.pem"
+    for path in (private, public):
+        if path.exists():
+            print(f"coffre witness-keygen: {path} exists (a key is never overwritten)", file=sys.stderr)
+            return 1
+    write_new(private, key.private_pem(), 0o600)
+    write_new(public, key.public.pem(), 0o644)
+    fsync_directory(out)
+    print(f"key: {private}\npublic key: {public}\nvkey: {key.public.vkey}")
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """Offline verification of an archive folder; exit 0 only when every check holds."""
     from .audit import verify_archive
@@ -504,6 +530,11 @@ def build_parser() -> argparse.ArgumentParser:
             "run the auditor: every recorded event audited (poker hands replayed, money trails), "
             "findings to <prefix>audit",
         ),
+        (
+            "witness",
+            "run the witness (the regulator runs it): cosigns each checkpoint that extends the one it "
+            "cosigned before, over HTTPS (COFFRE_WITNESS_* variables)",
+        ),
     ):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=cmd_service)
@@ -554,6 +585,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=int, default=3 * 365, help="validity of the certificate")
     p.add_argument("--name", default="coffre vault", help="the certificate's common name")
     p.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser(
+        "witness-keygen", help="a witness's Ed25519 key and public key; prints its vkey (C2SP note verifier)"
+    )
+    p.add_argument("--name", required=True, help="the witness's name, e.g. witness.anj.example")
+    p.add_argument("--out", required=True, help="folder for witness-key.pem and witness-key.pub.pem")
+    p.set_defaults(func=cmd_witness_keygen)
 
     p = sub.add_parser(
         "verify", help="verify an archive offline: signatures, chain, IDEvt, Merkle roots, checkpoints"

@@ -173,6 +173,20 @@ class Settings(BaseSettings):
     api_client_ca: Path | None = Field(
         None, description="regulator API: PEM CA bundle that client certificates must chain to (mutual TLS)"
     )
+    witness_name: str = Field(
+        "", description="witness: its name in cosignatures and its vkey (e.g. witness.anj.example)"
+    )
+    witness_key: Path | None = Field(None, description="witness: its Ed25519 private key, PKCS#8 PEM")
+    witness_state_dir: Path | None = Field(
+        None, description="witness: the folder of its durable state (default: <data dir>/witness)"
+    )
+    witness_operator_certs: str = Field(
+        "", description="witness: the operators' signing certificates it trusts (comma-separated PEM paths)"
+    )
+    witness_host: str = Field("127.0.0.1", description="witness: its HTTPS address (0.0.0.0 in Kubernetes)")
+    witness_port: int = Field(8444, ge=1, le=65535, description="witness: its HTTPS port")
+    witness_tls_cert: Path | None = Field(None, description="witness: PEM server certificate (required)")
+    witness_tls_key: Path | None = Field(None, description="witness: PEM key of the server certificate")
     api_allowed_subjects: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_semicolons)] = Field(
         (), description="regulator API: client certificate subjects allowed, RFC 4514, separated by ';'"
     )
