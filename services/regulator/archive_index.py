@@ -960,9 +960,7 @@ class ArchiveIndex:
         if kind not in EVIDENCE_KINDS:
             raise ValueError(f"unknown evidence kind {kind!r}")
         parse_evidence_label(name, "the name")
-        what = (
-            f"a time-stamp token from TSA {name}" if kind == "tsa" else f"a cosignature from witness {name}"
-        )
+        what = f"time-stamp token from TSA {name}" if kind == "tsa" else f"cosignature from witness {name}"
         try:
             if number > MAX_LOT_NUMBER:
                 raise ObjectMissing(str(number))
