@@ -304,8 +304,11 @@ def test_an_unknown_coffre_is_the_same_404_on_the_new_endpoints(api, dev, path):
 @pytest.mark.parametrize(
     "name",
     [
+        "..",
         "%2e%2e",
+        "../../../../lots/1",
         "..%2f..%2fsecret.xml",
+        "a%2Fb",
         "a..b",
         "TSA",
         "Anj",
