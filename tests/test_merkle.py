@@ -500,3 +500,16 @@ def test_verifiers_never_raise_on_wrong_numbers(
     good = leaf_hash(b"x")
     assert verify_inclusion(good, index, size, [good] * (len(proof) % 5), good) in (True, False)
     assert verify_consistency(index, size, good, good, [good] * (len(proof) % 5)) in (True, False)
+
+
+def test_extension_proof_equals_the_proof_from_every_leaf() -> None:
+    """The proof built from the old tree's frontier and the new leaves only is RFC 9162's PROOF."""
+    from coffre.domain.merkle import MerkleAccumulator, consistency_proof, extension_proof, leaf_hash
+
+    leaves = [leaf_hash(bytes([i % 256, i // 256])) for i in range(70)]
+    for m in range(1, 40):
+        old = MerkleAccumulator()
+        for leaf in leaves[:m]:
+            old.append(leaf)
+        for n in range(m, 70):
+            assert extension_proof(old, leaves[m:n]) == consistency_proof(m, leaves[:n]), (m, n)

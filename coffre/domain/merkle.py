@@ -19,7 +19,7 @@ answer False, never raise.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 HASH_SIZE = 32
 """Bytes in a Merkle hash (SHA-256)."""
@@ -154,28 +154,56 @@ def verify_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence[by
 
 def consistency_proof(old_size: int, leaf_hashes: Sequence[bytes]) -> list[bytes]:
     """PROOF(m, D[n]) (RFC 9162 2.1.4.1): the hashes showing that the tree of the first
-    ``old_size`` leaves is a prefix of the tree of all ``n`` leaves; [] when ``old_size == n``.
-
-    Iterative form of SUBPROOF: walk down from the root toward the old tree's last leaf,
-    collecting the sibling subtree met at each step (appended in reverse at the end).
-    """
+    ``old_size`` leaves is a prefix of the tree of all ``n`` leaves; [] when ``old_size == n``."""
     n = len(leaf_hashes)
     if not 0 < old_size <= n:
         raise ValueError(f"old size {old_size} is not in 1..{n}")
+    return _consistency_path(old_size, n, lambda lo, hi: _range_root(leaf_hashes, lo, hi))
+
+
+def extension_proof(old: MerkleAccumulator, new_leaves: Sequence[bytes]) -> list[bytes]:
+    """PROOF(m, D[m + k]) from the tree of the first ``m`` leaves, kept as an accumulator, and
+    the ``k`` leaves that follow, without the first ``m`` leaves: every hash of the proof left of
+    the old tree's end is one of the old tree's perfect subtrees (the accumulator's frontier),
+    every one right of it is a subtree of the new leaves. Costs O(k + log m) hashing."""
+    m = old.size
+    if m == 0:
+        raise ValueError("no consistency proof from the empty tree")
+    kept: dict[tuple[int, int], bytes] = {}
+    start = 0
+    for bit, node in zip(
+        (b for b in range(m.bit_length() - 1, -1, -1) if m >> b & 1), old._frontier, strict=True
+    ):
+        kept[(start, start + (1 << bit))] = node
+        start += 1 << bit
+
+    def subtree(lo: int, hi: int) -> bytes:
+        if hi <= m:
+            return kept[(lo, hi)]
+        if lo >= m:
+            return _range_root(new_leaves, lo - m, hi - m)
+        raise AssertionError(f"a proof node [{lo}, {hi}) across the old tree's end {m}")  # pragma: no cover
+
+    return _consistency_path(m, m + len(new_leaves), subtree)
+
+
+def _consistency_path(old_size: int, n: int, subtree: Callable[[int, int], bytes]) -> list[bytes]:
+    """Iterative form of SUBPROOF: walk down from the root toward the old tree's last leaf,
+    collecting the sibling subtree met at each step (appended in reverse at the end)."""
     lo, hi, m = 0, n, old_size
     whole_old_subtree = True  # SUBPROOF's b: is the current subtree's prefix the whole old tree?
     tail: list[bytes] = []
     while m != hi - lo:
         k = _split(hi - lo)
         if m <= k:
-            tail.append(_range_root(leaf_hashes, lo + k, hi))
+            tail.append(subtree(lo + k, hi))
             hi = lo + k
         else:
-            tail.append(_range_root(leaf_hashes, lo, lo + k))
+            tail.append(subtree(lo, lo + k))
             lo += k
             m -= k
             whole_old_subtree = False
-    proof = [] if whole_old_subtree else [_range_root(leaf_hashes, lo, hi)]
+    proof = [] if whole_old_subtree else [subtree(lo, hi)]
     proof.extend(reversed(tail))
     return proof
 
