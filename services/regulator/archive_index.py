@@ -54,6 +54,7 @@ from coffre.adapters.storage import (
     ObjectMissing,
     validate_key,
 )
+from coffre.domain.evidence import NAME_RE, cosignature_key, parse_evidence_name, timestamp_key
 from coffre.domain.limits import ID_COFFRE_RE, MAX_ID, MAX_ID_DIGITS
 from coffre.domain.lot import (
     Checkpoint,
@@ -186,19 +187,13 @@ def parse_day(text: str, what: str = "date") -> date:
 
 
 EVIDENCE_KINDS = ("tsa", "witness")
-_EVIDENCE_LABEL = r"[a-z0-9][a-z0-9.-]{0,62}"
-_EVIDENCE_LABEL_RE = re.compile(_EVIDENCE_LABEL)
-_EVIDENCE_SUFFIX = {"tsa": "tsr", "witness": "cosig"}
-_EVIDENCE_FILE = re.compile(
-    rf"(?P<oper>[0-9]{{4}})-(?P<coffre>{_COFFRE.pattern})-(?P<number>[0-9]{{10}})"
-    rf"\.(?:tsa-(?P<tsa>{_EVIDENCE_LABEL})\.tsr|witness-(?P<witness>{_EVIDENCE_LABEL})\.cosig)"
-)
 
 
 def parse_evidence_label(text: str, what: str) -> str:
-    """A TSA's or witness's name as the archive's file names hold it: ``[a-z0-9][a-z0-9.-]{0,62}``,
-    and no ``..`` (no key of the archive holds one)."""
-    if not isinstance(text, str) or not _EVIDENCE_LABEL_RE.fullmatch(text) or ".." in text:
+    """A TSA's or witness's name as the archive's file names hold it (``NAME_RE`` of
+    :mod:`coffre.domain.evidence`: ``[a-z0-9][a-z0-9.-]{0,62}``), and no ``..`` (no key of the
+    archive holds one)."""
+    if not isinstance(text, str) or not NAME_RE.fullmatch(text) or ".." in text:
         raise InvalidRequest(
             f"{what} must match [a-z0-9][a-z0-9.-]{{0,62}} (without '..'), not {_shown(text)}"
         )
@@ -206,18 +201,8 @@ def parse_evidence_label(text: str, what: str) -> str:
 
 
 def _evidence_key(oper: str, coffre: int, number: int, kind: str, name: str) -> str:
-    """``<IDOper>/<IDCoffre>/checkpoints/<IDOper>-<IDCoffre>-<lot>.tsa-<name>.tsr`` or
-    ``….witness-<name>.cosig`` (the layout of docs/archive-format.md)."""
-    return f"{oper}/{coffre}/checkpoints/{oper}-{coffre}-{number:010d}.{kind}-{name}.{_EVIDENCE_SUFFIX[kind]}"
-
-
-def _parse_evidence_file(name: str) -> tuple[str, int, int, str, str] | None:
-    """(IDOper, IDCoffre, lot, kind, name) of an evidence file's name, or None."""
-    found = _EVIDENCE_FILE.fullmatch(name.rsplit("/", 1)[-1])
-    if found is None:
-        return None
-    kind = "tsa" if found["tsa"] is not None else "witness"
-    return found["oper"], int(found["coffre"]), int(found["number"]), kind, found["tsa"] or found["witness"]
+    """Where the evidence file sits: beside the checkpoint of lot ``number``."""
+    return (timestamp_key if kind == "tsa" else cosignature_key)(oper, coffre, number, name)
 
 
 def _shifted(day: date, days: int, given: str, missing: str) -> date:
@@ -886,10 +871,12 @@ class ArchiveIndex:
             for key in self._storage(f"listing {listed}", lambda listed=listed: self.storage.list(listed)):
                 if key.rsplit("/", 1)[0] + "/" != folder:
                     continue
-                parsed = _parse_evidence_file(key)
+                parsed = parse_evidence_name(key)
                 if parsed is not None:
-                    number, kind, name = parsed[2], parsed[3], parsed[4]
-                    if parsed[:2] != (oper, coffre) or not lo <= number <= hi or ".." in name:
+                    number, kind, name = parsed.lot_number, parsed.kind, parsed.name
+                    if (parsed.id_oper, parsed.id_coffre) != (oper, coffre) or not lo <= number <= hi:
+                        continue
+                    if ".." in name:  # not a key the archive can hold
                         continue
                     found.setdefault(number, (False, []))[1].append(EvidenceFile(kind, name, key))
                     continue
