@@ -87,6 +87,9 @@ whatever the Secret's keys are called).
 {{- define "coffre.paths.apiTls" -}}/etc/coffre/api-tls{{- end }}
 {{- define "coffre.paths.clientCA" -}}/etc/coffre/api-client-ca{{- end }}
 {{- define "coffre.paths.tokens" -}}/etc/coffre/api-tokens{{- end }}
+{{- define "coffre.paths.tsaCerts" -}}/etc/coffre/tsa-certs{{- end }}
+{{- define "coffre.paths.witnessCA" -}}/etc/coffre/witness-ca{{- end }}
+{{- define "coffre.paths.witnessKeys" -}}/etc/coffre/witness-keys{{- end }}
 
 {{/*
 Checks the JSON schema cannot express (it sees one value at a time). Rendered by configmap.yaml,
@@ -147,7 +150,25 @@ so every `helm template`/`install` runs them.
 {{- fail "api.auth=either needs api.clientCA and/or api.tokens: otherwise no request could authenticate" }}
 {{- end }}
 {{- end }}
+{{- if and $v.tsa.urls (not $v.tsa.certsSecret) }}
+{{- fail "tsa.urls needs tsa.certsSecret: the TSAs' trusted root certificates (COFFRE_TSA_CERTS), without which no token can be checked" }}
+{{- end }}
+{{- if and $v.tsa.urls (not $v.tsa.certsFiles) }}
+{{- fail "tsa.certsFiles: name the keys of tsa.certsSecret that hold the TSAs' roots" }}
+{{- end }}
+{{- if and $v.witness.keysSecret (not $v.witness.keysFiles) }}
+{{- fail "witness.keysFiles: name the keys of witness.keysSecret that hold the witnesses' public keys" }}
+{{- end }}
+{{- if and (or $v.witness.caSecret $v.witness.keysSecret) (not $v.witness.urls) }}
+{{- fail "witness.caSecret and witness.keysSecret are for witness.urls, which is empty" }}
+{{- end }}
 {{- if and $v.networkPolicy.enabled $v.networkPolicy.egress.enabled }}
+{{- if and $v.tsa.urls (not $v.networkPolicy.egress.tsa.cidrs) }}
+{{- fail "networkPolicy.egress.tsa.cidrs: with tsa.urls give the TSAs' address ranges (or an egress proxy's), or set networkPolicy.egress.enabled=false" }}
+{{- end }}
+{{- if and $v.witness.urls (not (or $v.networkPolicy.egress.witness.cidrs $v.networkPolicy.egress.witness.namespaces)) }}
+{{- fail "networkPolicy.egress.witness: with witness.urls give the witnesses' cidrs or namespaces, or set networkPolicy.egress.enabled=false" }}
+{{- end }}
 {{- if not (or $v.networkPolicy.egress.kafka.cidrs $v.networkPolicy.egress.kafka.namespaces) }}
 {{- fail "networkPolicy.egress.kafka: give the brokers' cidrs or namespaces (every broker, not only the bootstrap ones), or set networkPolicy.egress.enabled=false" }}
 {{- end }}
@@ -275,6 +296,11 @@ volumes:
   {{- if or (eq $component "vault") (eq $component "regulator") }}
   {{- include "coffre.secretVolumes" (dict "ctx" $ctx "api" (or (eq $component "regulator") (eq $regulator "sidecar"))) | trim | nindent 2 }}
   {{- end }}
+  {{- if eq $component "vault" }}
+  {{- with include "coffre.evidenceVolumes" $ctx | trim }}
+  {{- . | nindent 2 }}
+  {{- end }}
+  {{- end }}
 {{- end }}
 
 {{/*
@@ -317,6 +343,10 @@ in local mode, it reads the vault's volume read-only and writes only in its fold
   {{- if include "coffre.usesKafka" . }}
   {{- /* This service's own principal: its user name and the files of its password or certificate. */}}
   {{- $env = concat $env (include "coffre.kafkaEnv" . | fromJsonArray) }}
+  {{- end }}
+  {{- if eq $component "vault" }}
+  {{- /* The TSAs and the witnesses: the vault's alone (the regulator API never asks them). */}}
+  {{- $env = concat $env (include "coffre.evidenceEnv" $ctx | fromJsonArray) }}
   {{- end }}
   {{- $env = concat $env $ctx.Values.extraEnv }}
   {{- with $env }}
@@ -375,6 +405,11 @@ in local mode, it reads the vault's volume read-only and writes only in its fold
     {{- end }}
     {{- if has $component (list "vault" "regulator") }}
     {{- include "coffre.secretMounts" (dict "ctx" $ctx "api" (eq $component "regulator")) | trim | nindent 4 }}
+    {{- end }}
+    {{- if eq $component "vault" }}
+    {{- with include "coffre.evidenceMounts" $ctx | trim }}
+    {{- . | nindent 4 }}
+    {{- end }}
     {{- end }}
 {{- end }}
 
@@ -476,6 +511,92 @@ file names. Called with (dict "ctx" $ "api" bool): the API's Secrets too.
   mountPath: {{ include "coffre.paths.tokens" .ctx }}
   readOnly: true
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The vault's TSAs and witnesses (docs/operations.md, "Timestamps and the witness"): their settings
+as env entries (a JSON list), and the Secrets of their trusted roots and keys, read-only, 0440.
+*/}}
+{{- define "coffre.evidenceEnv" -}}
+{{- $v := .Values }}
+{{- $env := list }}
+{{- if $v.tsa.urls }}
+{{- $env = append $env (dict "name" "COFFRE_TSA_URLS" "value" (join "," $v.tsa.urls)) }}
+{{- $paths := list }}
+{{- range $v.tsa.certsFiles }}
+{{- $paths = append $paths (printf "%s/%s" (include "coffre.paths.tsaCerts" $) .) }}
+{{- end }}
+{{- $env = append $env (dict "name" "COFFRE_TSA_CERTS" "value" (join "," $paths)) }}
+{{- $env = append $env (dict "name" "COFFRE_TSA_TIMEOUT_SECONDS" "value" ($v.tsa.timeoutSeconds | toString)) }}
+{{- end }}
+{{- if $v.witness.urls }}
+{{- $env = append $env (dict "name" "COFFRE_WITNESS_URLS" "value" (join "," $v.witness.urls)) }}
+{{- if $v.witness.caSecret }}
+{{- $env = append $env (dict "name" "COFFRE_WITNESS_CA" "value" (printf "%s/ca.crt" (include "coffre.paths.witnessCA" .))) }}
+{{- end }}
+{{- if $v.witness.keysSecret }}
+{{- $paths := list }}
+{{- range $v.witness.keysFiles }}
+{{- $paths = append $paths (printf "%s/%s" (include "coffre.paths.witnessKeys" $) .) }}
+{{- end }}
+{{- $env = append $env (dict "name" "COFFRE_WITNESS_KEYS" "value" (join "," $paths)) }}
+{{- end }}
+{{- end }}
+{{- if or $v.tsa.urls $v.witness.urls }}
+{{- $env = append $env (dict "name" "COFFRE_EVIDENCE_MAX_RETRY_SECONDS" "value" ($v.evidence.maxRetrySeconds | toString)) }}
+{{- end }}
+{{- toJson $env }}
+{{- end }}
+
+{{- define "coffre.evidenceVolumes" -}}
+{{- $v := .Values }}
+{{- if $v.tsa.urls }}
+- name: tsa-certs
+  secret:
+    secretName: {{ $v.tsa.certsSecret }}
+    defaultMode: 288 # 0440
+    items:
+      {{- range $v.tsa.certsFiles }}
+      - {key: {{ . | quote }}, path: {{ . | quote }}}
+      {{- end }}
+{{- end }}
+{{- if and $v.witness.urls $v.witness.caSecret }}
+- name: witness-ca
+  secret:
+    secretName: {{ $v.witness.caSecret }}
+    defaultMode: 288 # 0440
+    items:
+      - {key: {{ $v.witness.caKey | quote }}, path: ca.crt}
+{{- end }}
+{{- if and $v.witness.urls $v.witness.keysSecret }}
+- name: witness-keys
+  secret:
+    secretName: {{ $v.witness.keysSecret }}
+    defaultMode: 288 # 0440
+    items:
+      {{- range $v.witness.keysFiles }}
+      - {key: {{ . | quote }}, path: {{ . | quote }}}
+      {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "coffre.evidenceMounts" -}}
+{{- $v := .Values }}
+{{- if $v.tsa.urls }}
+- name: tsa-certs
+  mountPath: {{ include "coffre.paths.tsaCerts" . }}
+  readOnly: true
+{{- end }}
+{{- if and $v.witness.urls $v.witness.caSecret }}
+- name: witness-ca
+  mountPath: {{ include "coffre.paths.witnessCA" . }}
+  readOnly: true
+{{- end }}
+{{- if and $v.witness.urls $v.witness.keysSecret }}
+- name: witness-keys
+  mountPath: {{ include "coffre.paths.witnessKeys" . }}
+  readOnly: true
 {{- end }}
 {{- end }}
 
