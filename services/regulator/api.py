@@ -1,7 +1,8 @@
 """The regulator's read-only HTTPS API, ``coffre regulator-api`` (docs/regulator-api.md).
 
-GET only, JSON with stable field names, lots and checkpoints byte for byte, inclusion proofs,
-the certificates and a daily export bundle with a signed manifest. Every request passes the
+GET only, JSON with stable field names, lots and checkpoints byte for byte with the evidence
+beside each checkpoint (time-stamp tokens, cosignatures), inclusion and consistency proofs, the
+certificates and a daily export bundle with a signed manifest. Every request passes the
 authentication middleware (mutual TLS and/or bearer token, per ``COFFRE_API_AUTH``) and is
 written to the access log, fsynced, *before* its response is sent: if the log cannot be
 written, nothing is served. Storage calls run in threads; a storage failure is a 503 with a
@@ -47,12 +48,14 @@ from coffre.domain.signing import Signer, TrustStore
 
 from .archive_index import (
     MAX_LOT_NUMBER,
+    MAX_PAGE_SIZE,
     ArchiveIndex,
     ArchiveQueryError,
     InvalidRequest,
     StoredDocument,
     parse_coffre,
     parse_day,
+    parse_evidence_label,
     parse_number,
     parse_oper,
 )
@@ -304,7 +307,9 @@ _SPOOL = web.AppKey("spool", Path)
 _QUERY_BOUND = 20
 _LOTS_QUERY = ("from", "to", "page_size", "page_token")
 _EXPORT_QUERY = ("oper", "format")
-_API_QUERY_PARAMETERS = frozenset(_LOTS_QUERY + _EXPORT_QUERY)
+_CHECKPOINTS_QUERY = ("from_lot", "page_size", "page_token")
+_CONSISTENCY_QUERY = ("old", "new")
+_API_QUERY_PARAMETERS = frozenset(_LOTS_QUERY + _EXPORT_QUERY + _CHECKPOINTS_QUERY + _CONSISTENCY_QUERY)
 """The API's own query parameters: none holds a secret, so the access log keeps their values
 (``page_token`` is a listing cursor, not a credential)."""
 _ALLOWED_METHOD = "GET"
@@ -368,7 +373,7 @@ async def _lots(request: web.Request) -> web.Response:
     query = _query(request, _LOTS_QUERY)
     first = parse_day(query["from"], "'from'") if "from" in query else None
     last = parse_day(query["to"], "'to'") if "to" in query else None
-    page_size = parse_number(query.get("page_size", "100"), "page_size", 1000)
+    page_size = parse_number(query.get("page_size", "100"), "page_size", MAX_PAGE_SIZE)
     page = await _in_thread(
         request.app[_INDEX].lots,
         oper,
@@ -389,16 +394,26 @@ async def _lots(request: web.Request) -> web.Response:
     )
 
 
-def _document(request: web.Request, document: StoredDocument, cache_control: str) -> web.Response:
-    """A stored XML document byte for byte, with its digest headers (or 304 when the client has it)."""
+def _document(
+    request: web.Request,
+    document: StoredDocument,
+    cache_control: str,
+    content_type: str = "application/xml",
+    charset: str | None = None,
+) -> web.Response:
+    """A stored file byte for byte, with its digest headers (or 304 when the client has it)."""
     headers = _digest_headers(document.sha256) | {
         "Cache-Control": cache_control,
         "Content-Disposition": f'attachment; filename="{document.name}"',
         "X-Coffre-Path": document.key,
     }
     return _not_modified(request, document.sha256, headers) or web.Response(
-        body=document.data, content_type="application/xml", headers=headers
+        body=document.data, content_type=content_type, charset=charset, headers=headers
     )
+
+
+_IMMUTABLE = "private, max-age=31536000, immutable"
+"""Lots, checkpoints and their evidence files are written once and never replaced."""
 
 
 async def _lot(request: web.Request) -> web.Response:
@@ -406,7 +421,7 @@ async def _lot(request: web.Request) -> web.Response:
     number = parse_number(request.match_info["number"], "the lot number", MAX_LOT_NUMBER)
     _query(request, ())
     document = await _in_thread(request.app[_INDEX].lot, oper, coffre, number)
-    return _document(request, document, "private, max-age=31536000, immutable")  # lots never change
+    return _document(request, document, _IMMUTABLE)
 
 
 async def _checkpoint(request: web.Request) -> web.Response:
@@ -414,6 +429,77 @@ async def _checkpoint(request: web.Request) -> web.Response:
     _query(request, ())
     document = await _in_thread(request.app[_INDEX].checkpoint, oper, coffre)
     return _document(request, document, "no-cache")  # the latest one changes at each seal
+
+
+async def _checkpoints(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    query = _query(request, _CHECKPOINTS_QUERY)
+    from_lot = parse_number(query.get("from_lot", "1"), "from_lot", MAX_LOT_NUMBER)
+    page_size = parse_number(query.get("page_size", "100"), "page_size", MAX_PAGE_SIZE)
+    page = await _in_thread(
+        request.app[_INDEX].checkpoints,
+        oper,
+        coffre,
+        from_lot,
+        page_size=page_size,
+        page_token=query.get("page_token"),
+    )
+    return _json(
+        {
+            "id_oper": oper,
+            "id_coffre": coffre,
+            "checkpoints": [checkpoint.to_dict() for checkpoint in page.checkpoints],
+            "next_page_token": page.next_page_token,
+        }
+    )
+
+
+def _checkpoint_number(request: web.Request) -> int:
+    return parse_number(request.match_info["number"], "the checkpoint's lot number", MAX_LOT_NUMBER)
+
+
+async def _checkpoint_at(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    number = _checkpoint_number(request)
+    _query(request, ())
+    document = await _in_thread(request.app[_INDEX].checkpoint_at, oper, coffre, number)
+    return _document(request, document, _IMMUTABLE)
+
+
+TIMESTAMP_CONTENT_TYPE = "application/pkcs7-mime"
+"""A ``.tsr`` file is a bare RFC 3161 TimeStampToken: a CMS ContentInfo holding SignedData
+(RFC 5652), not a TimeStampResp (``application/timestamp-reply`` has a status before it)."""
+COSIGNATURE_CONTENT_TYPE = "text/plain"
+"""A ``.cosig`` file is a C2SP signed note, UTF-8 text."""
+
+
+async def _timestamp(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    number = _checkpoint_number(request)
+    name = parse_evidence_label(request.match_info["name"], "the TSA's name")
+    _query(request, ())
+    document = await _in_thread(request.app[_INDEX].evidence, oper, coffre, number, "tsa", name)
+    return _document(request, document, _IMMUTABLE, TIMESTAMP_CONTENT_TYPE)
+
+
+async def _cosignature(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    number = _checkpoint_number(request)
+    name = parse_evidence_label(request.match_info["name"], "the witness's name")
+    _query(request, ())
+    document = await _in_thread(request.app[_INDEX].evidence, oper, coffre, number, "witness", name)
+    return _document(request, document, _IMMUTABLE, COSIGNATURE_CONTENT_TYPE, "utf-8")
+
+
+async def _consistency(request: web.Request) -> web.Response:
+    oper, coffre = _coffre(request)
+    query = _query(request, _CONSISTENCY_QUERY)
+    if "old" not in query:
+        raise InvalidRequest("old is required: the older tree size, from 1")
+    old = parse_number(query["old"], "old")
+    new = parse_number(query["new"], "new") if "new" in query else None
+    proof = await _in_thread(request.app[_INDEX].consistency_proof, oper, coffre, old, new)
+    return _json(proof)
 
 
 async def _proof(request: web.Request) -> web.Response:
@@ -850,6 +936,11 @@ def build_app(
         (f"{coffre}/lots", _lots),
         (coffre + "/lots/{number}", _lot),
         (f"{coffre}/checkpoint", _checkpoint),
+        (f"{coffre}/checkpoints", _checkpoints),
+        (coffre + "/checkpoints/{number}", _checkpoint_at),
+        (coffre + "/checkpoints/{number}/timestamps/{name}", _timestamp),
+        (coffre + "/checkpoints/{number}/cosignatures/{name}", _cosignature),
+        (f"{coffre}/consistency", _consistency),
         (coffre + "/events/{id_evt}/proof", _proof),
         ("/v1/certificates", _certificates),
         ("/v1/exports/{day}", _export),

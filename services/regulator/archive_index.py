@@ -18,7 +18,13 @@ Inclusion proofs are computed only from lots that pass every check ``coffre veri
 (:class:`coffre.domain.verify.CoffreWalk`: signatures against the trust store, links, the file
 digests the checkpoints signed, IDEvt continuity and each event's identity, chain hashes, Merkle
 roots and the coffre's tree), from lot 1 on, each with its checkpoint. The walk of a coffre is
-kept and extended as new lots appear; it moves past a lot only when that lot holds.
+kept and extended as new lots appear; it moves past a lot only when that lot holds. Consistency
+proofs come from the same walk.
+
+Beside each checkpoint, the archive may hold its evidence (docs/archive-format.md): RFC 3161
+time-stamp tokens (``<checkpoint>.tsa-<name>.tsr``) and witnesses' cosignatures
+(``<checkpoint>.witness-<name>.cosig``). They are served as stored; a TSA's or witness's name is
+checked against ``[a-z0-9][a-z0-9.-]{0,62}`` before a key is built from it.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from coffre.adapters.storage import (
     ObjectMissing,
     validate_key,
 )
+from coffre.domain.evidence import NAME_RE, cosignature_key, parse_evidence_name, timestamp_key
 from coffre.domain.limits import ID_COFFRE_RE, MAX_ID, MAX_ID_DIGITS
 from coffre.domain.lot import (
     Checkpoint,
@@ -58,7 +65,7 @@ from coffre.domain.lot import (
     parse_time,
     read_checkpoint,
 )
-from coffre.domain.proofs import prove_inclusion
+from coffre.domain.proofs import prove_consistency, prove_inclusion
 from coffre.domain.signing import Signer, TrustStore, key_id, verify
 from coffre.domain.verify import CoffreReport, CoffreWalk, Failure
 
@@ -72,7 +79,10 @@ __all__ = [
     "ArchiveIndex",
     "ArchiveInvalid",
     "ArchiveQueryError",
+    "CheckpointInfo",
+    "CheckpointPage",
     "CoffreSummary",
+    "EvidenceFile",
     "ExportInfo",
     "InvalidRequest",
     "LotInfo",
@@ -85,6 +95,7 @@ __all__ = [
     "build_manifest",
     "parse_coffre",
     "parse_day",
+    "parse_evidence_label",
     "parse_number",
     "parse_oper",
     "read_manifest",
@@ -175,6 +186,25 @@ def parse_day(text: str, what: str = "date") -> date:
         raise InvalidRequest(f"{what} must be a day written YYYY-MM-DD, not {_shown(text)}") from None
 
 
+EVIDENCE_KINDS = ("tsa", "witness")
+
+
+def parse_evidence_label(text: str, what: str) -> str:
+    """A TSA's or witness's name as the archive's file names hold it (``NAME_RE`` of
+    :mod:`coffre.domain.evidence`: ``[a-z0-9][a-z0-9.-]{0,62}``), and no ``..`` (no key of the
+    archive holds one)."""
+    if not isinstance(text, str) or not NAME_RE.fullmatch(text) or ".." in text:
+        raise InvalidRequest(
+            f"{what} must match [a-z0-9][a-z0-9.-]{{0,62}} (without '..'), not {_shown(text)}"
+        )
+    return text
+
+
+def _evidence_key(oper: str, coffre: int, number: int, kind: str, name: str) -> str:
+    """Where the evidence file sits: beside the checkpoint of lot ``number``."""
+    return (timestamp_key if kind == "tsa" else cosignature_key)(oper, coffre, number, name)
+
+
 def _shifted(day: date, days: int, given: str, missing: str) -> date:
     """``day`` plus ``days`` (negative: minus): the default end of a range of which only ``given``
     was given. A 400 when that end would fall outside the calendar (years 1 to 9999)."""
@@ -258,6 +288,66 @@ class LotPage:
 
 
 @dataclass(frozen=True, slots=True)
+class EvidenceFile:
+    """A time-stamp token (``kind`` tsa) or a cosignature (``kind`` witness) beside a checkpoint."""
+
+    kind: str
+    name: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    id_oper: str
+    id_coffre: int
+    number: int
+    key: str
+    size: int
+    sha256: str
+    checkpoint: Checkpoint | None
+    """As read from the stored file (its signature not checked); None when it cannot be read."""
+    evidence: tuple[EvidenceFile, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        base = f"/v1/coffres/{self.id_oper}/{self.id_coffre}/checkpoints/{self.number}"
+        read = self.checkpoint
+
+        def files(kind: str, plural: str, field: str) -> list[dict[str, str]]:
+            return [
+                {field: e.name, "path": e.key, "url": f"{base}/{plural}/{e.name}"}
+                for e in self.evidence
+                if e.kind == kind
+            ]
+
+        return {
+            "lot": self.number,
+            "path": self.key,
+            "url": base,
+            "size": self.size,
+            "sha256": self.sha256,
+            "tree_size": read.tree_size if read else None,
+            "root": read.tree_root.hex() if read else None,
+            "date": format_time(read.at) if read else None,
+            "timestamps": files("tsa", "timestamps", "tsa"),
+            "cosignatures": files("witness", "cosignatures", "witness"),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointPage:
+    checkpoints: list[CheckpointInfo]
+    next_page_token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _CheckpointFiles:
+    """What a listing of the checkpoints folder found for one lot number."""
+
+    checkpoint: bool = False
+    evidence: tuple[EvidenceFile, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class StoredDocument:
     """A lot or checkpoint, exactly as stored."""
 
@@ -276,7 +366,7 @@ class ExportInfo:
     id_oper: str | None
     generated_at: datetime
     files: int
-    """Lots and checkpoints in the bundle (the manifest not counted)."""
+    """Lots, checkpoints and their evidence in the bundle (the manifest not counted)."""
 
 
 # -- small bounded caches ----------------------------------------------------------------------------
@@ -768,6 +858,107 @@ class ArchiveIndex:
             return StoredDocument(key, document, hashlib.sha256(document).digest())
         raise NotFound(f"coffre {oper}/{coffre} has no checkpoint")
 
+    def _checkpoint_files(self, oper: str, coffre: int, lo: int, hi: int) -> dict[int, _CheckpointFiles]:
+        """The checkpoints of lots ``lo`` to ``hi`` in the archive, and the evidence files beside
+        each. Listed by prefix, in blocks of lot numbers (``…-000000012`` holds lots 120 to
+        129): a few listings of about as many lots as asked for, never the whole folder on S3."""
+        if lo > hi:
+            return {}
+        folder = f"{oper}/{coffre}/checkpoints/"
+        found: dict[int, tuple[bool, list[EvidenceFile]]] = {}
+        for prefix in _number_blocks(lo, hi):
+            listed = f"{folder}{oper}-{coffre}-{prefix}"
+            for key in self._storage(f"listing {listed}", lambda listed=listed: self.storage.list(listed)):
+                if key.rsplit("/", 1)[0] + "/" != folder:
+                    continue
+                parsed = parse_evidence_name(key)
+                if parsed is not None:
+                    number, kind, name = parsed.lot_number, parsed.kind, parsed.name
+                    if (parsed.id_oper, parsed.id_coffre) != (oper, coffre) or not lo <= number <= hi:
+                        continue
+                    if ".." in name:  # not a key the archive can hold
+                        continue
+                    found.setdefault(number, (False, []))[1].append(EvidenceFile(kind, name, key))
+                    continue
+                match = re.fullmatch(rf"{re.escape(folder)}{oper}-{coffre}-([0-9]{{10}})\.xml", key)
+                if match is not None and lo <= int(match[1]) <= hi:
+                    number = int(match[1])
+                    found[number] = (True, found.get(number, (False, []))[1])
+        return {
+            number: _CheckpointFiles(present, tuple(sorted(files, key=lambda e: (e.kind, e.name))))
+            for number, (present, files) in found.items()
+        }
+
+    def checkpoints(
+        self,
+        oper: str,
+        coffre: int,
+        from_lot: int = 1,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        page_token: str | None = None,
+    ) -> CheckpointPage:
+        """The coffre's checkpoints from lot ``from_lot`` on, by lot number, each with the
+        evidence files beside it, one page at a time (a page covers ``page_size`` lot numbers).
+        A coffre with no lot at all is a :class:`NotFound`."""
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidRequest(f"page_size must be from 1 to {MAX_PAGE_SIZE}, not {page_size}")
+        after = _read_lot_token(page_token, from_lot) if page_token else from_lot - 1
+        newest = self._newest_lot(oper, coffre)
+        if newest is None:
+            raise _unknown_coffre(oper, coffre)
+        last = min(after + page_size, newest[0])
+        files = self._checkpoint_files(oper, coffre, after + 1, last)
+        numbers = sorted(number for number, listed in files.items() if listed.checkpoint)
+        infos = list(
+            self._pool.map(lambda number: self._checkpoint_info(oper, coffre, number, files[number]), numbers)
+        )
+        token = _make_lot_token(last, from_lot) if last < newest[0] else None
+        return CheckpointPage(infos, token)
+
+    def _checkpoint_info(
+        self, oper: str, coffre: int, number: int, listed: _CheckpointFiles
+    ) -> CheckpointInfo:
+        key = checkpoint_key(oper, coffre, number)
+        try:
+            read, document = self._checkpoint(key)
+        except ObjectMissing:
+            raise NotFound(f"checkpoint {number} of coffre {oper}/{coffre} vanished while listed") from None
+        sha = hashlib.sha256(document).hexdigest()
+        return CheckpointInfo(oper, coffre, number, key, len(document), sha, read, listed.evidence)
+
+    def checkpoint_at(self, oper: str, coffre: int, number: int) -> StoredDocument:
+        """The checkpoint of lot ``number``, byte for byte."""
+        try:
+            if number > MAX_LOT_NUMBER:
+                raise ObjectMissing(str(number))
+            key = checkpoint_key(oper, coffre, number)
+            _, document = self._checkpoint(key)
+        except ObjectMissing:
+            if self._newest_lot(oper, coffre) is None:
+                raise _unknown_coffre(oper, coffre) from None
+            raise NotFound(f"coffre {oper}/{coffre} has no checkpoint {number}") from None
+        return StoredDocument(key, document, hashlib.sha256(document).digest())
+
+    def evidence(self, oper: str, coffre: int, number: int, kind: str, name: str) -> StoredDocument:
+        """The time-stamp token (``kind`` tsa) or cosignature (``kind`` witness) ``name`` of the
+        checkpoint of lot ``number``, byte for byte. ``name`` must have passed
+        :func:`parse_evidence_label`."""
+        if kind not in EVIDENCE_KINDS:
+            raise ValueError(f"unknown evidence kind {kind!r}")
+        parse_evidence_label(name, "the name")
+        what = f"time-stamp token from TSA {name}" if kind == "tsa" else f"cosignature from witness {name}"
+        try:
+            if number > MAX_LOT_NUMBER:
+                raise ObjectMissing(str(number))
+            key = _evidence_key(oper, coffre, number, kind, name)
+            data = self._read(key)
+        except ObjectMissing:
+            if self._newest_lot(oper, coffre) is None:
+                raise _unknown_coffre(oper, coffre) from None
+            raise NotFound(f"checkpoint {number} of coffre {oper}/{coffre} has no {what}") from None
+        return StoredDocument(key, data, hashlib.sha256(data).digest())
+
     def certificates(self) -> list[dict[str, object]]:
         """The certificates whose keys sign (or signed) the archive."""
         out = []
@@ -797,9 +988,9 @@ class ArchiveIndex:
                 lock = self._coffre_locks[(oper, coffre)] = _CoffreLock()
             return lock
 
-    def inclusion_proof(self, oper: str, coffre: int, id_evt: int) -> dict[str, object]:
-        """The inclusion proof of one sealed event against its lot and the coffre's whole tree
-        (the tree the newest checkpoint signs), computed from verified lots only."""
+    def _verified_leaves(self, oper: str, coffre: int) -> tuple[int, list[tuple[int, int, int]], Any]:
+        """The coffre's sealed events as verified, from lot 1 to the newest lot with its
+        checkpoint: (events, spans (lot, first IDEvt, last IDEvt), their leaf hashes)."""
         with self._coffre_lock(oper, coffre):
             state = self._verified.get((oper, coffre))
             if state is None:
@@ -816,6 +1007,12 @@ class ArchiveIndex:
             leaves = report.leaves.prefix(events)
         if not spans:
             raise _unknown_coffre(oper, coffre)
+        return events, spans, leaves
+
+    def inclusion_proof(self, oper: str, coffre: int, id_evt: int) -> dict[str, object]:
+        """The inclusion proof of one sealed event against its lot and the coffre's whole tree
+        (the tree the newest checkpoint signs), computed from verified lots only."""
+        events, spans, leaves = self._verified_leaves(oper, coffre)
         if id_evt > events:
             raise NotFound(
                 f"IDEvt {id_evt} of coffre {oper}/{coffre} is not sealed: lots hold IDEvt 1..{events}"
@@ -826,6 +1023,24 @@ class ArchiveIndex:
                     oper, coffre, id_evt, number, first, leaves[first - 1 : last], leaves
                 ).to_dict()
         raise NotFound(f"IDEvt {id_evt} of coffre {oper}/{coffre} is in no lot")  # pragma: no cover
+
+    def consistency_proof(
+        self, oper: str, coffre: int, old: int, new: int | None = None
+    ) -> dict[str, object]:
+        """The RFC 9162 consistency proof from the coffre's tree of ``old`` events to its tree of
+        ``new`` (default: every sealed event, the newest checkpoint's tree), computed from
+        verified lots only. Any two sizes with 1 <= old <= new <= sealed events."""
+        if new is not None and old > new:
+            raise InvalidRequest(f"old ({old}) must not be larger than new ({new})")
+        events, _, leaves = self._verified_leaves(oper, coffre)
+        size = events if new is None else new
+        for asked, what in ((size, "new"), (old, "old")):
+            if asked > events:
+                raise NotFound(
+                    f"the tree of size {asked} ({what}) of coffre {oper}/{coffre} is not sealed: "
+                    f"its lots hold IDEvt 1..{events}"
+                )
+        return prove_consistency(oper, coffre, old, leaves[:size] if size < events else leaves).to_dict()
 
     def _extend(self, oper: str, coffre: int, state: _VerifiedCoffre) -> None:
         """Walk, in order, the lots sealed after those ``state`` covers, each with its checkpoint.
@@ -859,7 +1074,8 @@ class ArchiveIndex:
 
     def export_day(self, day: date, oper: str | None, out: IO[bytes], *, gzip: bool = False) -> ExportInfo:
         """Write to ``out`` a tar (gzip-compressed when asked) of every lot sealed on ``day`` (UTC),
-        of every coffre or of one operator's, each followed by its checkpoint, under
+        of every coffre or of one operator's, each followed by its checkpoint and the evidence
+        files beside that checkpoint (time-stamp tokens, then cosignatures), under
         ``archive/<their key>``, and last ``manifest.xml``: the signed list of those files."""
         if day > self._today():
             raise NotFound(f"{day} has not begun (UTC): nothing is sealed on it yet")
@@ -869,8 +1085,15 @@ class ArchiveIndex:
         keys: list[str] = []
         for id_oper in opers:
             for coffre in self._coffres(id_oper):
-                for number, key, _ in self._day_lots(id_oper, coffre, day):
+                lots = self._day_lots(id_oper, coffre, day)
+                if not lots:
+                    continue
+                listed = self._checkpoint_files(id_oper, coffre, lots[0][0], lots[-1][0])
+                for number, key, _ in lots:
                     keys += [key, checkpoint_key(id_oper, coffre, number)]
+                    found = listed.get(number, _CheckpointFiles())
+                    if found.checkpoint:  # its evidence, as far as it has come
+                        keys += [evidence.key for evidence in found.evidence]
         generated_at = self.clock().astimezone(UTC)
         entries: list[ManifestEntry] = []
         mtime = int(generated_at.timestamp())
@@ -916,6 +1139,32 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mtime: int) -> None:
     info.mode = 0o444
     info.uname = info.gname = "coffre"
     tar.addfile(info, BytesIO(data))
+
+
+def _number_blocks(lo: int, hi: int) -> list[str]:
+    """Prefixes of ten-digit lot numbers covering ``lo`` to ``hi`` (and a few more): blocks of
+    10**k numbers, 10**k the largest power of ten not above the count, so at most 11 of them."""
+    k = len(str(hi - lo + 1)) - 1
+    return [f"{block:0{10 - k}d}" for block in range(lo // 10**k, hi // 10**k + 1)]
+
+
+def _make_lot_token(after: int, from_lot: int) -> str:
+    raw = f"c1:{after}:{from_lot}".encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _read_lot_token(token: str, from_lot: int) -> int:
+    invalid = InvalidRequest("page_token is not one this listing returned (same 'from_lot' needed)")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,200}", token):
+        raise invalid
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise invalid from None
+    found = re.fullmatch(r"c1:([0-9]{1,10}):([0-9]{1,10})", raw)
+    if found is None or int(found[2]) != from_lot or int(found[1]) < from_lot - 1:
+        raise invalid
+    return int(found[1])
 
 
 def _make_token(after: int, first_day: date, last_day: date) -> str:
