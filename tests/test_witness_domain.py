@@ -185,3 +185,15 @@ def test_key_pem_round_trip() -> None:
             )
             .replace(b"PRIVATE KEY", b"PUBLIC KEY"),
         )
+
+
+def test_evidence_names_never_hold_two_dots() -> None:
+    """A storage key never holds '..': neither may a TSA's or witness's name."""
+    from coffre.domain.evidence import check_name
+
+    for bad in ("a..b", "a.", "a" * 64, "-a", ".a"):
+        with pytest.raises(ValueError):
+            check_name(bad)
+        assert parse_evidence_name(f"0099-7-0000000002.tsa-{bad}.tsr") is None
+    for good in ("a.b", "tsa-1.example", "a" * 63, "0"):
+        assert check_name(good) == good

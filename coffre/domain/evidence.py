@@ -15,9 +15,11 @@ from typing import Literal
 
 from .limits import ID_COFFRE_PATTERN
 
-NAME_PATTERN = r"[a-z0-9][a-z0-9.-]{0,62}"
+NAME_PATTERN = r"[a-z0-9](?:[a-z0-9-]|\.(?=[a-z0-9-])){0,62}"
 NAME_RE = re.compile(NAME_PATTERN)
-"""A TSA's or a witness's name as it appears in file names (and in a cosignature's line)."""
+"""A TSA's or a witness's name as it appears in file names: lower-case letters, digits, '-'
+and '.', at most 63, starting with a letter or digit, no '..' and no final '.' (a storage key never
+holds '..')."""
 
 EvidenceKind = Literal["tsa", "witness"]
 SUFFIXES: dict[EvidenceKind, str] = {"tsa": "tsr", "witness": "cosig"}
@@ -40,7 +42,7 @@ class EvidenceName:
 def check_name(name: str, what: str = "name") -> str:
     """``name`` when it may name a TSA or a witness in the archive; ValueError otherwise."""
     if not NAME_RE.fullmatch(name):
-        raise ValueError(f"{what} {name!r} is not [a-z0-9][a-z0-9.-]{{0,62}}")
+        raise ValueError(f"{what} {name!r} is not [a-z0-9][a-z0-9.-]{{0,62}} without '..' or a final '.'")
     return name
 
 
