@@ -470,7 +470,12 @@ def cmd_proof(args: argparse.Namespace) -> int:
     """Print an RFC 9162 inclusion or consistency proof (JSON) from an archive that verifies."""
     from .audit import archive_proof
 
-    oper, _, coffre = args.coffre.partition("/")
+    if args.check:
+        return _check_proof(args)
+    oper, _, coffre = (args.coffre or "").partition("/")
+    if args.path is None:
+        print("coffre proof: name the archive (PATH), or a proof to check with --check FILE", file=sys.stderr)
+        return 2
     if not coffre.isdigit() or (args.id_evt is None) == (args.since_size is None):
         print("coffre proof: --coffre IDOPER/IDCOFFRE and one of --id-evt or --since-size", file=sys.stderr)
         return 2
@@ -487,6 +492,46 @@ def cmd_proof(args: argparse.Namespace) -> int:
         print(f"coffre proof: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(proof, indent=2))
+    return 0
+
+
+def _check_proof(args: argparse.Namespace) -> int:
+    """``coffre proof --check FILE [--checkpoint XML --cert PEM]``: a saved proof checked offline,
+    its roots against signed checkpoints when given."""
+    from .domain.lot import LotFormatError, parse_document, read_checkpoint
+    from .domain.proofs import check_proof
+    from .domain.signing import SignatureInvalid, TrustStore, verify
+
+    try:
+        data = json.loads(Path(args.check).read_bytes())
+    except (OSError, ValueError) as exc:
+        print(f"coffre proof: {args.check}: {exc}", file=sys.stderr)
+        return 2
+    signed: dict[int, bytes] = {}
+    if args.checkpoint and not args.cert:
+        print("coffre proof: --checkpoint needs the certificate(s) you trust (--cert PEM)", file=sys.stderr)
+        return 2
+    trust = TrustStore.from_pem_files(args.cert) if args.cert else None
+    for name in args.checkpoint:
+        try:
+            document = Path(name).read_bytes()
+            unverified = read_checkpoint(parse_document(document))
+            checkpoint = read_checkpoint(verify(document, trust, unverified.at))  # type: ignore[arg-type]
+        except (OSError, LotFormatError, SignatureInvalid) as exc:
+            print(f"coffre proof: {name}: {exc}", file=sys.stderr)
+            return 1
+        signed[checkpoint.tree_size] = checkpoint.tree_root
+    kind, problems = check_proof(data, signed)
+    for problem in problems:
+        print(f"{args.check}: {problem}")
+    if problems:
+        return 1
+    against = (
+        f", against {len(signed)} signed checkpoint(s)"
+        if signed
+        else " (its roots are checked against nothing signed)"
+    )
+    print(f"{args.check}: {kind} proof: OK{against}")
     return 0
 
 
@@ -608,12 +653,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("proof", help="an RFC 9162 inclusion proof for one IDEvt, or a consistency proof")
-    p.add_argument("path", help="the archive's root")
+    p = sub.add_parser(
+        "proof",
+        help="an RFC 9162 inclusion proof for one IDEvt, or a consistency proof; or check one (--check)",
+    )
+    p.add_argument("path", nargs="?", help="the archive's root")
     p.add_argument(
         "--cert", action="append", default=[], metavar="PEM", help="a trusted certificate (repeatable)"
     )
-    p.add_argument("--coffre", required=True, metavar="IDOPER/IDCOFFRE", help="for example 0099/1")
+    p.add_argument("--coffre", metavar="IDOPER/IDCOFFRE", help="for example 0099/1")
+    p.add_argument("--check", metavar="FILE", help="check a saved proof (JSON) offline instead")
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="XML",
+        help="with --check: a signed checkpoint whose root the proof's must be (repeatable)",
+    )
     p.add_argument("--id-evt", type=int, default=None, help="the event to prove the inclusion of")
     p.add_argument(
         "--since-size", type=int, default=None, help="prove the tree of this size is a prefix of today's"

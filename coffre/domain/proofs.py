@@ -143,3 +143,33 @@ def check_consistency(proof: ConsistencyProof) -> list[str]:
     if not verify_consistency(proof.old_size, proof.new_size, old_root, new_root, path):
         return [f"the tree of size {proof.old_size} is not a prefix of the tree of size {proof.new_size}"]
     return []
+
+
+def check_proof(data: object, signed_roots: dict[int, bytes] | None = None) -> tuple[str, list[str]]:
+    """Check a proof document as the API or ``coffre proof`` writes it: its kind and what does
+    not hold (empty when it holds). ``signed_roots`` maps tree sizes to the roots signed
+    checkpoints state: every root of the proof at one of those sizes must be the signed one."""
+    if not isinstance(data, dict) or data.get("type") not in ("inclusion", "consistency"):
+        return "unknown", ["not an inclusion or consistency proof (its 'type')"]
+    kind = str(data["type"])
+    try:
+        proof: InclusionProof | ConsistencyProof = (
+            InclusionProof.from_dict(data) if kind == "inclusion" else ConsistencyProof.from_dict(data)
+        )
+    except TypeError as exc:
+        return kind, [f"not a {kind} proof: {exc}"]
+    if isinstance(proof, InclusionProof):
+        problems = check_inclusion(proof)
+        roots = [(proof.tree_size, proof.tree_root)]
+    else:
+        problems = check_consistency(proof)
+        roots = [(proof.old_size, proof.old_root), (proof.new_size, proof.new_root)]
+    if signed_roots:
+        compared = [(size, root, signed_roots[size]) for size, root in roots if size in signed_roots]
+        if not compared:
+            sizes = " or ".join(str(size) for size, _ in roots)
+            problems.append(f"no checkpoint given is of the proof's tree size {sizes}")
+        for size, root, signed in compared:
+            if signed.hex() != root:
+                problems.append(f"the root of the tree of size {size} is not the one its checkpoint signed")
+    return kind, problems
