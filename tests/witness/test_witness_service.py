@@ -5,17 +5,12 @@ keeps as evidence, and that its state survives a SIGKILL."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import sqlite3
 import ssl
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -37,11 +32,11 @@ from coffre.domain.witness import (
     cosigned_by,
     note_body,
 )
+from witness.process import NAME, Witness, https, running_witness
 
 OPER, COFFRE = "0099", 7
 LEAVES = [leaf_hash(f"event {n}".encode()) for n in range(1, 31)]
 OTHER_LEAVES = [leaf_hash(f"rewritten event {n}".encode()) for n in range(1, 31)]
-NAME = "witness.test.example"
 
 
 def _signer(name: str) -> tuple[Signer, bytes]:
@@ -82,111 +77,10 @@ def body_of(size: int, leaves: list[bytes] = LEAVES) -> bytes:
     return note_body(read_checkpoint(parse_document(checkpoint(size, leaves))))
 
 
-@dataclass
-class Witness:
-    base: Path
-    env: dict[str, str]
-    url: str
-    ca: Path
-    key: WitnessKey
-    state: Path
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-    started: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    @property
-    def client(self) -> WitnessClient:
-        return WitnessClient(self.url, ca=self.ca, timeout=10)
-
-    def start(self) -> None:
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "coffre.cli", "witness"],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.started.append(self.process)
-        wait_healthy(self)
-
-    def refusals(self) -> list[tuple[str, int | None, bytes]]:
-        with sqlite3.connect(f"file:{self.state / 'witness.sqlite3'}?mode=ro", uri=True) as db:
-            return db.execute("SELECT kind, size, checkpoint FROM refusals ORDER BY id").fetchall()
-
-
-def https(witness: Witness, path: str, data: bytes | None = None) -> tuple[int, str, bytes]:
-    context = ssl.create_default_context(cafile=str(witness.ca))
-    req = urllib.request.Request(witness.url + path, data=data, method="POST" if data is not None else "GET")
-    try:
-        with urllib.request.urlopen(req, context=context, timeout=10) as answer:
-            return answer.status, answer.headers.get("Content-Type", ""), answer.read()
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, exc.headers.get("Content-Type", ""), exc.read()
-
-
-def wait_healthy(witness: Witness, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert witness.process is not None
-        assert witness.process.poll() is None, (
-            f"exited {witness.process.returncode}: {witness.log.read_text()}"
-        )
-        try:
-            if https(witness, "/healthz")[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"not healthy after {timeout}s: {witness.log.read_text()}")
-
-
-def environment(base: Path, port: int, **variables: str) -> dict[str, str]:
-    tls = development_tls(base / "tls")
-    env = {name: value for name, value in os.environ.items() if not name.startswith("COFFRE_")}
-    return env | {
-        "COFFRE_DATA_DIR": str(base / "data"),
-        "COFFRE_LOG_FORMAT": "text",
-        "COFFRE_WITNESS_NAME": NAME,
-        "COFFRE_WITNESS_KEY": str(base / "keys" / "witness-key.pem"),
-        "COFFRE_WITNESS_STATE_DIR": str(base / "state"),
-        "COFFRE_WITNESS_OPERATOR_CERTS": str(base / "operator-cert.pem"),
-        "COFFRE_WITNESS_PORT": str(port),
-        "COFFRE_WITNESS_TLS_CERT": str(tls.server_cert),
-        "COFFRE_WITNESS_TLS_KEY": str(tls.server_key),
-        **variables,
-    }
-
-
 @pytest.fixture(scope="module")
 def witness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Witness]:
-    base = tmp_path_factory.mktemp("witness")
-    assert main(["witness-keygen", "--name", NAME, "--out", str(base / "keys")]) == 0
-    key = WitnessKey.from_pem(NAME, (base / "keys" / "witness-key.pem").read_bytes())
-    (base / "operator-cert.pem").write_bytes(OPERATOR_CERT)
-    port = free_port_block(1)
-    env = environment(base, port)
-    running = Witness(
-        base,
-        env,
-        f"https://127.0.0.1:{port}",
-        development_tls(base / "tls").ca_cert,
-        key,
-        base / "state",
-        base / "witness.log",
-    )
-    running.start()
-    try:
+    with running_witness(tmp_path_factory.mktemp("witness"), OPERATOR_CERT) as running:
         yield running
-    finally:
-        for process in running.started:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
 
 
 def test_keygen_writes_the_key_pair_and_prints_the_vkey(
