@@ -32,6 +32,7 @@ from coffre.domain.witness import (
     cosigned_by,
     note_body,
 )
+
 from witness.process import NAME, Witness, https, running_witness
 
 OPER, COFFRE = "0099", 7
