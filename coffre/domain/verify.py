@@ -484,7 +484,10 @@ def _check_newest_cosigned(
 
 
 def _when(at: datetime) -> str:
-    return format_time(at.astimezone(UTC))
+    """A time as the archive writes it; to the second when it has no fraction (a token's genTime
+    as read)."""
+    at = at.astimezone(UTC)
+    return format_time(at) if at.microsecond else f"{at:%Y-%m-%dT%H:%M:%SZ}"
 
 
 def _seconds(span: timedelta) -> int:

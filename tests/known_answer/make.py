@@ -291,7 +291,7 @@ def evidence_values(out: Path) -> dict[str, Any]:
                 "file": token_file.relative_to(out).as_posix(),
                 "checkpoint": path.relative_to(out).as_posix(),
                 "imprint": digest(document).hex(),
-                "gen_time": format_time(stamp.gen_time),
+                "gen_time": f"{stamp.gen_time:%Y-%m-%dT%H:%M:%SZ}",  # as coffre reads it: to the second
                 "serial_number": stamp.serial_number,
                 "tsa_subject": stamp.tsa_certificate.subject.rfc4514_string(),
                 "sha256": digest(token).hex(),
