@@ -11,6 +11,11 @@ next lot's links are blamed only when they agree neither with that lot as read n
 its checkpoints signed. Once the coffre's tree as read differs from a signed one, later trees
 are not compared (each would repeat that one difference).
 
+The evidence beside each checkpoint (its RFC 3161 tokens, its witnesses' cosignatures) is
+checked as it is read, as :class:`EvidencePolicy` asks; its failures come after the
+checkpoint's own. Whether the archive extends what a witness cosigned is checked afterwards, on
+the coffre's leaves (:func:`coffre.audit.check_witnessed`).
+
 :class:`CoffreWalk` is that walk, one lot at a time: ``coffre verify`` runs it over a whole
 coffre, the regulator API extends it lot by lot before it gives a proof (one verifier for both).
 """
