@@ -4,17 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from lxml import etree
 
 from .adapters.storage import TMP_PREFIX
+from .adapters.witness_client import WitnessedCheckpoint
 from .domain.catalogue import EVENT_TYPES
+from .domain.evidence import parse_evidence_name
 from .domain.lot import LotFormatError, check_document_size, parse_document, parse_lot_name, read_checkpoint
+from .domain.merkle import root as merkle_root
 from .domain.proofs import prove_consistency, prove_inclusion
 from .domain.schema import SchemaSet
 from .domain.signing import TrustStore
-from .domain.verify import CoffreReport, SchemaCheck, Source, verify_coffre
+from .domain.timestamp import load_trust_files
+from .domain.verify import TSA_MAX_DELAY, CoffreReport, EvidencePolicy, SchemaCheck, Source, verify_coffre
+from .domain.witness import CosignatureInvalid, cosigned_by, load_public_keys, note_body_of, origin
+
+EVIDENCE_SUFFIXES = (".tsr", ".cosig")
 
 
 @dataclass
@@ -26,6 +35,8 @@ class ArchiveReport:
     ignored: list[str] = field(default_factory=list)
     """Files that are not part of the archive and were not read (not failures): temporary files
     an interrupted write left, files with another extension."""
+    policy: EvidencePolicy | None = None
+    """What was asked of the evidence (None: nothing, as with no --tsa-cert or --witness-key)."""
 
     @property
     def ok(self) -> bool:
@@ -40,11 +51,24 @@ class ArchiveReport:
             verdict = "OK" if not coffre.failures else f"{len(coffre.failures)} failure(s)"
             out.append(
                 f"coffre {coffre.id_oper}/{coffre.id_coffre}: {coffre.lots} lot(s), {coffre.events} event(s), "
-                f"{coffre.checkpoints} checkpoint(s): {verdict}"
+                f"{coffre.checkpoints} checkpoint(s){self._evidence(coffre)}: {verdict}"
             )
         if not self.coffres and not self.problems:
             out.append("no lot found")
         return out
+
+    def _evidence(self, coffre: CoffreReport) -> str:
+        """The evidence counted, and said unchecked when nothing was given to check it with;
+        nothing for a coffre without any (the line is then as before evidence existed)."""
+        policy = self.policy or EvidencePolicy()
+        said = ""
+        if coffre.tokens:
+            said += f", {coffre.tokens} token(s)" + ("" if policy.tsa_roots else " not checked")
+        if coffre.cosignatures:
+            said += f", {coffre.cosignatures} cosignature(s)" + (
+                "" if policy.witness_keys else " not checked"
+            )
+        return said
 
 
 def schema_check(xsd_dir: Path) -> SchemaCheck:
@@ -66,25 +90,50 @@ def verify_archive(
     *,
     older_checkpoint: Path | None = None,
     xsd_dir: Path | None = None,
+    tsa_certs: Sequence[Path] = (),
+    tsa_max_delay: timedelta = TSA_MAX_DELAY,
+    witness_keys: Sequence[Path] = (),
+    witness: Sequence[WitnessedCheckpoint] | None = None,
+    witness_name: str = "--witness",
 ) -> ArchiveReport:
     """Every coffre whose lots are under ``path`` (the archive's root, or any folder inside it).
 
     Files are read one at a time as the check reaches them. A ``.tmp-*`` file (what a crash
-    while sealing leaves, see :mod:`coffre.adapters.storage`) or a file that is not ``.xml`` is
-    not part of the archive: it is listed as ignored, not read, and is no failure. A
-    ``--checkpoint`` of a coffre the archive does not hold is checked against an empty coffre:
-    a ``truncation`` failure when its signature holds."""
+    while sealing leaves, see :mod:`coffre.adapters.storage`) or a file that is not ``.xml``,
+    ``.tsr`` or ``.cosig`` is not part of the archive: it is listed as ignored, not read, and is
+    no failure. A ``--checkpoint`` of a coffre the archive does not hold is checked against an
+    empty coffre: a ``truncation`` failure when its signature holds.
+
+    ``tsa_certs`` (trusted TSA roots, PEM) and ``witness_keys`` (Ed25519 public keys, PEM) have
+    the evidence beside each checkpoint checked; ``witness`` is what a witness says it cosigned
+    last for each coffre (:meth:`WitnessClient.checkpoints`, reported as ``witness_name``): the
+    archive must extend each of those checkpoints."""
     report = ArchiveReport()
     trust = TrustStore.from_pem_files(list(certificates))
+    keys = [key for file in witness_keys for key in load_public_keys(Path(file).read_bytes())]
+    policy = EvidencePolicy(
+        tsa_roots=load_trust_files(tsa_certs) if tsa_certs else (),
+        tsa_max_delay=tsa_max_delay,
+        witness_keys=keys,
+    )
+    report.policy = policy
     lots: dict[tuple[str, int], list[tuple[str, Source]]] = {}
     checkpoints: dict[tuple[str, int], list[tuple[str, Source]]] = {}
+    evidence: dict[tuple[str, int], list[tuple[str, Source]]] = {}
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = file.relative_to(path).as_posix()
         if any(part.startswith(TMP_PREFIX) for part in file.relative_to(path).parts):
             report.ignored.append(f"{relative}: ignored: a temporary file an interrupted write left")
             continue
+        if file.suffix in EVIDENCE_SUFFIXES:
+            name = parse_evidence_name(file.name)
+            if name is None:
+                report.problems.append(f"{relative}: location: not an evidence file name")
+            else:
+                evidence.setdefault((name.id_oper, name.id_coffre), []).append((relative, _raw_reader(file)))
+            continue
         if file.suffix != ".xml":
-            report.ignored.append(f"{relative}: ignored: not a lot or checkpoint (.xml)")
+            report.ignored.append(f"{relative}: ignored: not a lot, checkpoint or evidence file")
             continue
         parsed = parse_lot_name(file.name)
         if parsed is None:
@@ -101,20 +150,89 @@ def verify_archive(
             report.problems.append(f"{older_checkpoint}: format: {exc}")
         else:
             older[(checkpoint.id_oper, checkpoint.id_coffre)] = (str(older_checkpoint), document)
+    witnessed = {(entry.id_oper, entry.id_coffre): entry for entry in witness or ()}
     schema = schema_check(xsd_dir) if xsd_dir is not None else None
-    for key in sorted(lots.keys() | checkpoints.keys() | older.keys()):
-        report.coffres.append(
-            verify_coffre(
-                key[0],
-                key[1],
-                lots.get(key, []),
-                checkpoints.get(key, []),
-                trust,
-                older_checkpoint=older.get(key),
-                schema=schema,
-            )
+    for key in sorted(lots.keys() | checkpoints.keys() | older.keys() | evidence.keys() | witnessed.keys()):
+        coffre = verify_coffre(
+            key[0],
+            key[1],
+            lots.get(key, []),
+            checkpoints.get(key, []),
+            trust,
+            older_checkpoint=older.get(key),
+            schema=schema,
+            evidence=evidence.get(key, []),
+            policy=policy,
         )
+        if key in witnessed:
+            check_witnessed(coffre, witnessed[key], keys, witness_name)
+        report.coffres.append(coffre)
     return report
+
+
+def check_witnessed(
+    coffre: CoffreReport, entry: WitnessedCheckpoint, keys: Sequence[Ed25519PublicKey], where: str
+) -> None:
+    """The archive must extend the newest checkpoint the witness cosigned for this coffre: hold at
+    least its events, and its first ``size`` events must have its root. With witness keys, the
+    witness's entry counts only when its note carries a valid cosignature by one of them."""
+    name = f"{coffre.id_oper}/{coffre.id_coffre}"
+    size = entry.size
+    if keys:
+        body = note_body_of(origin(entry.id_oper, entry.id_coffre), size, entry.root)
+        reasons = []
+        for key in keys:
+            try:
+                cosigned_by(entry.note, body, key)
+                break
+            except CosignatureInvalid as exc:
+                reasons.append(str(exc))
+        else:
+            coffre.fail(
+                where,
+                "witness",
+                f"the witness's checkpoint of coffre {name} (size {size}) is not cosigned by a given "
+                f"witness key ({'; '.join(reasons)}): it is no evidence",
+            )
+            return
+    if not coffre.lots and not coffre.leaves:
+        coffre.fail(
+            where,
+            "witness",
+            f"the witness cosigned {size} events of coffre {name}; the archive has none: a coffre removed",
+        )
+        return
+    if not coffre.complete:
+        return  # a lot could not be read: the coffre's tree is unknown, and that is reported
+    held = len(coffre.leaves)
+    if held < size:
+        coffre.fail(
+            where,
+            "witness",
+            f"truncation: the witness cosigned {size} events of coffre {name}, the archive holds {held}: "
+            "events were removed (pull again if the vault sealed since)",
+        )
+        return
+    if merkle_root(coffre.leaves.prefix(size)) != entry.root:
+        coffre.fail(
+            where,
+            "witness",
+            f"rewriting: the archive's first {size} events of coffre {name} are not those the witness "
+            "cosigned: the history was rebuilt, or forked",
+        )
+
+
+def _raw_reader(file: Path, limit: int = 64 * 1024) -> Callable[[], bytes]:
+    """Reads an evidence file when called, refusing one larger than ``limit`` (a token or a
+    cosigned note is a few KiB)."""
+
+    def read() -> bytes:
+        size = file.stat().st_size
+        if size > limit:
+            raise LotFormatError(f"{size} bytes, more than the {limit} an evidence file may hold")
+        return file.read_bytes()
+
+    return read
 
 
 def _reader(file: Path) -> Callable[[], bytes]:

@@ -446,21 +446,51 @@ def cmd_witness_keygen(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Offline verification of an archive folder; exit 0 only when every check holds."""
+    from datetime import timedelta
+
+    from .adapters.witness_client import Unreachable, WitnessClient
     from .audit import verify_archive
 
     if not args.cert:
         print("coffre verify: name the certificate(s) you trust with --cert PEM", file=sys.stderr)
         return 2
-    for named in [*args.cert, *([args.checkpoint] if args.checkpoint else [])]:
+    named_files = [
+        *args.cert,
+        *([args.checkpoint] if args.checkpoint else []),
+        *args.tsa_cert,
+        *args.witness_key,
+        *([args.witness_ca] if args.witness_ca else []),
+    ]
+    for named in named_files:
         if not Path(named).is_file():
             print(f"coffre verify: no file {named}", file=sys.stderr)
             return 2
-    report = verify_archive(
-        Path(args.path),
-        [Path(c) for c in args.cert],
-        older_checkpoint=Path(args.checkpoint) if args.checkpoint else None,
-        xsd_dir=Path(args.xsd) if args.xsd else None,
-    )
+    if args.tsa_max_delay < 0:
+        print("coffre verify: --tsa-max-delay is a number of seconds, at least 0", file=sys.stderr)
+        return 2
+    witnessed = None
+    if args.witness:
+        try:
+            client = WitnessClient(args.witness, ca=Path(args.witness_ca) if args.witness_ca else None)
+            witnessed = client.checkpoints()
+        except (ValueError, Unreachable) as exc:
+            print(f"coffre verify: the witness {args.witness}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        report = verify_archive(
+            Path(args.path),
+            [Path(c) for c in args.cert],
+            older_checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+            xsd_dir=Path(args.xsd) if args.xsd else None,
+            tsa_certs=[Path(c) for c in args.tsa_cert],
+            tsa_max_delay=timedelta(seconds=args.tsa_max_delay),
+            witness_keys=[Path(k) for k in args.witness_key],
+            witness=witnessed,
+            witness_name=args.witness or "--witness",
+        )
+    except ValueError as exc:  # an unreadable --tsa-cert or --witness-key
+        print(f"coffre verify: {exc}", file=sys.stderr)
+        return 2
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1
@@ -651,6 +681,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--xsd", default=None, metavar="DIR", help="also validate every event against this schema folder"
     )
+    p.add_argument(
+        "--tsa-cert",
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="a trusted TSA root (repeatable): every checkpoint needs a valid RFC 3161 token, each token is checked",
+    )
+    p.add_argument(
+        "--tsa-max-delay",
+        type=int,
+        default=86400,
+        metavar="SECONDS",
+        help="how long after its checkpoint's Date a token may be (default 86400: one day)",
+    )
+    p.add_argument(
+        "--witness-key",
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="a witness's Ed25519 public key(s) (repeatable): each coffre's newest checkpoint must be "
+        "cosigned by every one, each cosignature is checked",
+    )
+    p.add_argument(
+        "--witness",
+        default=None,
+        metavar="URL",
+        help="a witness (https://…): the archive must extend the newest checkpoint it cosigned per coffre",
+    )
+    p.add_argument("--witness-ca", default=None, metavar="PEM", help="the CA bundle of the witness's TLS")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(

@@ -13,21 +13,24 @@ import base64
 import copy
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from lxml import etree
 
 from coffre.audit import verify_archive
 from coffre.domain.signing import Signer
+from coffre.domain.witness import WitnessKey
 
 from xmlsec_tool import xmlsec1_verify
 
@@ -37,7 +40,9 @@ CERT = KNOWN / EXPECTED["certificate"]
 LOTS = EXPECTED["lots"]
 CHECKPOINTS = EXPECTED["checkpoints"]
 DS = "{http://www.w3.org/2000/09/xmldsig#}"
-SUMMARY = "coffre 0099/7: 2 lot(s), 3 event(s), 2 checkpoint(s)"
+COUNTS = "coffre 0099/7: 2 lot(s), 3 event(s), 2 checkpoint(s)"
+SUMMARY = f"{COUNTS}, 2 token(s) not checked, 2 cosignature(s) not checked"
+"""Without --tsa-cert and --witness-key the evidence is counted, and said not checked."""
 
 # -- an independent reader, from docs/archive-format.md alone ---------------------------------------
 
@@ -303,11 +308,16 @@ def test_a_comment_in_a_checkpoint_changes_nothing(archive):
 
 @pytest.mark.parametrize("number", [1, 2])
 def test_a_missing_checkpoint(archive, number):
-    (archive / (CP1, CP2)[number - 1]).unlink()
+    """Removed with its evidence (left alone, each of its evidence files is a ``location``
+    failure: evidence beside no checkpoint)."""
+    checkpoint = archive / (CP1, CP2)[number - 1]
+    for path in checkpoint.parent.glob(checkpoint.stem + ".*"):
+        path.unlink()
     lot = (LOT1, LOT2)[number - 1]
     assert report(archive) == [
         f"{lot}: checkpoint: no checkpoint in the archive for lot {number}",
-        "coffre 0099/7: 2 lot(s), 3 event(s), 1 checkpoint(s): 1 failure(s)",
+        "coffre 0099/7: 2 lot(s), 3 event(s), 1 checkpoint(s), 1 token(s) not checked, "
+        "1 cosignature(s) not checked: 1 failure(s)",
     ]
 
 
@@ -342,4 +352,304 @@ def test_a_forged_kept_checkpoint_of_a_missing_coffre_is_no_evidence(archive, tm
     assert report(archive, older_checkpoint=kept) == [
         f"{kept}: signature: the content does not match its signature (digest mismatch)",
         "coffre 0099/7: 0 lot(s), 0 event(s), 1 checkpoint(s): 1 failure(s)",
+    ]
+
+
+# -- (e) the evidence beside each checkpoint: tokens and cosignatures, from the documentation alone ----
+
+TSA = EXPECTED["tsa"]
+WITNESS = EXPECTED["witness"]
+TSA_ROOT = KNOWN / TSA["root"]
+WITNESS_PUB = KNOWN / WITNESS["public_key"]
+KA_DELAY = timedelta(days=30)
+"""The fixture's checkpoints are dated 2026-11-22 and 23 (fixed times), its tokens when make.py ran
+(a TSA dates by its own clock): checked here with a bound that covers that, and with the default
+bound below (too late)."""
+EM_DASH = "\u2014"
+
+
+def openssl() -> str:
+    binary = shutil.which("openssl")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("openssl is not installed, and CI needs it to check the tokens")
+        pytest.skip("openssl is not installed (openssl ts -verify checks the tokens)")
+    return binary
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_every_token_checks_with_openssl_ts(index):
+    """``openssl ts -verify`` (an independent implementation of RFC 3161): the signature, the
+    TSA's certificate (carried in the token) chaining to the TEST ONLY root, its critical
+    timeStamping EKU, and the imprint over the checkpoint file's bytes exactly as stored."""
+    binary = openssl()
+    want = TSA["tokens"][index]
+    token, checkpoint = KNOWN / want["file"], KNOWN / want["checkpoint"]
+    assert want["file"] == want["checkpoint"].replace(".xml", f".tsa-{TSA['name']}.tsr")
+    assert sha256(token.read_bytes()).hex() == want["sha256"]
+    assert sha256(checkpoint.read_bytes()).hex() == want["imprint"] == CHECKPOINTS[index]["file_sha256"]
+    run = subprocess.run(
+        [
+            binary,
+            "ts",
+            "-verify",
+            "-token_in",
+            "-in",
+            str(token),
+            "-data",
+            str(checkpoint),
+            "-CAfile",
+            str(TSA_ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0 and "Verification: OK" in run.stdout, run.stdout + run.stderr
+    text = subprocess.run(
+        [binary, "ts", "-reply", "-token_in", "-in", str(token), "-text"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    fields = dict(
+        line.split(": ", 1) for line in text.splitlines() if ": " in line and not line.startswith(" ")
+    )
+    assert int(fields["Serial number"], 16) == want["serial_number"]
+    assert fields["Hash Algorithm"] == "sha256"
+    imprint = "".join(
+        line.split(" - ", 1)[1][:47].replace("-", " ").replace(" ", "")
+        for line in text.splitlines()
+        if line.startswith("    00")
+    )
+    assert imprint == want["imprint"]
+    stamped = datetime.strptime(
+        fields["Time stamp"].rsplit(" ", 1)[0].split(".")[0] + fields["Time stamp"][-9:-4],
+        "%b %d %H:%M:%S %Y",
+    )
+    assert f"{stamped:%Y-%m-%dT%H:%M:%SZ}" == want["gen_time"]
+    date = datetime.fromisoformat(CHECKPOINTS[index]["date"].replace("Z", "+00:00"))
+    delay = stamped.replace(tzinfo=UTC) - date
+    assert int(delay.total_seconds()) in (want["delay_seconds"], want["delay_seconds"] + 1)
+    assert timedelta(0) < delay < KA_DELAY
+    # and the token with the other checkpoint's bytes is refused: its imprint names this one
+    other = KNOWN / TSA["tokens"][1 - index]["checkpoint"]
+    moved = subprocess.run(
+        [
+            binary,
+            "ts",
+            "-verify",
+            "-token_in",
+            "-in",
+            str(token),
+            "-data",
+            str(other),
+            "-CAfile",
+            str(TSA_ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert moved.returncode != 0
+
+
+def witness_public() -> Ed25519PublicKey:
+    key = serialization.load_pem_public_key(WITNESS_PUB.read_bytes())
+    assert isinstance(key, Ed25519PublicKey)
+    return key
+
+
+def raw(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_every_cosignature_recomputes_from_the_documentation_alone(index):
+    """The note body from the checkpoint's values, the key id, the signed message and the Ed25519
+    signature (C2SP tlog-checkpoint and tlog-cosignature), with hashlib, base64 and cryptography."""
+    want = WITNESS["cosignatures"][index]
+    expected = CHECKPOINTS[index]
+    name = WITNESS["name"]
+    assert want["file"] == want["checkpoint"].replace(".xml", f".witness-{name}.cosig")
+    note = (KNOWN / want["file"]).read_bytes()
+    assert sha256(note).hex() == want["sha256"]
+    fields = values(parse((KNOWN / want["checkpoint"]).read_bytes()))
+    root = bytes.fromhex(fields["RacineArbre"])
+    body = f"coffre/{fields['IDOper']}/{fields['IDCoffre']}\n{fields['TailleArbre']}\n{base64.b64encode(root).decode()}\n"
+    assert body == want["note_body"] and expected["tree_root"] == root.hex()
+    text = note.decode("utf-8")
+    assert text.startswith(body + "\n") and text.endswith("\n")
+    (line,) = text[len(body) + 1 : -1].split("\n")
+    assert line + "\n" == want["signature_line"]
+    dash, signer, encoded = line.split(" ")
+    assert (dash, signer) == (EM_DASH, name)
+    blob = base64.b64decode(encoded, validate=True)
+    assert len(blob) == 4 + 8 + 64
+    key = witness_public()
+    key_id = sha256(name.encode() + b"\n" + b"\x04" + raw(key))[:4]
+    assert raw(key).hex() == WITNESS["public_key_raw"]
+    assert blob[:4] == key_id and key_id.hex() == WITNESS["key_id"]
+    vkey_key = base64.b64encode(b"\x04" + raw(key)).decode()
+    assert WITNESS["vkey"] == f"{name}+{key_id.hex()}+{vkey_key}"
+    at = int.from_bytes(blob[4:12], "big")
+    date = datetime.fromisoformat(expected["date"].replace("Z", "+00:00"))
+    assert at == want["time"] == int(date.timestamp()) + 1
+    message = f"cosignature/v1\ntime {at}\n{body}"
+    assert message == want["signed_message"] and blob[12:].hex() == want["signature"]
+    key.verify(blob[12:], message.encode())
+
+
+def evidence_report(archive: Path, **options: object) -> list[str]:
+    return report(
+        archive, tsa_certs=[TSA_ROOT], tsa_max_delay=KA_DELAY, witness_keys=[WITNESS_PUB], **options
+    )
+
+
+EVIDENCE_SUMMARY = f"{COUNTS}, 2 token(s), 2 cosignature(s)"
+TOKEN1, TOKEN2 = (e["file"].removeprefix("archive/") for e in TSA["tokens"])
+COSIG1, COSIG2 = (e["file"].removeprefix("archive/") for e in WITNESS["cosignatures"])
+
+
+def fingerprint(key: Ed25519PublicKey) -> str:
+    """How coffre verify names a witness key: the first 16 hex digits of SHA-256 of its 32 bytes."""
+    return sha256(raw(key)).hex()[:16]
+
+
+def test_coffre_verify_checks_the_tokens_and_cosignatures():
+    run = cli_verify(
+        KNOWN / "archive",
+        "--tsa-cert",
+        str(TSA_ROOT),
+        "--tsa-max-delay",
+        str(int(KA_DELAY.total_seconds())),
+        "--witness-key",
+        str(WITNESS_PUB),
+    )
+    assert (run.returncode, run.stdout) == (0, f"{EVIDENCE_SUMMARY}: OK\n"), run.stderr
+    run = cli_verify(KNOWN / "archive")
+    assert run.stdout == f"{SUMMARY}: OK\n"
+
+
+def test_with_the_default_bound_the_tokens_are_too_late(archive):
+    """The fixture's tokens were made days after its checkpoints: with ``--tsa-max-delay``'s
+    default (a day), exactly what an archive rebuilt later looks like."""
+    lines = report(archive, tsa_certs=[TSA_ROOT])
+    expected = []
+    for token, checkpoint, cp in zip(TSA["tokens"], CHECKPOINTS, (CP1, CP2), strict=True):
+        expected += [
+            f"{token['file'].removeprefix('archive/')}: timestamp: too late: genTime {token['gen_time']} is "
+            f"{token['delay_seconds']} s after the checkpoint's Date {checkpoint['date']}, more than 86400 s: "
+            "an archive rebuilt later gets tokens of that day",
+            f"{cp}: timestamp: none of its 1 time-stamp token(s) holds: nothing dates the checkpoint",
+        ]
+    assert lines == [*expected, f"{COUNTS}, 2 token(s), 2 cosignature(s) not checked: 4 failure(s)"]
+
+
+def test_a_token_moved_to_another_checkpoint(archive):
+    shutil.copy(archive / TOKEN1, archive / TOKEN2)
+    assert evidence_report(archive) == [
+        f"{TOKEN2}: timestamp: imprint: the token's message imprint is not the SHA-256 of this checkpoint's "
+        "file (a token moved from another checkpoint, or the checkpoint changed)",
+        f"{CP2}: timestamp: none of its 1 time-stamp token(s) holds: nothing dates the checkpoint",
+        f"{EVIDENCE_SUMMARY}: 2 failure(s)",
+    ]
+
+
+def test_a_token_from_an_untrusted_tsa(archive, tmp_path):
+    """A real TSA (openssl ts, tests/tsa.py) of another root time-stamps the very checkpoint. The
+    line ends with the library's own words in parentheses (OpenSSL's error stack, whose codes and
+    source lines vary with the OpenSSL build): checked up to them, and for the reason."""
+    from coffre.domain.timestamp import build_request
+
+    from tsa import Pki, Tsa, fetch
+
+    pki = Pki(tmp_path, "another TSA root")
+    document = (archive / CP1).read_bytes()
+    request = build_request(document)
+    with Tsa(tmp_path, pki.issue("another TSA"), pki).serving() as tsa:
+        response = fetch(tsa.url, request.der)
+    token = subprocess.run(
+        [openssl(), "ts", "-reply", "-in", "/dev/stdin", "-token_out", "-out", "/dev/stdout"],
+        input=response,
+        capture_output=True,
+        check=True,
+    ).stdout
+    (archive / TOKEN1).write_bytes(token)
+    lines = evidence_report(archive)
+    assert lines[0].startswith(
+        f"{TOKEN1}: timestamp: the TSA's certificate does not chain to a trusted certificate ("
+    ), lines
+    assert lines[0].endswith('unable to get local issuer certificate" }]))')
+    assert lines[1:] == [
+        f"{CP1}: timestamp: none of its 1 time-stamp token(s) holds: nothing dates the checkpoint",
+        f"{EVIDENCE_SUMMARY}: 2 failure(s)",
+    ]
+
+
+def newest_uncosigned(key: Ed25519PublicKey) -> str:
+    return (
+        f"{CP2}: cosignature: the newest checkpoint of coffre 0099/7 has no valid cosignature by witness key "
+        f"{fingerprint(key)}: no witness vouches that the archive ends here"
+    )
+
+
+def test_a_cosignature_by_another_key(archive):
+    other = WitnessKey(WITNESS["name"], Ed25519PrivateKey.from_private_bytes(bytes(range(32))))
+    body = WITNESS["cosignatures"][1]["note_body"].encode()
+    (archive / COSIG2).write_bytes(body + b"\n" + other.cosign(body, WITNESS["cosignatures"][1]["time"]))
+    other_id = sha256(WITNESS["name"].encode() + b"\n\x04" + raw(other.public.key))[:4].hex()
+    assert evidence_report(archive) == [
+        f"{COSIG2}: cosignature: no cosignature by a given witness key (it holds one by {WITNESS['name']} key id "
+        f"{other_id}): a cosignature by another key",
+        newest_uncosigned(witness_public()),
+        f"{EVIDENCE_SUMMARY}: 2 failure(s)",
+    ]
+
+
+def test_a_cosignature_moved_to_another_checkpoint(archive):
+    shutil.copy(archive / COSIG1, archive / COSIG2)
+    assert evidence_report(archive) == [
+        f"{COSIG2}: cosignature: the note is about another checkpoint (its origin, size or root differs from "
+        "this one's): a cosignature moved from another checkpoint",
+        newest_uncosigned(witness_public()),
+        f"{EVIDENCE_SUMMARY}: 2 failure(s)",
+    ]
+
+
+def test_the_newest_checkpoint_s_cosignature_removed(archive):
+    (archive / COSIG2).unlink()
+    assert evidence_report(archive) == [
+        newest_uncosigned(witness_public()),
+        f"{COUNTS}, 2 token(s), 1 cosignature(s): 1 failure(s)",
+    ]
+    assert report(archive) == [f"{COUNTS}, 2 token(s) not checked, 1 cosignature(s) not checked: OK"]
+
+
+def test_a_forged_cosignature(archive):
+    """The signature's last bytes changed (the note and key id as they were)."""
+    note = (archive / COSIG1).read_bytes()
+    body, line = note.split(b"\n\n")
+    dash, name, encoded = line.decode().rstrip("\n").split(" ")
+    blob = bytearray(base64.b64decode(encoded))
+    blob[-1] ^= 1
+    (archive / COSIG1).write_bytes(
+        body + b"\n\n" + f"{dash} {name} {base64.b64encode(bytes(blob)).decode()}\n".encode()
+    )
+    assert evidence_report(archive) == [
+        f"{COSIG1}: cosignature: the cosignature by witness key {fingerprint(witness_public())} does not verify: "
+        "forged or altered",
+        f"{EVIDENCE_SUMMARY}: 1 failure(s)",
+    ]
+
+
+def test_evidence_misplaced_or_beside_no_checkpoint(archive):
+    shutil.copy(archive / TOKEN1, archive / "0099" / "7" / "2026" / TOKEN1.rsplit("/", 1)[1])
+    shutil.copy(archive / COSIG1, archive / COSIG1.replace("0000000001", "0000000009"))
+    assert evidence_report(archive) == [
+        f"0099/7/checkpoints/0099-7-0000000009.witness-{WITNESS['name']}.cosig: location: evidence beside no "
+        "checkpoint: the archive has no 0099/7/checkpoints/0099-7-0000000009.xml",
+        f"0099/7/2026/0099-7-0000000001.tsa-{TSA['name']}.tsr: location: evidence of coffre 0099/7 filed under "
+        "0099/7/2026, not 0099/7/checkpoints",
+        f"{EVIDENCE_SUMMARY}: 2 failure(s)",
     ]

@@ -11,6 +11,11 @@ next lot's links are blamed only when they agree neither with that lot as read n
 its checkpoints signed. Once the coffre's tree as read differs from a signed one, later trees
 are not compared (each would repeat that one difference).
 
+The evidence beside each checkpoint (its RFC 3161 tokens, its witnesses' cosignatures) is
+checked as it is read, as :class:`EvidencePolicy` asks; its failures come after the
+checkpoint's own. Whether the archive extends what a witness cosigned is checked afterwards, on
+the coffre's leaves (:func:`coffre.audit.check_witnessed`).
+
 :class:`CoffreWalk` is that walk, one lot at a time: ``coffre verify`` runs it over a whole
 coffre, the regulator API extends it lot by lot before it gives a proof (one verifier for both).
 """
@@ -18,13 +23,17 @@ coffre, the regulator API extends it lot by lot before it gives a proof (one ver
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import overload
 
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from lxml import etree
 
 from .chain import GENESIS, chain_hash
+from .evidence import parse_evidence_name
 from .lot import (
     NO_DIGEST,
     Checkpoint,
@@ -32,6 +41,7 @@ from .lot import (
     LotHeader,
     digest,
     event_leaf,
+    format_time,
     parse_document,
     parse_lot_name,
     parse_time,
@@ -41,6 +51,9 @@ from .lot import (
 from .merkle import HASH_SIZE, MerkleAccumulator
 from .merkle import root as merkle_root
 from .signing import SignatureInvalid, TrustStore, verify
+from .timestamp import MAX_RESPONSE_BYTES, TimestampInvalid, verify_token
+from .witness import CosignatureInvalid, cosigned_by, fingerprint, note_body, split_note
+from .witness import key_id as witness_key_id
 
 SchemaCheck = Callable[[bytes], list[str]]
 """Schema errors of one event's canonical bytes (empty when it validates)."""
@@ -160,6 +173,10 @@ class CoffreReport:
     """False once a lot could not be read: the coffre's tree is then unknown past it."""
     tree_agrees: bool = True
     """False once the coffre tree as read differed from a signed one (a lot's or a checkpoint's)."""
+    tokens: int = 0
+    """Time-stamp token files read (``.tsa-<name>.tsr``)."""
+    cosignatures: int = 0
+    """Cosignature files read (``.witness-<name>.cosig``)."""
 
     def fail(self, where: str, check: str, message: str, id_evt: int | None = None) -> None:
         self.failures.append(Failure(where, check, message, id_evt))
@@ -210,6 +227,39 @@ def _checkpoint_time(root: etree._Element) -> datetime:
     return parse_time(root.findtext("Date") or "", "Date")
 
 
+TSA_SKEW = timedelta(minutes=5)
+"""How far a token's ``genTime`` may precede its checkpoint's ``Date``: the vault's clock and the
+TSA's differ a little (NTP keeps both well within it)."""
+TSA_MAX_DELAY = timedelta(days=1)
+"""How long after its checkpoint's ``Date`` a token may be dated, by default (``--tsa-max-delay``).
+The vault asks for a token as soon as the checkpoint is written and retries a TSA that is down
+(docs/operations.md), so a token is normally seconds late; a day leaves room for a TSA outage
+over a night while an archive rebuilt later (whose tokens are of the day it was rebuilt) is
+reported once it is more than a day old."""
+MAX_COSIGNATURE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class EvidencePolicy:
+    """What ``coffre verify`` checks of the evidence beside each checkpoint (docs/archive-format.md,
+    "Evidence beside a checkpoint"). Without TSA roots the tokens are counted, not checked; without
+    witness keys the cosignatures are counted, not checked."""
+
+    tsa_roots: Sequence[x509.Certificate] = ()
+    tsa_max_delay: timedelta = TSA_MAX_DELAY
+    """How long after a checkpoint's ``Date`` its token's ``genTime`` may be (``--tsa-max-delay``)."""
+    tsa_skew: timedelta = TSA_SKEW
+    """How long before a checkpoint's ``Date`` its token's ``genTime`` may be (clocks differ)."""
+    witness_keys: Sequence[Ed25519PublicKey] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Evidence:
+    path: str
+    kind: str
+    source: Source
+
+
 @dataclass(slots=True)
 class _ReadCheckpoint:
     opened: _Opened
@@ -217,6 +267,10 @@ class _ReadCheckpoint:
     file_number: int | None
     """The lot number in the file's name (None for a checkpoint given with ``--checkpoint``)."""
     checked: bool = False
+    evidence_failures: list[Failure] = field(default_factory=list)
+    """Failures of the evidence beside it, reported after its own."""
+    cosigned: set[int] = field(default_factory=set)
+    """The indices of the witness keys that cosigned it validly."""
 
     @property
     def lot_number(self) -> int | None:
@@ -229,10 +283,21 @@ class _ReadCheckpoint:
 
 
 def _read_checkpoint(
-    report: CoffreReport, path: str, source: Source, trust: TrustStore, *, in_archive: bool
+    report: CoffreReport,
+    path: str,
+    source: Source,
+    trust: TrustStore,
+    *,
+    in_archive: bool,
+    evidence: Sequence[_Evidence] = (),
+    policy: EvidencePolicy | None = None,
 ) -> _ReadCheckpoint:
     report.checkpoints += 1
-    opened = _open_signed(path, source, trust, _checkpoint_time)
+    document: Source = source
+    if callable(source):
+        with suppress(LotFormatError):  # read again, and reported, by _open_signed
+            document = source()
+    opened = _open_signed(path, document, trust, _checkpoint_time)
     parsed = parse_lot_name(path) if in_archive else None
     checkpoint = None
     if opened.root is not None:
@@ -257,7 +322,181 @@ def _read_checkpoint(
         read.checkpoint = None
     elif checkpoint is not None and in_archive:
         _check_checkpoint_location(opened, checkpoint)
+    if in_archive:
+        _check_evidence(report, read, document if isinstance(document, bytes) else None, evidence, policy)
     return read
+
+
+# -- the evidence beside a checkpoint: time-stamp tokens and cosignatures ----------------------------
+
+
+def _read_evidence(item: _Evidence, limit: int) -> bytes:
+    data = item.source() if callable(item.source) else item.source
+    if len(data) > limit:
+        raise LotFormatError(f"{len(data)} bytes, more than the {limit} such a file may hold")
+    return data
+
+
+def _check_evidence(
+    report: CoffreReport,
+    read: _ReadCheckpoint,
+    document: bytes | None,
+    evidence: Sequence[_Evidence],
+    policy: EvidencePolicy | None,
+) -> None:
+    """Count the tokens and cosignatures beside a checkpoint and, as ``policy`` asks, check them.
+    Only a checkpoint whose signature holds is checked: the others are already failures, and what
+    they say (their ``Date``, their tree) is no evidence."""
+    tokens = [item for item in evidence if item.kind == "tsa"]
+    notes = [item for item in evidence if item.kind == "witness"]
+    report.tokens += len(tokens)
+    report.cosignatures += len(notes)
+    checkpoint = read.evidence
+    if policy is None or checkpoint is None or document is None:
+        return
+    fail = read.evidence_failures.append
+    if policy.tsa_roots:
+        held = 0
+        for item in tokens:
+            held += _check_token(item, document, checkpoint, policy, fail)
+        if not tokens:
+            fail(
+                Failure(
+                    read.opened.path,
+                    "timestamp",
+                    "no time-stamp token (.tsa-<name>.tsr) beside the checkpoint",
+                )
+            )
+        elif not held:
+            fail(
+                Failure(
+                    read.opened.path,
+                    "timestamp",
+                    f"none of its {len(tokens)} time-stamp token(s) holds: nothing dates the checkpoint",
+                )
+            )
+    if policy.witness_keys:
+        body = note_body(checkpoint)
+        for item in notes:
+            read.cosigned |= _check_cosignature(item, body, policy.witness_keys, fail)
+
+
+def _check_token(
+    item: _Evidence,
+    document: bytes,
+    checkpoint: Checkpoint,
+    policy: EvidencePolicy,
+    fail: Callable[[Failure], None],
+) -> bool:
+    """One token: RFC 3161 checks over the checkpoint file's bytes, then its time against the
+    checkpoint's ``Date``. True when it holds."""
+    try:
+        stamp = verify_token(_read_evidence(item, MAX_RESPONSE_BYTES), document, policy.tsa_roots)
+    except LotFormatError as exc:
+        fail(Failure(item.path, "timestamp", f"not a token: {exc}"))
+        return False
+    except TimestampInvalid as exc:
+        message = str(exc)
+        if "message imprint is not the SHA-256" in message:
+            message = (
+                "imprint: the token's message imprint is not the SHA-256 of this checkpoint's file "
+                "(a token moved from another checkpoint, or the checkpoint changed)"
+            )
+        fail(Failure(item.path, "timestamp", message))
+        return False
+    date, gen_time = checkpoint.at, stamp.gen_time
+    if gen_time < date - policy.tsa_skew:
+        fail(
+            Failure(
+                item.path,
+                "timestamp",
+                f"too early: genTime {_when(gen_time)} is before the checkpoint's Date {_when(date)} "
+                f"by more than {_seconds(policy.tsa_skew)} s: the checkpoint's Date is not its time",
+            )
+        )
+        return False
+    if gen_time > date + policy.tsa_max_delay:
+        late = int((gen_time - date).total_seconds())
+        fail(
+            Failure(
+                item.path,
+                "timestamp",
+                f"too late: genTime {_when(gen_time)} is {late} s after the checkpoint's Date {_when(date)}, "
+                f"more than {_seconds(policy.tsa_max_delay)} s: an archive rebuilt later gets tokens of that day",
+            )
+        )
+        return False
+    return True
+
+
+def _check_cosignature(
+    item: _Evidence, body: bytes, keys: Sequence[Ed25519PublicKey], fail: Callable[[Failure], None]
+) -> set[int]:
+    """One ``.cosig`` file: the indices of the keys whose cosignature in it holds over ``body``;
+    none is a failure, saying why."""
+    try:
+        note = _read_evidence(item, MAX_COSIGNATURE_BYTES)
+        found, lines = split_note(note)
+    except (LotFormatError, CosignatureInvalid) as exc:
+        fail(Failure(item.path, "cosignature", f"not a cosigned note: {exc}"))
+        return set()
+    held = set()
+    for index, key in enumerate(keys):
+        try:
+            cosigned_by(note, body, key)
+        except CosignatureInvalid:
+            continue
+        held.add(index)
+    if held:
+        return held
+    if found != body:
+        message = (
+            "the note is about another checkpoint (its origin, size or root differs from this one's): "
+            "a cosignature moved from another checkpoint"
+        )
+    elif not any(line.key_id == witness_key_id(line.name, key) for line in lines for key in keys):
+        by = ", ".join(f"{line.name} key id {line.key_id.hex()}" for line in lines) or "nobody"
+        message = (
+            f"no cosignature by a given witness key (it holds one by {by}): a cosignature by another key"
+        )
+    else:
+        named = ", ".join(fingerprint(key) for key in keys)
+        message = f"the cosignature by witness key {named} does not verify: forged or altered"
+    fail(Failure(item.path, "cosignature", message))
+    return set()
+
+
+def _check_newest_cosigned(
+    report: CoffreReport, read: Sequence[_ReadCheckpoint], keys: Sequence[Ed25519PublicKey]
+) -> None:
+    """The coffre's newest checkpoint (the largest tree among those of the archive whose signature
+    holds) must carry a valid cosignature by every given witness key."""
+    signed = [c for c in read if c.file_number is not None and c.evidence is not None]
+    if not signed:
+        return
+    newest = max(signed, key=lambda c: (c.evidence.tree_size, c.evidence.lot_number))  # type: ignore[union-attr]
+    for index, key in enumerate(keys):
+        if index not in newest.cosigned:
+            newest.evidence_failures.append(
+                Failure(
+                    newest.opened.path,
+                    "cosignature",
+                    f"the newest checkpoint of coffre {report.id_oper}/{report.id_coffre} has no valid "
+                    f"cosignature by witness key {fingerprint(key)}: no witness vouches that the archive "
+                    "ends here",
+                )
+            )
+
+
+def _when(at: datetime) -> str:
+    """A time as the archive writes it; to the second when it has no fraction (a token's genTime
+    as read)."""
+    at = at.astimezone(UTC)
+    return format_time(at) if at.microsecond else f"{at:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _seconds(span: timedelta) -> int:
+    return int(span.total_seconds())
 
 
 def _check_checkpoint_location(opened: _Opened, checkpoint: Checkpoint) -> None:
@@ -304,15 +543,19 @@ def verify_coffre(
     *,
     older_checkpoint: tuple[str, Source] | None = None,
     schema: SchemaCheck | None = None,
+    evidence: Iterable[tuple[str, Source]] = (),
+    policy: EvidencePolicy | None = None,
 ) -> CoffreReport:
     """Verify one coffre from its lot files and checkpoint files, given as (path, bytes or reader).
 
     Paths are relative to the archive's root (``0099/1/2026/11/22/0099-1-0000000001.xml``) or
     at least end with ``YYYY/MM/DD/<file>``; they locate failures and are checked against the
     headers (a lot moved to another coffre, another number or another day is caught).
-    ``older_checkpoint`` is one the regulator kept from before (``--checkpoint``).
+    ``older_checkpoint`` is one the regulator kept from before (``--checkpoint``). ``evidence``
+    are the time-stamp tokens and cosignatures of the coffre's checkpoints (their file names
+    say which), checked as ``policy`` asks.
     """
-    walk = CoffreWalk(CoffreReport(id_oper, id_coffre), trust, schema)
+    walk = CoffreWalk(CoffreReport(id_oper, id_coffre), trust, schema, policy=policy)
     report = walk.report
     numbered: list[tuple[int, str, Source]] = []
     for path, source in lots:
@@ -323,7 +566,13 @@ def verify_coffre(
         numbered.append((parsed[2], path, source))
     numbered.sort(key=lambda entry: (entry[0], entry[1]))
 
-    read = [walk.checkpoint(path, source) for path, source in sorted(checkpoints, key=lambda entry: entry[0])]
+    beside, misplaced = _evidence_by_checkpoint(id_oper, id_coffre, evidence)
+    read = [
+        walk.checkpoint(path, source, evidence=beside.pop(path, ()))
+        for path, source in sorted(checkpoints, key=lambda entry: entry[0])
+    ]
+    if policy is not None and policy.witness_keys:
+        _check_newest_cosigned(report, read, policy.witness_keys)
     if older_checkpoint is not None:
         read.append(walk.checkpoint(*older_checkpoint, in_archive=False))
     by_lot: dict[int | None, list[_ReadCheckpoint]] = {}
@@ -333,7 +582,45 @@ def verify_coffre(
     for number, path, source in numbered:
         walk.lot(number, path, source, by_lot.get(number, []))
     walk.finish(read)
+    for checkpoint_path, items in sorted(beside.items()):
+        for item in items:
+            report.fail(
+                item.path, "location", f"evidence beside no checkpoint: the archive has no {checkpoint_path}"
+            )
+    report.failures += misplaced
     return report
+
+
+def _evidence_by_checkpoint(
+    id_oper: str, id_coffre: int, evidence: Iterable[tuple[str, Source]]
+) -> tuple[dict[str, list[_Evidence]], list[Failure]]:
+    """The evidence files by the path of the checkpoint they are about (the same folder, the same
+    ``<IDOper>-<IDCoffre>-<lot>`` stem), and a ``location`` failure for each one elsewhere."""
+    beside: dict[str, list[_Evidence]] = {}
+    misplaced = []
+    for path, source in sorted(evidence, key=lambda entry: entry[0]):
+        name = parse_evidence_name(path)
+        folder, _, _ = path.replace("\\", "/").rpartition("/")
+        parts = folder.split("/")
+        if name is None:
+            misplaced.append(Failure(path, "location", "not an evidence file name"))
+            continue
+        want = [name.id_oper, str(name.id_coffre), "checkpoints"]
+        if (name.id_oper, name.id_coffre) != (id_oper, id_coffre) or (len(parts) >= 3 and parts[-3:] != want):
+            misplaced.append(
+                Failure(
+                    path,
+                    "location",
+                    f"evidence of coffre {name.id_oper}/{name.id_coffre} filed under {folder or '.'}, "
+                    f"not {'/'.join(want)}",
+                )
+            )
+            continue
+        checkpoint = (
+            f"{folder + '/' if folder else ''}{name.id_oper}-{name.id_coffre}-{name.lot_number:010d}.xml"
+        )
+        beside.setdefault(checkpoint, []).append(_Evidence(path, name.kind, source))
+    return beside, misplaced
 
 
 @dataclass
@@ -353,10 +640,22 @@ class CoffreWalk:
     expected_id: int = 1
     rebase: bool = False
     last_number: int = 0
+    policy: EvidencePolicy | None = None
 
-    def checkpoint(self, path: str, source: Source, *, in_archive: bool = True) -> _ReadCheckpoint:
-        """Read a checkpoint file (counted in the report); its failures are reported with its lot."""
-        return _read_checkpoint(self.report, path, source, self.trust, in_archive=in_archive)
+    def checkpoint(
+        self, path: str, source: Source, *, in_archive: bool = True, evidence: Sequence[_Evidence] = ()
+    ) -> _ReadCheckpoint:
+        """Read a checkpoint file (counted in the report) and check the evidence beside it; its
+        failures are reported with its lot."""
+        return _read_checkpoint(
+            self.report,
+            path,
+            source,
+            self.trust,
+            in_archive=in_archive,
+            evidence=evidence,
+            policy=self.policy,
+        )
 
     def lot(self, number: int, path: str, source: Source, own: Sequence[_ReadCheckpoint]) -> None:
         """Check lot ``number`` (from its file name) against the lots before it, and against
@@ -569,6 +868,14 @@ def _check_ids(report: CoffreReport, path: str, h: LotHeader, ids: list[int]) ->
 def _check_against_archive(
     report: CoffreReport, read: _ReadCheckpoint, lot: LotHeader | None, last_number: int = 0
 ) -> None:
+    """A checkpoint's failures, then those of the evidence beside it."""
+    _compare_with_archive(report, read, lot, last_number)
+    report.failures += read.evidence_failures
+
+
+def _compare_with_archive(
+    report: CoffreReport, read: _ReadCheckpoint, lot: LotHeader | None, last_number: int = 0
+) -> None:
     """A checkpoint must describe a prefix of the archive as read: the lot it names (``lot``, when
     the archive holds it), the same size, root and chain hash. Checked only when its signature
     holds; its own reading failures are reported here, so that they come with its lot."""
@@ -625,4 +932,15 @@ def _span(ids: list[int]) -> str:
     return f"{ids[0]}..{ids[-1]} ({len(ids)})" if ids else "none"
 
 
-__all__ = ["CoffreReport", "CoffreWalk", "Failure", "Hashes", "SchemaCheck", "Source", "verify_coffre"]
+__all__ = [
+    "TSA_MAX_DELAY",
+    "TSA_SKEW",
+    "CoffreReport",
+    "CoffreWalk",
+    "EvidencePolicy",
+    "Failure",
+    "Hashes",
+    "SchemaCheck",
+    "Source",
+    "verify_coffre",
+]

@@ -9,16 +9,28 @@ valid 2000-2099). ``expected.json`` is computed with coffre's own code; tests/te
 recomputes every value from the documentation alone and never runs this script: the committed
 bytes are the known answer.
 
-Run again with the committed key, it writes the same bytes: the ECDSA signatures are made
-deterministic (RFC 6979) here, so anyone can check that the fixture is what this script makes.
-coffre's vault signs with random nonces; a verifier cannot tell the two apart.
+Beside each checkpoint, its evidence (docs/archive-format.md, "Evidence beside a checkpoint"):
+- a time-stamp token from a real TSA, Debian's ``openssl ts -reply`` (tests/tsa.py), whose
+  TEST ONLY certificate (``test-only-tsa-cert.pem``, key ``test-only-tsa-key.pem``) is issued by
+  a TEST ONLY root (``test-only-tsa-root.pem``; its key is not kept), all valid 2000-2099;
+- a cosignature by a TEST ONLY witness key (``test-only-witness-key.pem``, its public key
+  ``test-only-witness-pub.pem``) at a fixed time, one second after the checkpoint's ``Date``.
+
+Run again with the committed keys, it writes the same bytes but for the tokens: the ECDSA
+signatures are made deterministic (RFC 6979) here, Ed25519 is deterministic, so anyone can check
+that the fixture is what this script makes. coffre's vault signs with random nonces; a verifier
+cannot tell the two apart. A TSA dates its tokens by its own clock (and draws their serial
+numbers), so each run makes new ones, dated when it runs: ``expected.json`` records the
+committed ones' ``genTime``, serial number, SHA-256 and imprint.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -26,19 +38,24 @@ from pathlib import Path
 from typing import Any
 
 from coffre_vault.sealer import Sealer
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from lxml import etree
 
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage
 from coffre.domain.chain import GENESIS
 from coffre.domain.codec import canonical_bytes
+from coffre.domain.evidence import cosignature_key, timestamp_key
 from coffre.domain.lot import digest, event_leaf, format_time, parse_document, read_checkpoint, read_lot
 from coffre.domain.merkle import EMPTY_ROOT, MerkleAccumulator
 from coffre.domain.merkle import root as merkle_root
 from coffre.domain.normalize import normalize
 from coffre.domain.signing import DS_NS, Signer, generate_key_and_certificate, key_id
+from coffre.domain.timestamp import build_request, load_trust, verify_response
+from coffre.domain.witness import WitnessKey, note_body
 
 HERE = Path(__file__).resolve().parent
 KEY = "test-only-signing-key.pem"
@@ -48,6 +65,17 @@ NOT_BEFORE = datetime(2000, 1, 1, tzinfo=UTC)
 DAYS = 36_500  # to 2099-12-07
 WARNING = b"TEST ONLY - NOT FOR PRODUCTION: the known-answer %s of coffre's docs/archive-format.md\n"
 """Text before a PEM block is allowed (RFC 7468) and ignored by OpenSSL, xmlsec1 and cryptography."""
+
+TSA_ROOT = "test-only-tsa-root.pem"
+TSA_CERT = "test-only-tsa-cert.pem"
+TSA_KEY = "test-only-tsa-key.pem"
+TSA_NAME = "test-tsa"
+"""The TSA's name in the token files' names."""
+WITNESS_KEY = "test-only-witness-key.pem"
+WITNESS_PUB = "test-only-witness-pub.pem"
+WITNESS_NAME = "coffre-test-witness"
+"""The witness's name, in its signature lines and in the cosignature files' names."""
+NOT_AFTER = datetime(2099, 12, 7, tzinfo=UTC)
 
 ID_OPER, ID_COFFRE = "0099", 7
 TIMES = [  # the sealer asks its clock for a lot's seal time, then for its checkpoint's date
@@ -148,6 +176,161 @@ def seal(archive: Path, sign: Signer) -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)  # the sealer makes them read-only
 
 
+def _tsa_certificate(
+    subject: str,
+    issuer: x509.Name,
+    public: ec.EllipticCurvePublicKey,
+    signing: ec.EllipticCurvePrivateKey,
+    ca: bool,
+) -> x509.Certificate:
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, subject),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "coffre tests"),
+        ]
+    )
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer if not ca else name)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(NOT_BEFORE)
+        .not_valid_after(NOT_AFTER)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+    )
+    if ca:
+        usage = x509.KeyUsage(False, False, False, False, False, True, True, False, False)
+        builder = builder.add_extension(usage, critical=True)
+    else:
+        usage = x509.KeyUsage(True, True, False, False, False, False, False, False, False)
+        builder = builder.add_extension(usage, critical=True)
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.TIME_STAMPING]), critical=True
+        )
+    return builder.sign(signing, hashes.SHA256())
+
+
+def tsa_identity(folder: Path) -> Any:
+    """The TEST ONLY TSA (its certificate and key) and its root, made on the first run."""
+    sys.path.insert(0, str(HERE.parent))
+    from tsa import Identity  # tests/tsa.py: the real openssl TSA of the tests
+
+    if not (folder / TSA_CERT).exists():
+        root_key = ec.generate_private_key(ec.SECP256R1())
+        root = _tsa_certificate(
+            "coffre known answer TSA root - TEST ONLY", x509.Name([]), root_key.public_key(), root_key, True
+        )
+        key = ec.generate_private_key(ec.SECP256R1())
+        leaf = _tsa_certificate(
+            "coffre known answer TSA - TEST ONLY", root.subject, key.public_key(), root_key, False
+        )
+        (folder / TSA_ROOT).write_bytes(WARNING % b"TSA root" + root.public_bytes(serialization.Encoding.PEM))
+        (folder / TSA_CERT).write_bytes(
+            WARNING % b"TSA certificate" + leaf.public_bytes(serialization.Encoding.PEM)
+        )
+        (folder / TSA_KEY).write_bytes(
+            WARNING % b"TSA key"
+            + key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+    (certificate,) = load_trust((folder / TSA_CERT).read_bytes())
+    return Identity(certificate, folder / TSA_CERT, folder / TSA_KEY)
+
+
+def witness_key(folder: Path) -> WitnessKey:
+    if not (folder / WITNESS_KEY).exists():
+        key = WitnessKey.generate(WITNESS_NAME)
+        (folder / WITNESS_KEY).write_bytes(WARNING % b"witness key" + key.private_pem())
+        (folder / WITNESS_PUB).write_bytes(WARNING % b"witness public key" + key.public.pem())
+    return WitnessKey.from_pem(WITNESS_NAME, (folder / WITNESS_KEY).read_bytes())
+
+
+def add_evidence(out: Path) -> None:
+    """A token from the openssl TSA and a cosignature beside each checkpoint."""
+    sys.path.insert(0, str(HERE.parent))
+    from tsa import Tsa, fetch
+
+    archive = out / "archive"
+    identity = tsa_identity(out)
+    roots = load_trust((out / TSA_ROOT).read_bytes())
+    witness = witness_key(out)
+    with tempfile.TemporaryDirectory() as scratch, Tsa(Path(scratch), identity, None).serving() as tsa:  # type: ignore[arg-type]
+        for path in sorted((archive / ID_OPER / str(ID_COFFRE) / "checkpoints").glob("*.xml")):
+            document = path.read_bytes()
+            checkpoint = read_checkpoint(parse_document(document))
+            request = build_request(document)
+            stamp = verify_response(fetch(tsa.url, request.der), document, request.nonce, roots)
+            number = checkpoint.lot_number
+            (archive / timestamp_key(ID_OPER, ID_COFFRE, number, TSA_NAME)).write_bytes(stamp.token)
+            body = note_body(checkpoint)
+            at = int(checkpoint.at.timestamp()) + 1
+            note = body + b"\n" + witness.cosign(body, at)
+            (archive / cosignature_key(ID_OPER, ID_COFFRE, number, WITNESS_NAME)).write_bytes(note)
+
+
+def evidence_values(out: Path) -> dict[str, Any]:
+    """What a verifier computes from the tokens and cosignatures."""
+    archive = out / "archive"
+    roots = load_trust((out / TSA_ROOT).read_bytes())
+    witness = witness_key(out)
+    tokens, cosignatures = [], []
+    from coffre.domain.timestamp import verify_token
+
+    for path in sorted((archive / ID_OPER / str(ID_COFFRE) / "checkpoints").glob("*.xml")):
+        document = path.read_bytes()
+        checkpoint = read_checkpoint(parse_document(document))
+        number = checkpoint.lot_number
+        token_file = archive / timestamp_key(ID_OPER, ID_COFFRE, number, TSA_NAME)
+        token = token_file.read_bytes()
+        stamp = verify_token(token, document, roots)
+        tokens.append(
+            {
+                "file": token_file.relative_to(out).as_posix(),
+                "checkpoint": path.relative_to(out).as_posix(),
+                "imprint": digest(document).hex(),
+                "gen_time": f"{stamp.gen_time:%Y-%m-%dT%H:%M:%SZ}",  # as coffre reads it: to the second
+                "serial_number": stamp.serial_number,
+                "tsa_subject": stamp.tsa_certificate.subject.rfc4514_string(),
+                "sha256": digest(token).hex(),
+                "delay_seconds": int((stamp.gen_time - checkpoint.at).total_seconds()),
+            }
+        )
+        cosig_file = archive / cosignature_key(ID_OPER, ID_COFFRE, number, WITNESS_NAME)
+        note = cosig_file.read_bytes()
+        body = note_body(checkpoint)
+        line = note[len(body) + 1 :].decode()
+        blob = base64.b64decode(line.split(" ")[2])
+        at = int.from_bytes(blob[4:12], "big")
+        cosignatures.append(
+            {
+                "file": cosig_file.relative_to(out).as_posix(),
+                "checkpoint": path.relative_to(out).as_posix(),
+                "note_body": body.decode(),
+                "time": at,
+                "signed_message": f"cosignature/v1\ntime {at}\n" + body.decode(),
+                "signature_line": line,
+                "signature": blob[12:].hex(),
+                "sha256": digest(note).hex(),
+            }
+        )
+    return {
+        "tsa": {"name": TSA_NAME, "root": TSA_ROOT, "certificate": TSA_CERT, "tokens": tokens},
+        "witness": {
+            "name": WITNESS_NAME,
+            "public_key": WITNESS_PUB,
+            "public_key_raw": witness.public.key.public_bytes(
+                serialization.Encoding.Raw, serialization.PublicFormat.Raw
+            ).hex(),
+            "key_id": witness.public.key_id.hex(),
+            "vkey": witness.public.vkey,
+            "cosignatures": cosignatures,
+        },
+    }
+
+
 def signed_digest(document: bytes) -> str:
     """The SHA-256 (hex) of what the signature's Reference covers: the exclusive C14N, without
     comments, of the document without its ds:Signature (the DigestValue, in hex)."""
@@ -235,6 +418,7 @@ def expected(out: Path, sign: Signer) -> dict[str, Any]:
         "events": events,
         "lots": lots,
         "checkpoints": checkpoints,
+        **evidence_values(out),
     }
 
 
@@ -246,10 +430,14 @@ def main() -> None:
     if (out / "archive").exists():
         shutil.rmtree(out / "archive")
     if out != HERE and (HERE / KEY).exists():
-        for name in (KEY, CERT):
-            shutil.copy(HERE / name, out / name)
+        for name in (KEY, CERT, TSA_ROOT, TSA_CERT, TSA_KEY, WITNESS_KEY, WITNESS_PUB):
+            if (HERE / name).exists():
+                shutil.copy(HERE / name, out / name)
     sign = signer(out)
     seal(out / "archive", sign)
+    add_evidence(out)
+    for path in (out / "archive").rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
     (out / "expected.json").write_text(json.dumps(expected(out, sign), indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {out / 'archive'} and {out / 'expected.json'}")
 
