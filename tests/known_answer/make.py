@@ -20,8 +20,10 @@ Run again with the committed keys, it writes the same bytes but for the tokens: 
 signatures are made deterministic (RFC 6979) here, Ed25519 is deterministic, so anyone can check
 that the fixture is what this script makes. coffre's vault signs with random nonces; a verifier
 cannot tell the two apart. A TSA dates its tokens by its own clock (and draws their serial
-numbers), so each run makes new ones, dated when it runs: ``expected.json`` records the
-committed ones' ``genTime``, serial number, SHA-256 and imprint.
+numbers), so ``openssl ts`` runs under ``faketime`` (Debian's package), its clock set one second
+after each checkpoint's ``Date``, as a TSA answering at once would; each run still draws new
+serial numbers and signatures: ``expected.json`` records the committed ones' ``genTime``, serial
+number, SHA-256 and imprint.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -257,10 +260,20 @@ def add_evidence(out: Path) -> None:
     identity = tsa_identity(out)
     roots = load_trust((out / TSA_ROOT).read_bytes())
     witness = witness_key(out)
+    faketime = shutil.which("faketime")
+    if faketime is None:
+        raise SystemExit("make.py needs faketime (Debian's faketime) to date the tokens at their checkpoints")
     with tempfile.TemporaryDirectory() as scratch, Tsa(Path(scratch), identity, None).serving() as tsa:  # type: ignore[arg-type]
+        # The TSA dates a token by its clock: openssl runs under faketime, one second after the
+        # checkpoint's Date, as a TSA answering at once would.
+        wrapper = Path(scratch) / "openssl-at"
+        wrapper.write_text(f'#!/bin/sh\nexec {faketime} -f "@$KNOWN_ANSWER_TSA_TIME" {tsa.openssl} "$@"\n')
+        wrapper.chmod(0o755)
+        tsa.openssl = str(wrapper)
         for path in sorted((archive / ID_OPER / str(ID_COFFRE) / "checkpoints").glob("*.xml")):
             document = path.read_bytes()
             checkpoint = read_checkpoint(parse_document(document))
+            os.environ["KNOWN_ANSWER_TSA_TIME"] = f"{checkpoint.at + timedelta(seconds=1):%Y-%m-%d %H:%M:%S}"
             request = build_request(document)
             stamp = verify_response(fetch(tsa.url, request.der), document, request.nonce, roots)
             number = checkpoint.lot_number
