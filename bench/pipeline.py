@@ -24,6 +24,14 @@ On one broker (the embedded Tansu unless ``--bootstrap`` names one), in this ord
    filled to just under a lot, then the same latency measure while the offered load itself makes
    every coffre seal one lot of 10,000, spread over the window.
 
+7. with ``--evidence``, the evidence phase (issue 21) on two more stacks whose lots are sealed
+   every second (``COFFRE_LOT_MAX_AGE_SECONDS=1``): the latency measure on one without evidence,
+   then on one whose vault gets every checkpoint a token from a real TSA (``openssl ts``) and a
+   cosignature from a witness (both loopback servers of the bench, ``bench/_evidence.py``): with
+   both up, with both stopped for ``--evidence-outage-seconds`` (a minute by default), and once
+   they are back; then it waits until every checkpoint of the archive has its token and its
+   cosignature, and checks them all. The acquittal p99 of the four measures is printed side by side.
+
 The figures are printed against issue 11's targets (ingest + vault + acquittal CPU <= 250 µs per
 event, broker <= 250 µs per event, end to end >= 3,000 events/s, acquittal p99 <= 50 ms at 500
 events/s in each latency phase). ``--json`` prints one JSON object instead (the text goes to
@@ -57,6 +65,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from _evidence import EvidenceServices, archive_evidence
 from _regulator_client import TOKEN_VARIABLE
 from _worktree import Checkout, dirty, short_revision, worktree
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -111,6 +120,10 @@ SEALING_START = 30_000_000
 AUDITOR_OFF_START = 60_000_000
 AUDITOR_ON_START = 70_000_000
 AUDITOR_AFTER_START = 75_000_000
+EVIDENCE_OFF_START = 80_000_000
+EVIDENCE_ON_START = 85_000_000
+EVIDENCE_DOWN_START = 90_000_000
+EVIDENCE_AFTER_START = 95_000_000
 
 Message = tuple[str, bytes]  # (correlation id, event)
 
@@ -483,6 +496,7 @@ class Results:
     cpu: CpuMeter | None = None
     stress: dict[str, Stress] = field(default_factory=dict)
     auditor: AuditorPhase | None = None
+    evidence: EvidencePhase | None = None
     children: dict[str, list[str]] = field(default_factory=dict)
     """Each stack's child processes, by stack ("main", "sealing")."""
     errors: list[str] = field(default_factory=list)
@@ -940,6 +954,159 @@ async def sealing_phases(
         stress.hops = (await hop_latencies(session.bootstrap, session.topics, ("s-",)))["s-"]
 
 
+@dataclass
+class EvidencePhase:
+    """The acquittal latency without evidence, with a TSA and a witness, with both stopped, and
+    once they are back; then whether every checkpoint got its token and its cosignature."""
+
+    off: Latency | None = None
+    on: Latency | None = None
+    down: Latency | None = None
+    after: Latency | None = None
+    outage_s: float = 0.0
+    missing_after_outage: dict[str, int] = field(default_factory=dict)
+    """Checkpoints without a token, without a cosignature, when the TSA and witness came back."""
+    catch_up_s: float | None = None
+    """From their return to every checkpoint of the archive having both."""
+    archive: dict[str, Any] = field(default_factory=dict)
+    witness: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        sides = {"off": self.off, "on": self.on, "down": self.down, "after": self.after}
+        return {
+            "latency_ms": {name: spread(m.latencies_ms) if m else None for name, m in sides.items()},
+            "arrived": {name: (m.arrived, m.sent) if m else None for name, m in sides.items()},
+            "outage_s": self.outage_s,
+            "missing_after_outage": self.missing_after_outage,
+            "catch_up_s": self.catch_up_s,
+            "archive": self.archive,
+            "witness": self.witness,
+            "error": self.error,
+        }
+
+
+def evidence_settings(base: dict[str, Any], prefix: str, data: Path, **extra: Any) -> Settings:
+    return Settings(**base, topic_prefix=prefix, data_dir=data, **extra)
+
+
+async def evidence_measure(
+    stack: Stack, args: argparse.Namespace, prefix: str, start: int, seconds: float
+) -> Latency:
+    async with Session(stack, args) as session:
+        await asyncio.sleep(1.0)  # let the pipeline settle
+        batch = messages(
+            prefix, max(1, round(args.rate * seconds)), args.coffres, start=aligned(start, args.coffres)
+        )
+        return await session.load(batch, f"evidence phase ({prefix})")
+
+
+async def evidence_on_phases(
+    stack: Stack, args: argparse.Namespace, services: EvidenceServices, phase: EvidencePhase
+) -> None:
+    archive = stack.settings.archive_root
+    async with Session(stack, args) as session:
+        await asyncio.sleep(1.0)
+
+        async def measure_(prefix: str, start: int, seconds: float) -> Latency:
+            batch = messages(
+                prefix, max(1, round(args.rate * seconds)), args.coffres, start=aligned(start, args.coffres)
+            )
+            return await session.load(batch, f"evidence phase ({prefix})")
+
+        say(f"evidence: {args.rate:,.0f} events/s for {args.stress_seconds:g} s with a TSA and a witness…")
+        phase.on = await measure_("eon", EVIDENCE_ON_START, args.stress_seconds)
+        say(f"evidence: the TSA and the witness stopped, {args.evidence_outage_seconds:g} s of load…")
+        services.down()
+        try:
+            phase.down = await measure_("edown", EVIDENCE_DOWN_START, args.evidence_outage_seconds)
+            await asyncio.sleep(1.5)  # the last lots of the outage sealed (lots age 1 s)
+        finally:
+            services.up()
+        phase.outage_s = services.outages[-1]
+        back = time.monotonic()
+        missing = archive_evidence(archive)
+        phase.missing_after_outage = {
+            "untimestamped": missing.untimestamped,
+            "uncosigned": missing.uncosigned,
+        }
+        say(
+            f"evidence: back after {phase.outage_s:.1f} s; {missing.untimestamped} checkpoints without a token, "
+            f"{missing.uncosigned} without a cosignature; load again…"
+        )
+        phase.after = await measure_("eafter", EVIDENCE_AFTER_START, args.stress_seconds)
+    await asyncio.sleep(1.5)  # the last lot sealed
+    deadline = time.monotonic() + args.timeout
+    while not (found := archive_evidence(archive)).complete and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    if found.complete:
+        phase.catch_up_s = time.monotonic() - back
+    checked = archive_evidence(archive, services)
+    phase.archive = checked.to_json()
+    assert services.witness is not None
+    phase.witness = {"cosigned": services.witness.cosigned, "refusals": services.witness.refusals}
+    if not checked.complete:
+        phase.error = (
+            f"{checked.untimestamped} of {checked.checkpoints} checkpoints without a token and "
+            f"{checked.uncosigned} without a cosignature {args.timeout:.0f} s after the TSA and witness came back"
+        )
+    elif checked.invalid:
+        phase.error = f"{len(checked.invalid)} tokens or cosignatures do not verify: {checked.invalid[0]}"
+
+
+def evidence_phases(
+    args: argparse.Namespace,
+    bootstrap: str,
+    code: Code,
+    replicas: int,
+    data: Path,
+    run: str,
+    phase: EvidencePhase,
+    stacks: list[Stack],
+    codes: dict[str, dict[str, int | None]],
+) -> None:
+    """The evidence phase: a stack without evidence, then one with a TSA and a witness."""
+    base = {
+        "bootstrap_servers": bootstrap,
+        "partitions": args.partitions,
+        "ops_port": 0,
+        "api_port": 0,
+        "lot_max_events": args.lot_events,
+        "lot_max_age_seconds": 1.0,  # a checkpoint per coffre every second: evidence to fetch all along
+    }
+    say("evidence: a stack without evidence, lots sealed every second…")
+    stack = start_stack(
+        evidence_settings(base, f"bench{run}eo.", data / "evidence-off"), bootstrap, code, replicas, data
+    )
+    stacks.append(stack)
+    try:
+        phase.off = asyncio.run(
+            evidence_measure(stack, args, "eoff", EVIDENCE_OFF_START, args.stress_seconds)
+        )
+    finally:
+        codes["evidence-off"] = stack.stop()
+        stacks.remove(stack)
+    on_data = data / "evidence"
+    services = EvidenceServices(
+        data / "evidence-services", operator_cert=Settings(data_dir=on_data).key_paths[1]
+    )
+    services.start()
+    try:
+        settings = evidence_settings(
+            base, f"bench{run}e.", on_data, **services.settings(max_retry_seconds=1.0)
+        )
+        say("evidence: a stack whose vault gets a token and a cosignature for every checkpoint…")
+        stack = start_stack(settings, bootstrap, code, replicas, data)
+        stacks.append(stack)
+        try:
+            asyncio.run(evidence_on_phases(stack, args, services, phase))
+        finally:
+            codes["evidence"] = stack.stop()
+            stacks.remove(stack)
+    finally:
+        services.stop()
+
+
 # whose services run ---------------------------------------------------------------------------
 
 
@@ -1159,6 +1326,17 @@ def measure(args: argparse.Namespace, code: Code) -> Results:
             results.status = 1
         codes["sealing"] = stack.stop()
         stacks.remove(stack)
+
+        if args.evidence:
+            evidence = EvidencePhase()
+            results.evidence = evidence
+            try:
+                evidence_phases(args, bootstrap, code, results.replicas, data, run, evidence, stacks, codes)
+            except Exception as exc:
+                evidence.error = f"{type(exc).__name__}: {exc}"
+            if evidence.error:
+                results.errors.append(f"evidence phase: {evidence.error}")
+                results.status = 1
     except PhaseTimeout as exc:
         results.errors.append(str(exc))
         results.status = 1
@@ -1216,6 +1394,7 @@ def to_json(results: Results, args: argparse.Namespace) -> dict[str, Any]:
         "sealing": results.stress["sealing"].to_json() if "sealing" in results.stress else None,
         "regulator": results.stress["regulator"].to_json() if "regulator" in results.stress else None,
         "auditor": results.auditor.to_json() if results.auditor else None,
+        "evidence": results.evidence.to_json() if results.evidence else None,
     }
     p99 = {
         "latency": latency,
@@ -1463,6 +1642,55 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
             )
         if sealing.error:
             rows.append(("  error", sealing.error[:80], "", ""))
+    evidence = results.evidence
+    if evidence:
+        for label, measure_ in (
+            ("evidence off (lots every second)", evidence.off),
+            ("evidence on: a TSA and a witness", evidence.on),
+            (f"evidence on, TSA and witness down {evidence.outage_s:.0f} s", evidence.down),
+            ("evidence on, once they are back", evidence.after),
+        ):
+            if measure_ and measure_.latencies_ms:
+                p99 = percentile(measure_.latencies_ms, 0.99)
+                rows.append(
+                    (
+                        f"{label}: p99",
+                        f"{p99:.1f} ms",
+                        f"<= {TARGET_P99_MS:.0f} ms",
+                        verdict(p99 <= TARGET_P99_MS),
+                    )
+                )
+            else:
+                rows.append((f"{label}: p99", "n/a", "", ""))
+        if evidence.archive:
+            a = evidence.archive
+            rows.append(
+                (
+                    "  checkpoints timestamped and cosigned",
+                    f"{a['checkpoints'] - max(a['untimestamped'], a['uncosigned'])}/{a['checkpoints']}",
+                    "all",
+                    verdict(
+                        a["checkpoints"] > 0
+                        and not a["untimestamped"]
+                        and not a["uncosigned"]
+                        and not a["invalid"]
+                    ),
+                )
+            )
+        if evidence.missing_after_outage:
+            m = evidence.missing_after_outage
+            rows.append(
+                (
+                    "  missing when they came back",
+                    f"{m['untimestamped']} tokens, {m['uncosigned']} cosignatures",
+                    "",
+                    "",
+                )
+            )
+        if evidence.catch_up_s is not None:
+            rows.append(("  all filled in after their return", f"{evidence.catch_up_s:.1f} s", "", ""))
+        if evidence.error:
+            rows.append(("  error", evidence.error[:80], "", ""))
     code = results.code
     print()
     print(
@@ -1616,6 +1844,18 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--auditor",
         action="store_true",
         help="also the auditor phase: the acquittal latency without, then with, the auditor beside the stack",
+    )
+    parser.add_argument(
+        "--evidence",
+        action="store_true",
+        help="also the evidence phase: the acquittal latency without, then with, a TSA and a witness, "
+        "with both stopped for a while, and every checkpoint's token and cosignature checked at the end",
+    )
+    parser.add_argument(
+        "--evidence-outage-seconds",
+        type=float,
+        default=60.0,
+        help="how long the evidence phase stops the TSA and the witness, under load",
     )
     parser.add_argument("--keep", action="store_true", help="keep the data directories (journals, logs)")
     parser.add_argument(
