@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import ClassVar
 
@@ -60,6 +60,7 @@ from coffre.domain.lot import (
     LotFormatError,
     checkpoint_key,
     event_leaf,
+    lot_key,
     parse_document,
     parse_lot_name,
     read_checkpoint,
@@ -199,26 +200,35 @@ class WitnessSource(Source):
 
     # -- the archive's lots --
 
-    def _lot_key(self, coffre: Coffre, number: int) -> str:
-        known = self._lot_keys.get(coffre)
-        if known is None or number not in known:
-            id_oper, id_coffre = coffre
-            known = {
-                parsed[2]: key
-                for key in self.storage.list(f"{id_oper}/{id_coffre}/")
-                if "/checkpoints/" not in key and (parsed := parse_lot_name(key)) is not None
-            }
-            self._lot_keys[coffre] = known
+    def _lot_key(self, coffre: Coffre, number: int, sealed: datetime | None = None) -> str:
+        """Where lot ``number`` is: under the day of ``sealed`` (its checkpoint's Date) or the day
+        before when given and there, else from a listing of the coffre (kept)."""
+        known = self._lot_keys.setdefault(coffre, {})
+        if number in known:
+            return known[number]
+        if sealed is not None:
+            for day in (sealed, sealed - timedelta(days=1)):
+                key = lot_key(*coffre, number, day)
+                if self.storage.exists(key):
+                    known[number] = key
+                    return key
+        id_oper, id_coffre = coffre
+        known.update(
+            (parsed[2], key)
+            for key in self.storage.list(f"{id_oper}/{id_coffre}/")
+            if "/checkpoints/" not in key and (parsed := parse_lot_name(key)) is not None
+        )
         if number not in known:
             raise Stopped(f"lot {number} is not in the archive")
         return known[number]
 
-    def _leaves(self, coffre: Coffre, number: int) -> list[bytes]:
-        document = self.storage.read(self._lot_key(coffre, number))
+    def _leaves(self, coffre: Coffre, number: int, sealed: datetime | None = None) -> list[bytes]:
+        document = self.storage.read(self._lot_key(coffre, number, sealed))
         try:
             lot = read_lot(parse_document(document))
         except LotFormatError as exc:
             raise Stopped(f"lot {number} cannot be read: {exc}") from None
+        self._lot_keys[coffre].pop(number - 1, None)  # only this lot and the next are looked for again
         return [event_leaf(event.canonical) for event in lot.events]
 
     def _rebuild(self, coffre: Coffre, size: int) -> _Witnessed:
@@ -227,7 +237,13 @@ class WitnessSource(Source):
         started = time.perf_counter()
         tree, number = MerkleAccumulator(), 1
         while tree.size < size:
-            for leaf in self._leaves(coffre, number):
+            try:
+                leaves = self._leaves(coffre, number)
+            except Stopped as exc:
+                raise Stopped(
+                    f"the witness holds {size} events, more than the archive's lots: {exc}"
+                ) from None
+            for leaf in leaves:
                 tree.append(leaf)
             number += 1
         if tree.size != size:
@@ -255,7 +271,7 @@ class WitnessSource(Source):
             previous = self.storage.read(checkpoint_key(*coffre, checkpoint.lot_number - 1))
             size = read_checkpoint(parse_document(previous)).tree_size
         except Exception:  # no previous checkpoint (a crash between lot and checkpoint): its lot
-            size = checkpoint.tree_size - len(self._leaves(coffre, checkpoint.lot_number))
+            size = checkpoint.tree_size - len(self._leaves(coffre, checkpoint.lot_number, checkpoint.at))
         return self._rebuild(coffre, size)
 
     # -- a submission --
@@ -266,7 +282,7 @@ class WitnessSource(Source):
             state = self._state(coffre, checkpoint)
             leaves: list[bytes] = []
             for number in range(state.next_lot, checkpoint.lot_number + 1):
-                leaves.extend(self._leaves(coffre, number))
+                leaves.extend(self._leaves(coffre, number, checkpoint.at))
             proof = extension_proof(state.tree, leaves) if state.tree.size and leaves else []
             request = AddCheckpoint(state.tree.size, tuple(proof), document)
             try:
