@@ -1,6 +1,7 @@
-"""The TSA and the witness of the pipeline bench's evidence phase (``--evidence``), in the
-bench's own process on loopback HTTP, each behind a port the bench can close and open again
-(a service that goes down and comes back):
+"""The TSA and the witness of the pipeline bench's evidence phase (``--evidence``), on loopback
+HTTP in a process of their own (:class:`EvidenceProcess`: not in the bench's, whose event loop
+measures the latencies and must not share its interpreter with a TSA's and a witness's work),
+each behind a port the bench can close and open again (a service that goes down and comes back):
 
 * the TSA is the tests' real one, ``openssl ts -reply`` (tests/tsa.py), with a CA of its own
   whose certificate the vault trusts (``COFFRE_TSA_CERTS``);
@@ -12,6 +13,8 @@ bench's own process on loopback HTTP, each behind a port the bench can close and
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import threading
 import time
@@ -220,7 +223,7 @@ class ArchiveEvidence:
         }
 
 
-def archive_evidence(archive: Path, services: EvidenceServices | None = None) -> ArchiveEvidence:
+def archive_evidence(archive: Path, services: EvidenceProcess | None = None) -> ArchiveEvidence:
     """Count the checkpoints of ``archive`` and the evidence they lack; with ``services``, check
     every token against the TSA's CA and every cosignature against the witness's key."""
     found = ArchiveEvidence()
@@ -240,10 +243,118 @@ def archive_evidence(archive: Path, services: EvidenceServices | None = None) ->
             continue
         document = path.read_bytes()
         try:
-            verify_token(token_path.read_bytes(), document, [services.pki.certificate])
-            assert services.witness is not None
+            verify_token(token_path.read_bytes(), document, services.tsa_trust)
             body = note_body(read_checkpoint(parse_document(document)))
-            cosigned_by(note_path.read_bytes(), body, services.witness.key.public.key)
+            cosigned_by(note_path.read_bytes(), body, services.witness_key)
         except (TimestampInvalid, CosignatureInvalid) as exc:
             found.invalid.append(f"{path.name}: {exc}")
     return found
+
+
+class EvidenceProcess:
+    """:class:`EvidenceServices` in a child process (``python bench/_evidence.py serve``), driven
+    by one JSON command per line on its stdin: ``down``, ``up``, ``stats``, ``stop``."""
+
+    def __init__(self, folder: Path, operator_cert: Path) -> None:
+        self.folder = folder
+        self.operator_cert = operator_cert
+        self.child: subprocess.Popen[str] | None = None
+        self.info: dict[str, Any] = {}
+        self.outages: list[float] = []
+
+    def start(self) -> None:
+        self.child = subprocess.Popen(
+            [sys.executable, "-u", __file__, "serve", str(self.folder), str(self.operator_cert)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.info = self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.child and self.child.stdout
+        line = self.child.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the bench's TSA and witness process exited ({self.child.poll()})")
+        return json.loads(line)
+
+    def command(self, name: str) -> dict[str, Any]:
+        assert self.child and self.child.stdin
+        self.child.stdin.write(name + "\n")
+        self.child.stdin.flush()
+        return self._answer()
+
+    def settings(self, max_retry_seconds: float) -> dict[str, Any]:
+        return {
+            "tsa_urls": f"{TSA_NAME}={self.info['tsa_url']}/tsa",
+            "tsa_certs": self.info["ca"],
+            "witness_urls": f"{WITNESS_NAME}={self.info['witness_url']}",
+            "witness_keys": self.info["witness_key"],
+            "evidence_max_retry_seconds": max_retry_seconds,
+        }
+
+    def down(self) -> None:
+        self.command("down")
+
+    def up(self) -> None:
+        self.outages.append(self.command("up")["outage_s"])
+
+    def stats(self) -> dict[str, Any]:
+        return self.command("stats")
+
+    @property
+    def tsa_trust(self) -> list[Any]:
+        from coffre.domain.timestamp import load_trust_files
+
+        return load_trust_files([self.info["ca"]])
+
+    @property
+    def witness_key(self) -> Any:
+        from coffre.domain.witness import load_public_keys
+
+        return load_public_keys(Path(self.info["witness_key"]).read_bytes())[0]
+
+    def stop(self) -> None:
+        if self.child is None or self.child.poll() is not None:
+            return
+        try:
+            self.command("stop")
+            self.child.wait(10)
+        except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired):
+            self.child.kill()
+            self.child.wait()
+
+
+def serve(folder: Path, operator_cert: Path) -> None:
+    services = EvidenceServices(folder, operator_cert)
+    services.start()
+    assert services.tsa_server and services.witness_server and services.witness
+    print(
+        json.dumps(
+            {
+                "tsa_url": services.tsa_server.url,
+                "witness_url": services.witness_server.url,
+                "ca": str(services.ca_path),
+                "witness_key": str(services.witness_key_path),
+            }
+        )
+    )
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "down":
+            services.down()
+            print(json.dumps({}))
+        elif command == "up":
+            services.up()
+            print(json.dumps({"outage_s": services.outages[-1]}))
+        elif command == "stats":
+            print(json.dumps({"cosigned": services.witness.cosigned, "refusals": services.witness.refusals}))
+        else:
+            services.stop()
+            print(json.dumps({}))
+            return
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    serve(Path(sys.argv[2]), Path(sys.argv[3]))

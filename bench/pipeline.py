@@ -65,7 +65,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from _evidence import EvidenceServices, archive_evidence
+from _evidence import EvidenceProcess, archive_evidence
 from _regulator_client import TOKEN_VARIABLE
 from _worktree import Checkout, dirty, short_revision, worktree
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -970,6 +970,8 @@ class EvidencePhase:
     """From their return to every checkpoint of the archive having both."""
     archive: dict[str, Any] = field(default_factory=dict)
     witness: dict[str, Any] = field(default_factory=dict)
+    hops: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """Per measure with evidence (on, down, after), the delays of each service."""
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -982,6 +984,10 @@ class EvidencePhase:
             "catch_up_s": self.catch_up_s,
             "archive": self.archive,
             "witness": self.witness,
+            "hops_ms": {
+                side: {label: spread(delays) for label, delays in hops.items()}
+                for side, hops in self.hops.items()
+            },
             "error": self.error,
         }
 
@@ -1002,7 +1008,7 @@ async def evidence_measure(
 
 
 async def evidence_on_phases(
-    stack: Stack, args: argparse.Namespace, services: EvidenceServices, phase: EvidencePhase
+    stack: Stack, args: argparse.Namespace, services: EvidenceProcess, phase: EvidencePhase
 ) -> None:
     archive = stack.settings.archive_root
     async with Session(stack, args) as session:
@@ -1017,12 +1023,12 @@ async def evidence_on_phases(
         say(f"evidence: {args.rate:,.0f} events/s for {args.stress_seconds:g} s with a TSA and a witness…")
         phase.on = await measure_("eon", EVIDENCE_ON_START, args.stress_seconds)
         say(f"evidence: the TSA and the witness stopped, {args.evidence_outage_seconds:g} s of load…")
-        services.down()
+        await asyncio.to_thread(services.down)  # waits for the child: not in the loop that measures
         try:
             phase.down = await measure_("edown", EVIDENCE_DOWN_START, args.evidence_outage_seconds)
             await asyncio.sleep(1.5)  # the last lots of the outage sealed (lots age 1 s)
         finally:
-            services.up()
+            await asyncio.to_thread(services.up)
         phase.outage_s = services.outages[-1]
         back = time.monotonic()
         missing = archive_evidence(archive)
@@ -1035,6 +1041,8 @@ async def evidence_on_phases(
             f"{missing.uncosigned} without a cosignature; load again…"
         )
         phase.after = await measure_("eafter", EVIDENCE_AFTER_START, args.stress_seconds)
+        hops = await hop_latencies(session.bootstrap, session.topics, ("eon-", "edown-", "eafter-"))
+        phase.hops = {"on": hops["eon-"], "down": hops["edown-"], "after": hops["eafter-"]}
     await asyncio.sleep(1.5)  # the last lot sealed
     deadline = time.monotonic() + args.timeout
     while not (found := archive_evidence(archive)).complete and time.monotonic() < deadline:
@@ -1043,8 +1051,7 @@ async def evidence_on_phases(
         phase.catch_up_s = time.monotonic() - back
     checked = archive_evidence(archive, services)
     phase.archive = checked.to_json()
-    assert services.witness is not None
-    phase.witness = {"cosigned": services.witness.cosigned, "refusals": services.witness.refusals}
+    phase.witness = services.stats()
     if not checked.complete:
         phase.error = (
             f"{checked.untimestamped} of {checked.checkpoints} checkpoints without a token and "
@@ -1087,7 +1094,7 @@ def evidence_phases(
         codes["evidence-off"] = stack.stop()
         stacks.remove(stack)
     on_data = data / "evidence"
-    services = EvidenceServices(
+    services = EvidenceProcess(
         data / "evidence-services", operator_cert=Settings(data_dir=on_data).key_paths[1]
     )
     services.start()
