@@ -24,13 +24,14 @@ On one broker (the embedded Tansu unless ``--bootstrap`` names one), in this ord
    filled to just under a lot, then the same latency measure while the offered load itself makes
    every coffre seal one lot of 10,000, spread over the window.
 
-7. with ``--evidence``, the evidence phase (issue 21) on two more stacks whose lots are sealed
-   every second (``COFFRE_LOT_MAX_AGE_SECONDS=1``): the latency measure on one without evidence,
-   then on one whose vault gets every checkpoint a token from a real TSA (``openssl ts``) and a
-   cosignature from a witness (both loopback servers of the bench, ``bench/_evidence.py``): with
-   both up, with both stopped for ``--evidence-outage-seconds`` (a minute by default), and once
-   they are back; then it waits until every checkpoint of the archive has its token and its
-   cosignature, and checks them all. The acquittal p99 of the four measures is printed side by side.
+7. with ``--evidence``, the evidence phase (issue 21), an A/B on two more stacks whose lots are
+   sealed every second (``COFFRE_LOT_MAX_AGE_SECONDS=1``): one without evidence, one whose vault
+   gets every checkpoint a token from a real TSA (``openssl ts``) and a cosignature from a witness
+   (``bench/_evidence.py``, in a process of their own), each under the same three windows of load:
+   ``up`` (``--stress-seconds``), ``outage`` (``--evidence-outage-seconds``, a minute by default;
+   the TSA and the witness stopped, on the second stack) and ``back`` (they catch up); then it waits
+   until every checkpoint of the archive has its token and its cosignature, and verifies them all.
+   The acquittal p99 of each window is printed off / on side by side.
 
 The figures are printed against issue 11's targets (ingest + vault + acquittal CPU <= 250 µs per
 event, broker <= 250 µs per event, end to end >= 3,000 events/s, acquittal p99 <= 50 ms at 500
@@ -120,10 +121,7 @@ SEALING_START = 30_000_000
 AUDITOR_OFF_START = 60_000_000
 AUDITOR_ON_START = 70_000_000
 AUDITOR_AFTER_START = 75_000_000
-EVIDENCE_OFF_START = 80_000_000
-EVIDENCE_ON_START = 85_000_000
-EVIDENCE_DOWN_START = 90_000_000
-EVIDENCE_AFTER_START = 95_000_000
+EVIDENCE_START = 80_000_000
 
 Message = tuple[str, bytes]  # (correlation id, event)
 
@@ -954,15 +952,21 @@ async def sealing_phases(
         stress.hops = (await hop_latencies(session.bootstrap, session.topics, ("s-",)))["s-"]
 
 
+WINDOWS = ("up", "outage", "back")
+"""The evidence phase's three measures: the TSA and witness up, stopped, back (catching up)."""
+
+
 @dataclass
 class EvidencePhase:
-    """The acquittal latency without evidence, with a TSA and a witness, with both stopped, and
-    once they are back; then whether every checkpoint got its token and its cosignature."""
+    """The acquittal latency of two stacks under the same load in three windows (``up``,
+    ``outage``, ``back``): one without evidence, one whose vault gets a token and a cosignature
+    for every checkpoint and whose TSA and witness are stopped during ``outage``; then whether
+    every checkpoint got its token and its cosignature."""
 
-    off: Latency | None = None
-    on: Latency | None = None
-    down: Latency | None = None
-    after: Latency | None = None
+    off: dict[str, Latency] = field(default_factory=dict)
+    on: dict[str, Latency] = field(default_factory=dict)
+    hops: dict[str, dict[str, dict[str, list[float]]]] = field(default_factory=dict)
+    """Per side and window, the delays of each service."""
     outage_s: float = 0.0
     missing_after_outage: dict[str, int] = field(default_factory=dict)
     """Checkpoints without a token, without a cosignature, when the TSA and witness came back."""
@@ -970,24 +974,31 @@ class EvidencePhase:
     """From their return to every checkpoint of the archive having both."""
     archive: dict[str, Any] = field(default_factory=dict)
     witness: dict[str, Any] = field(default_factory=dict)
-    hops: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-    """Per measure with evidence (on, down, after), the delays of each service."""
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        sides = {"off": self.off, "on": self.on, "down": self.down, "after": self.after}
+        sides = {"off": self.off, "on": self.on}
         return {
-            "latency_ms": {name: spread(m.latencies_ms) if m else None for name, m in sides.items()},
-            "arrived": {name: (m.arrived, m.sent) if m else None for name, m in sides.items()},
+            "latency_ms": {
+                side: {w: spread(m[w].latencies_ms) if w in m else None for w in WINDOWS}
+                for side, m in sides.items()
+            },
+            "arrived": {
+                side: {w: [m[w].arrived, m[w].sent] if w in m else None for w in WINDOWS}
+                for side, m in sides.items()
+            },
+            "hops_ms": {
+                side: {
+                    w: {label: spread(delays) for label, delays in hops.items()}
+                    for w, hops in windows.items()
+                }
+                for side, windows in self.hops.items()
+            },
             "outage_s": self.outage_s,
             "missing_after_outage": self.missing_after_outage,
             "catch_up_s": self.catch_up_s,
             "archive": self.archive,
             "witness": self.witness,
-            "hops_ms": {
-                side: {label: spread(delays) for label, delays in hops.items()}
-                for side, hops in self.hops.items()
-            },
             "error": self.error,
         }
 
@@ -996,53 +1007,59 @@ def evidence_settings(base: dict[str, Any], prefix: str, data: Path, **extra: An
     return Settings(**base, topic_prefix=prefix, data_dir=data, **extra)
 
 
-async def evidence_measure(
-    stack: Stack, args: argparse.Namespace, prefix: str, start: int, seconds: float
-) -> Latency:
+async def evidence_windows(
+    stack: Stack, args: argparse.Namespace, side: str, phase: EvidencePhase, services: EvidenceProcess | None
+) -> float | None:
+    """The three windows of load on ``stack``; with ``services``, stopped during the second.
+    Returns when they came back (monotonic)."""
+    measures = phase.on if services else phase.off
+    back = None
     async with Session(stack, args) as session:
         await asyncio.sleep(1.0)  # let the pipeline settle
-        batch = messages(
-            prefix, max(1, round(args.rate * seconds)), args.coffres, start=aligned(start, args.coffres)
-        )
-        return await session.load(batch, f"evidence phase ({prefix})")
-
-
-async def evidence_on_phases(
-    stack: Stack, args: argparse.Namespace, services: EvidenceProcess, phase: EvidencePhase
-) -> None:
-    archive = stack.settings.archive_root
-    async with Session(stack, args) as session:
-        await asyncio.sleep(1.0)
-
-        async def measure_(prefix: str, start: int, seconds: float) -> Latency:
+        for n, window in enumerate(WINDOWS):
+            seconds = args.evidence_outage_seconds if window == "outage" else args.stress_seconds
+            prefix = f"e{side}{window}"
             batch = messages(
-                prefix, max(1, round(args.rate * seconds)), args.coffres, start=aligned(start, args.coffres)
+                prefix,
+                max(1, round(args.rate * seconds)),
+                args.coffres,
+                start=aligned(EVIDENCE_START + n * 2_000_000 + (1_000_000 if services else 0), args.coffres),
             )
-            return await session.load(batch, f"evidence phase ({prefix})")
+            what = "with a TSA and a witness" if services else "without evidence"
+            if window == "outage" and services:
+                what = "the TSA and the witness stopped"
+                await asyncio.to_thread(services.down)  # waits for the child: not in the measuring loop
+            say(f"evidence: {args.rate:,.0f} events/s for {seconds:g} s, {what} ({window})…")
+            try:
+                measures[window] = await session.load(batch, f"evidence phase ({side}, {window})")
+                if window == "outage":
+                    await asyncio.sleep(1.5)  # the last lots of the window sealed (lots age 1 s)
+            finally:
+                if window == "outage" and services:
+                    await asyncio.to_thread(services.up)
+            if window == "outage" and services:
+                back = time.monotonic()
+                phase.outage_s = services.outages[-1]
+                missing = archive_evidence(stack.settings.archive_root)
+                phase.missing_after_outage = {
+                    "untimestamped": missing.untimestamped,
+                    "uncosigned": missing.uncosigned,
+                }
+                say(
+                    f"evidence: back after {phase.outage_s:.1f} s; {missing.untimestamped} checkpoints "
+                    f"without a token, {missing.uncosigned} without a cosignature"
+                )
+        prefixes = [f"e{side}{window}-" for window in WINDOWS]
+        hops = await hop_latencies(session.bootstrap, session.topics, prefixes)
+        phase.hops[side] = {window: hops[f"e{side}{window}-"] for window in WINDOWS}
+    return back
 
-        say(f"evidence: {args.rate:,.0f} events/s for {args.stress_seconds:g} s with a TSA and a witness…")
-        phase.on = await measure_("eon", EVIDENCE_ON_START, args.stress_seconds)
-        say(f"evidence: the TSA and the witness stopped, {args.evidence_outage_seconds:g} s of load…")
-        await asyncio.to_thread(services.down)  # waits for the child: not in the loop that measures
-        try:
-            phase.down = await measure_("edown", EVIDENCE_DOWN_START, args.evidence_outage_seconds)
-            await asyncio.sleep(1.5)  # the last lots of the outage sealed (lots age 1 s)
-        finally:
-            await asyncio.to_thread(services.up)
-        phase.outage_s = services.outages[-1]
-        back = time.monotonic()
-        missing = archive_evidence(archive)
-        phase.missing_after_outage = {
-            "untimestamped": missing.untimestamped,
-            "uncosigned": missing.uncosigned,
-        }
-        say(
-            f"evidence: back after {phase.outage_s:.1f} s; {missing.untimestamped} checkpoints without a token, "
-            f"{missing.uncosigned} without a cosignature; load again…"
-        )
-        phase.after = await measure_("eafter", EVIDENCE_AFTER_START, args.stress_seconds)
-        hops = await hop_latencies(session.bootstrap, session.topics, ("eon-", "edown-", "eafter-"))
-        phase.hops = {"on": hops["eon-"], "down": hops["edown-"], "after": hops["eafter-"]}
+
+async def evidence_check(
+    stack: Stack, args: argparse.Namespace, services: EvidenceProcess, phase: EvidencePhase, back: float
+) -> None:
+    """Wait until every checkpoint has its token and cosignature, then verify them all."""
+    archive = stack.settings.archive_root
     await asyncio.sleep(1.5)  # the last lot sealed
     deadline = time.monotonic() + args.timeout
     while not (found := archive_evidence(archive)).complete and time.monotonic() < deadline:
@@ -1072,7 +1089,8 @@ def evidence_phases(
     stacks: list[Stack],
     codes: dict[str, dict[str, int | None]],
 ) -> None:
-    """The evidence phase: a stack without evidence, then one with a TSA and a witness."""
+    """The evidence phase: a stack without evidence, then one with a TSA and a witness, each
+    under the same three windows of load."""
     base = {
         "bootstrap_servers": bootstrap,
         "partitions": args.partitions,
@@ -1087,9 +1105,7 @@ def evidence_phases(
     )
     stacks.append(stack)
     try:
-        phase.off = asyncio.run(
-            evidence_measure(stack, args, "eoff", EVIDENCE_OFF_START, args.stress_seconds)
-        )
+        asyncio.run(evidence_windows(stack, args, "off", phase, None))
     finally:
         codes["evidence-off"] = stack.stop()
         stacks.remove(stack)
@@ -1106,7 +1122,9 @@ def evidence_phases(
         stack = start_stack(settings, bootstrap, code, replicas, data)
         stacks.append(stack)
         try:
-            asyncio.run(evidence_on_phases(stack, args, services, phase))
+            back = asyncio.run(evidence_windows(stack, args, "on", phase, services))
+            assert back is not None
+            asyncio.run(evidence_check(stack, args, services, phase, back))
         finally:
             codes["evidence"] = stack.stop()
             stacks.remove(stack)
@@ -1651,38 +1669,31 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
             rows.append(("  error", sealing.error[:80], "", ""))
     evidence = results.evidence
     if evidence:
-        for label, measure_ in (
-            ("evidence off (lots every second)", evidence.off),
-            ("evidence on: a TSA and a witness", evidence.on),
-            (f"evidence on, TSA and witness down {evidence.outage_s:.0f} s", evidence.down),
-            ("evidence on, once they are back", evidence.after),
-        ):
-            if measure_ and measure_.latencies_ms:
-                p99 = percentile(measure_.latencies_ms, 0.99)
+        labels = {
+            "up": "with a TSA and a witness",
+            "outage": f"TSA and witness down {evidence.outage_s:.0f} s",
+            "back": "once they are back",
+        }
+        for window in WINDOWS:
+            off, on = evidence.off.get(window), evidence.on.get(window)
+            if off and on and off.latencies_ms and on.latencies_ms:
+                p99_off, p99_on = percentile(off.latencies_ms, 0.99), percentile(on.latencies_ms, 0.99)
                 rows.append(
                     (
-                        f"{label}: p99",
-                        f"{p99:.1f} ms",
+                        f"evidence {labels[window]}: p99 off / on",
+                        f"{p99_off:.1f} / {p99_on:.1f} ms",
                         f"<= {TARGET_P99_MS:.0f} ms",
-                        verdict(p99 <= TARGET_P99_MS),
+                        verdict(p99_on <= TARGET_P99_MS),
                     )
                 )
             else:
-                rows.append((f"{label}: p99", "n/a", "", ""))
+                rows.append((f"evidence {labels[window]}: p99 off / on", "n/a", "", ""))
         if evidence.archive:
             a = evidence.archive
+            ok = a["checkpoints"] > 0 and not a["untimestamped"] and not a["uncosigned"] and not a["invalid"]
+            done = a["checkpoints"] - max(a["untimestamped"], a["uncosigned"])
             rows.append(
-                (
-                    "  checkpoints timestamped and cosigned",
-                    f"{a['checkpoints'] - max(a['untimestamped'], a['uncosigned'])}/{a['checkpoints']}",
-                    "all",
-                    verdict(
-                        a["checkpoints"] > 0
-                        and not a["untimestamped"]
-                        and not a["uncosigned"]
-                        and not a["invalid"]
-                    ),
-                )
+                ("  checkpoints timestamped and cosigned", f"{done}/{a['checkpoints']}", "all", verdict(ok))
             )
         if evidence.missing_after_outage:
             m = evidence.missing_after_outage
