@@ -1021,7 +1021,7 @@ async def evidence_windows(
             prefix = f"e{side}{window}"
             batch = messages(
                 prefix,
-                max(1, round(args.rate * seconds)),
+                max(1, round(args.evidence_rate * seconds)),
                 args.coffres,
                 start=aligned(EVIDENCE_START + n * 2_000_000 + (1_000_000 if services else 0), args.coffres),
             )
@@ -1029,9 +1029,22 @@ async def evidence_windows(
             if window == "outage" and services:
                 what = "the TSA and the witness stopped"
                 await asyncio.to_thread(services.down)  # waits for the child: not in the measuring loop
-            say(f"evidence: {args.rate:,.0f} events/s for {seconds:g} s, {what} ({window})…")
+            say(f"evidence: {args.evidence_rate:,.0f} events/s for {seconds:g} s, {what} ({window})…")
             try:
-                measures[window] = await session.load(batch, f"evidence phase ({side}, {window})")
+                measures[window] = latency = await offered_load(
+                    session.producer,
+                    session.topics.events_in,
+                    session.reader,
+                    batch,
+                    args.evidence_rate,
+                    args.timeout,
+                    session.check,
+                )
+                if latency.arrived < latency.sent:
+                    raise PhaseTimeout(
+                        f"evidence phase ({side}, {window}): {latency.arrived:,} of {latency.sent:,} "
+                        f"acquittals within {args.timeout:.0f} s"
+                    )
                 if window == "outage":
                     await asyncio.sleep(1.5)  # the last lots of the window sealed (lots age 1 s)
             finally:
@@ -1875,6 +1888,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=60.0,
         help="how long the evidence phase stops the TSA and the witness, under load",
     )
+    parser.add_argument(
+        "--evidence-rate",
+        type=float,
+        help="offered load of the evidence phase, events/s (default: --rate); its windows are long, and "
+        "the embedded broker slows as it holds more",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data directories (journals, logs)")
     parser.add_argument(
         "--profile", action="store_true", help="print how to profile the processes of the run"
@@ -1882,6 +1901,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.stress_seconds is None:
         args.stress_seconds = args.seconds
+    if args.evidence_rate is None:
+        args.evidence_rate = args.rate
     if args.lot_events is None and args.coffres > 0:
         args.lot_events = max(1, min(DEFAULT_LOT_EVENTS, args.events // args.coffres))
     positive = ("events", "coffres", "partitions", "rate", "seconds", "stress_seconds", "lot_events")
