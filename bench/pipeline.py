@@ -24,6 +24,15 @@ On one broker (the embedded Tansu unless ``--bootstrap`` names one), in this ord
    filled to just under a lot, then the same latency measure while the offered load itself makes
    every coffre seal one lot of 10,000, spread over the window.
 
+7. with ``--evidence``, the evidence phase (issue 21), an A/B on two more stacks whose lots are
+   sealed every second (``COFFRE_LOT_MAX_AGE_SECONDS=1``): one without evidence, one whose vault
+   gets every checkpoint a token from a real TSA (``openssl ts``) and a cosignature from a witness
+   (``bench/_evidence.py``, in a process of their own), each under the same three windows of load:
+   ``up`` (``--stress-seconds``), ``outage`` (``--evidence-outage-seconds``, a minute by default;
+   the TSA and the witness stopped, on the second stack) and ``back`` (they catch up); then it waits
+   until every checkpoint of the archive has its token and its cosignature, and verifies them all.
+   The acquittal p99 of each window is printed off / on side by side.
+
 The figures are printed against issue 11's targets (ingest + vault + acquittal CPU <= 250 µs per
 event, broker <= 250 µs per event, end to end >= 3,000 events/s, acquittal p99 <= 50 ms at 500
 events/s in each latency phase). ``--json`` prints one JSON object instead (the text goes to
@@ -57,6 +66,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from _evidence import EvidenceProcess, archive_evidence
 from _regulator_client import TOKEN_VARIABLE
 from _worktree import Checkout, dirty, short_revision, worktree
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -111,6 +121,7 @@ SEALING_START = 30_000_000
 AUDITOR_OFF_START = 60_000_000
 AUDITOR_ON_START = 70_000_000
 AUDITOR_AFTER_START = 75_000_000
+EVIDENCE_START = 80_000_000
 
 Message = tuple[str, bytes]  # (correlation id, event)
 
@@ -483,6 +494,7 @@ class Results:
     cpu: CpuMeter | None = None
     stress: dict[str, Stress] = field(default_factory=dict)
     auditor: AuditorPhase | None = None
+    evidence: EvidencePhase | None = None
     children: dict[str, list[str]] = field(default_factory=dict)
     """Each stack's child processes, by stack ("main", "sealing")."""
     errors: list[str] = field(default_factory=list)
@@ -940,6 +952,199 @@ async def sealing_phases(
         stress.hops = (await hop_latencies(session.bootstrap, session.topics, ("s-",)))["s-"]
 
 
+WINDOWS = ("up", "outage", "back")
+"""The evidence phase's three measures: the TSA and witness up, stopped, back (catching up)."""
+
+
+@dataclass
+class EvidencePhase:
+    """The acquittal latency of two stacks under the same load in three windows (``up``,
+    ``outage``, ``back``): one without evidence, one whose vault gets a token and a cosignature
+    for every checkpoint and whose TSA and witness are stopped during ``outage``; then whether
+    every checkpoint got its token and its cosignature."""
+
+    off: dict[str, Latency] = field(default_factory=dict)
+    on: dict[str, Latency] = field(default_factory=dict)
+    hops: dict[str, dict[str, dict[str, list[float]]]] = field(default_factory=dict)
+    """Per side and window, the delays of each service."""
+    outage_s: float = 0.0
+    missing_after_outage: dict[str, int] = field(default_factory=dict)
+    """Checkpoints without a token, without a cosignature, when the TSA and witness came back."""
+    catch_up_s: float | None = None
+    """From their return to every checkpoint of the archive having both."""
+    archive: dict[str, Any] = field(default_factory=dict)
+    witness: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        sides = {"off": self.off, "on": self.on}
+        return {
+            "latency_ms": {
+                side: {w: spread(m[w].latencies_ms) if w in m else None for w in WINDOWS}
+                for side, m in sides.items()
+            },
+            "arrived": {
+                side: {w: [m[w].arrived, m[w].sent] if w in m else None for w in WINDOWS}
+                for side, m in sides.items()
+            },
+            "hops_ms": {
+                side: {
+                    w: {label: spread(delays) for label, delays in hops.items()}
+                    for w, hops in windows.items()
+                }
+                for side, windows in self.hops.items()
+            },
+            "outage_s": self.outage_s,
+            "missing_after_outage": self.missing_after_outage,
+            "catch_up_s": self.catch_up_s,
+            "archive": self.archive,
+            "witness": self.witness,
+            "error": self.error,
+        }
+
+
+def evidence_settings(base: dict[str, Any], prefix: str, data: Path, **extra: Any) -> Settings:
+    return Settings(**base, topic_prefix=prefix, data_dir=data, **extra)
+
+
+async def evidence_windows(
+    stack: Stack, args: argparse.Namespace, side: str, phase: EvidencePhase, services: EvidenceProcess | None
+) -> float | None:
+    """The three windows of load on ``stack``; with ``services``, stopped during the second.
+    Returns when they came back (monotonic)."""
+    measures = phase.on if services else phase.off
+    back = None
+    async with Session(stack, args) as session:
+        await asyncio.sleep(1.0)  # let the pipeline settle
+        for n, window in enumerate(WINDOWS):
+            seconds = args.evidence_outage_seconds if window == "outage" else args.stress_seconds
+            prefix = f"e{side}{window}"
+            batch = messages(
+                prefix,
+                max(1, round(args.evidence_rate * seconds)),
+                args.coffres,
+                start=aligned(EVIDENCE_START + n * 2_000_000 + (1_000_000 if services else 0), args.coffres),
+            )
+            what = "with a TSA and a witness" if services else "without evidence"
+            if window == "outage" and services:
+                what = "the TSA and the witness stopped"
+                await asyncio.to_thread(services.down)  # waits for the child: not in the measuring loop
+            say(f"evidence: {args.evidence_rate:,.0f} events/s for {seconds:g} s, {what} ({window})…")
+            try:
+                measures[window] = latency = await offered_load(
+                    session.producer,
+                    session.topics.events_in,
+                    session.reader,
+                    batch,
+                    args.evidence_rate,
+                    args.timeout,
+                    session.check,
+                )
+                if latency.arrived < latency.sent:
+                    raise PhaseTimeout(
+                        f"evidence phase ({side}, {window}): {latency.arrived:,} of {latency.sent:,} "
+                        f"acquittals within {args.timeout:.0f} s"
+                    )
+                if window == "outage":
+                    await asyncio.sleep(1.5)  # the last lots of the window sealed (lots age 1 s)
+            finally:
+                if window == "outage" and services:
+                    await asyncio.to_thread(services.up)
+            if window == "outage" and services:
+                back = time.monotonic()
+                phase.outage_s = services.outages[-1]
+                missing = archive_evidence(stack.settings.archive_root)
+                phase.missing_after_outage = {
+                    "untimestamped": missing.untimestamped,
+                    "uncosigned": missing.uncosigned,
+                }
+                say(
+                    f"evidence: back after {phase.outage_s:.1f} s; {missing.untimestamped} checkpoints "
+                    f"without a token, {missing.uncosigned} without a cosignature"
+                )
+        prefixes = [f"e{side}{window}-" for window in WINDOWS]
+        hops = await hop_latencies(session.bootstrap, session.topics, prefixes)
+        phase.hops[side] = {window: hops[f"e{side}{window}-"] for window in WINDOWS}
+    return back
+
+
+async def evidence_check(
+    stack: Stack, args: argparse.Namespace, services: EvidenceProcess, phase: EvidencePhase, back: float
+) -> None:
+    """Wait until every checkpoint has its token and cosignature, then verify them all."""
+    archive = stack.settings.archive_root
+    await asyncio.sleep(1.5)  # the last lot sealed
+    deadline = time.monotonic() + args.timeout
+    while not (found := archive_evidence(archive)).complete and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    if found.complete:
+        phase.catch_up_s = time.monotonic() - back
+    checked = archive_evidence(archive, services)
+    phase.archive = checked.to_json()
+    phase.witness = services.stats()
+    if not checked.complete:
+        phase.error = (
+            f"{checked.untimestamped} of {checked.checkpoints} checkpoints without a token and "
+            f"{checked.uncosigned} without a cosignature {args.timeout:.0f} s after the TSA and witness came back"
+        )
+    elif checked.invalid:
+        phase.error = f"{len(checked.invalid)} tokens or cosignatures do not verify: {checked.invalid[0]}"
+
+
+def evidence_phases(
+    args: argparse.Namespace,
+    bootstrap: str,
+    code: Code,
+    replicas: int,
+    data: Path,
+    run: str,
+    phase: EvidencePhase,
+    stacks: list[Stack],
+    codes: dict[str, dict[str, int | None]],
+) -> None:
+    """The evidence phase: a stack without evidence, then one with a TSA and a witness, each
+    under the same three windows of load."""
+    base = {
+        "bootstrap_servers": bootstrap,
+        "partitions": args.partitions,
+        "ops_port": 0,
+        "api_port": 0,
+        "lot_max_events": args.lot_events,
+        "lot_max_age_seconds": 1.0,  # a checkpoint per coffre every second: evidence to fetch all along
+    }
+    say("evidence: a stack without evidence, lots sealed every second…")
+    stack = start_stack(
+        evidence_settings(base, f"bench{run}eo.", data / "evidence-off"), bootstrap, code, replicas, data
+    )
+    stacks.append(stack)
+    try:
+        asyncio.run(evidence_windows(stack, args, "off", phase, None))
+    finally:
+        codes["evidence-off"] = stack.stop()
+        stacks.remove(stack)
+    on_data = data / "evidence"
+    services = EvidenceProcess(
+        data / "evidence-services", operator_cert=Settings(data_dir=on_data).key_paths[1]
+    )
+    services.start()
+    try:
+        settings = evidence_settings(
+            base, f"bench{run}e.", on_data, **services.settings(max_retry_seconds=1.0)
+        )
+        say("evidence: a stack whose vault gets a token and a cosignature for every checkpoint…")
+        stack = start_stack(settings, bootstrap, code, replicas, data)
+        stacks.append(stack)
+        try:
+            back = asyncio.run(evidence_windows(stack, args, "on", phase, services))
+            assert back is not None
+            asyncio.run(evidence_check(stack, args, services, phase, back))
+        finally:
+            codes["evidence"] = stack.stop()
+            stacks.remove(stack)
+    finally:
+        services.stop()
+
+
 # whose services run ---------------------------------------------------------------------------
 
 
@@ -1159,6 +1364,17 @@ def measure(args: argparse.Namespace, code: Code) -> Results:
             results.status = 1
         codes["sealing"] = stack.stop()
         stacks.remove(stack)
+
+        if args.evidence:
+            evidence = EvidencePhase()
+            results.evidence = evidence
+            try:
+                evidence_phases(args, bootstrap, code, results.replicas, data, run, evidence, stacks, codes)
+            except Exception as exc:
+                evidence.error = f"{type(exc).__name__}: {exc}"
+            if evidence.error:
+                results.errors.append(f"evidence phase: {evidence.error}")
+                results.status = 1
     except PhaseTimeout as exc:
         results.errors.append(str(exc))
         results.status = 1
@@ -1216,6 +1432,7 @@ def to_json(results: Results, args: argparse.Namespace) -> dict[str, Any]:
         "sealing": results.stress["sealing"].to_json() if "sealing" in results.stress else None,
         "regulator": results.stress["regulator"].to_json() if "regulator" in results.stress else None,
         "auditor": results.auditor.to_json() if results.auditor else None,
+        "evidence": results.evidence.to_json() if results.evidence else None,
     }
     p99 = {
         "latency": latency,
@@ -1463,6 +1680,48 @@ def report(results: Results, args: argparse.Namespace, event_size: int) -> None:
             )
         if sealing.error:
             rows.append(("  error", sealing.error[:80], "", ""))
+    evidence = results.evidence
+    if evidence:
+        labels = {
+            "up": "with a TSA and a witness",
+            "outage": f"TSA and witness down {evidence.outage_s:.0f} s",
+            "back": "once they are back",
+        }
+        for window in WINDOWS:
+            off, on = evidence.off.get(window), evidence.on.get(window)
+            if off and on and off.latencies_ms and on.latencies_ms:
+                p99_off, p99_on = percentile(off.latencies_ms, 0.99), percentile(on.latencies_ms, 0.99)
+                rows.append(
+                    (
+                        f"evidence {labels[window]}: p99 off / on",
+                        f"{p99_off:.1f} / {p99_on:.1f} ms",
+                        f"<= {TARGET_P99_MS:.0f} ms",
+                        verdict(p99_on <= TARGET_P99_MS),
+                    )
+                )
+            else:
+                rows.append((f"evidence {labels[window]}: p99 off / on", "n/a", "", ""))
+        if evidence.archive:
+            a = evidence.archive
+            ok = a["checkpoints"] > 0 and not a["untimestamped"] and not a["uncosigned"] and not a["invalid"]
+            done = a["checkpoints"] - max(a["untimestamped"], a["uncosigned"])
+            rows.append(
+                ("  checkpoints timestamped and cosigned", f"{done}/{a['checkpoints']}", "all", verdict(ok))
+            )
+        if evidence.missing_after_outage:
+            m = evidence.missing_after_outage
+            rows.append(
+                (
+                    "  missing when they came back",
+                    f"{m['untimestamped']} tokens, {m['uncosigned']} cosignatures",
+                    "",
+                    "",
+                )
+            )
+        if evidence.catch_up_s is not None:
+            rows.append(("  all filled in after their return", f"{evidence.catch_up_s:.1f} s", "", ""))
+        if evidence.error:
+            rows.append(("  error", evidence.error[:80], "", ""))
     code = results.code
     print()
     print(
@@ -1617,6 +1876,24 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also the auditor phase: the acquittal latency without, then with, the auditor beside the stack",
     )
+    parser.add_argument(
+        "--evidence",
+        action="store_true",
+        help="also the evidence phase: the acquittal latency without, then with, a TSA and a witness, "
+        "with both stopped for a while, and every checkpoint's token and cosignature checked at the end",
+    )
+    parser.add_argument(
+        "--evidence-outage-seconds",
+        type=float,
+        default=60.0,
+        help="how long the evidence phase stops the TSA and the witness, under load",
+    )
+    parser.add_argument(
+        "--evidence-rate",
+        type=float,
+        help="offered load of the evidence phase, events/s (default: --rate); its windows are long, and "
+        "the embedded broker slows as it holds more",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data directories (journals, logs)")
     parser.add_argument(
         "--profile", action="store_true", help="print how to profile the processes of the run"
@@ -1624,6 +1901,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.stress_seconds is None:
         args.stress_seconds = args.seconds
+    if args.evidence_rate is None:
+        args.evidence_rate = args.rate
     if args.lot_events is None and args.coffres > 0:
         args.lot_events = max(1, min(DEFAULT_LOT_EVENTS, args.events // args.coffres))
     positive = ("events", "coffres", "partitions", "rate", "seconds", "stress_seconds", "lot_events")

@@ -10,10 +10,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
+from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .domain.evidence import NAME_RE
 from .domain.lot import MAX_LOT_EVENTS
 from .domain.messages import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -144,6 +146,39 @@ class Settings(BaseSettings):
     )
     lot_max_age_seconds: float = Field(
         60.0, gt=0, description="a lot is sealed once its oldest event has waited this long"
+    )
+    tsa_urls: str = Field(
+        "",
+        description="RFC 3161 TSAs that time-stamp every checkpoint, comma-separated 'name=url' or 'url' "
+        "(the name, [a-z0-9][a-z0-9.-]*, is the host by default; it names the token files); empty: none",
+    )
+    tsa_certs: str = Field(
+        "",
+        description="PEM certificates (comma-separated paths) the TSAs' certificates must chain to; "
+        "required with COFFRE_TSA_URLS (a token is stored only once it verifies)",
+    )
+    tsa_timeout_seconds: float = Field(
+        5.0, gt=0, le=300, description="the longest call to a TSA or a witness (then retried with back-off)"
+    )
+    witness_urls: str = Field(
+        "",
+        description="witnesses that cosign every checkpoint, comma-separated 'name=https://…' (the name, "
+        "the host by default, names the cosignature files); empty: none",
+    )
+    witness_ca: Path | None = Field(
+        None,
+        description="PEM CA bundle the witnesses' TLS certificates must chain to (default: the system's)",
+    )
+    witness_keys: str = Field(
+        "",
+        description="the witnesses' Ed25519 public keys (comma-separated PEM paths): when set, a "
+        "cosignature is stored only once one of them verifies it",
+    )
+    evidence_max_retry_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="a TSA or witness that fails is tried again after a back-off doubling up to this",
     )
     archive_backend: Literal["local", "s3"] = Field("local", description="where sealed lots go: local or s3")
     archive_dir: Path | None = Field(
@@ -311,9 +346,40 @@ class Settings(BaseSettings):
                 "otherwise no request could be let in"
             )
         self._kafka_security_consistent()
+        self._evidence_consistent()
         if self.vault_ordinal is not None and self.vault_ordinal >= self.vault_replicas:
             raise ValueError("COFFRE_VAULT_ORDINAL must be below COFFRE_VAULT_REPLICAS")
         return self
+
+    def _evidence_consistent(self) -> None:
+        for name, text in (("tsa_urls", self.tsa_urls), ("witness_urls", self.witness_urls)):
+            seen: set[str] = set()
+            for label, url in endpoints(text):
+                parts = urlsplit(url)
+                if parts.scheme not in ("http", "https") or not parts.hostname:
+                    raise ValueError(f"COFFRE_{name.upper()}: {url!r} is not an http(s) URL")
+                if not NAME_RE.fullmatch(label):
+                    raise ValueError(
+                        f"COFFRE_{name.upper()}: the name {label!r} is not [a-z0-9][a-z0-9.-]{{0,62}} "
+                        "(write name=url)"
+                    )
+                if label in seen:
+                    raise ValueError(f"COFFRE_{name.upper()}: the name {label!r} is given twice")
+                seen.add(label)
+        if self.tsa_urls.strip() and not paths(self.tsa_certs):
+            raise ValueError(
+                "COFFRE_TSA_URLS needs COFFRE_TSA_CERTS: the certificates a TSA's tokens must chain to"
+            )
+
+    @property
+    def tsa_endpoints(self) -> list[tuple[str, str]]:
+        """(name, url) of each TSA of ``COFFRE_TSA_URLS``."""
+        return endpoints(self.tsa_urls)
+
+    @property
+    def witness_endpoints(self) -> list[tuple[str, str]]:
+        """(name, url) of each witness of ``COFFRE_WITNESS_URLS``."""
+        return endpoints(self.witness_urls)
 
     def _kafka_security_consistent(self) -> None:
         protocol = self.kafka_security_protocol
@@ -383,6 +449,26 @@ class Settings(BaseSettings):
     @property
     def topic_partitions(self) -> dict[str, int]:
         return dict.fromkeys(self.topics.all(), self.partitions)
+
+
+def endpoints(text: str) -> list[tuple[str, str]]:
+    """``name=url`` or ``url`` items, comma-separated: (name, url), the name being the URL's host
+    (lower case) when not given."""
+    found = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, url = item.partition("=")
+        if not sep or "://" in name:
+            name, url = "", item
+        url = url.strip()
+        found.append((name.strip() or (urlsplit(url).hostname or "").lower(), url))
+    return found
+
+
+def paths(text: str) -> list[Path]:
+    """A comma-separated list of paths."""
+    return [Path(item.strip()) for item in text.split(",") if item.strip()]
 
 
 def configuration_error(message: str) -> NoReturn:

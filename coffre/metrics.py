@@ -108,3 +108,35 @@ AUDIT_SECONDS = Histogram(
 AUDIT_PUBLISHED = Counter(
     "coffre_audit_records_total", "Audit records the auditor published to coffre.audit (events with findings)"
 )
+CHECKPOINTS_UNTIMESTAMPED = Gauge(
+    "coffre_checkpoints_untimestamped",
+    "Checkpoints of the archive still without a time-stamp token from this TSA (fetched later, in order)",
+    ["tsa"],
+)
+CHECKPOINT_UNTIMESTAMPED_AGE = Gauge(
+    "coffre_checkpoint_untimestamped_age_seconds",
+    "Now minus the Date of the oldest checkpoint without a token from this TSA (0: none missing)",
+    ["tsa"],
+)
+CHECKPOINTS_UNCOSIGNED = Gauge(
+    "coffre_checkpoints_uncosigned",
+    "Checkpoints of the archive still without a cosignature from this witness (sent later, in order)",
+    ["witness"],
+)
+CHECKPOINT_UNCOSIGNED_AGE = Gauge(
+    "coffre_checkpoint_uncosigned_age_seconds",
+    "Now minus the Date of the oldest checkpoint without a cosignature from this witness (0: none missing)",
+    ["witness"],
+)
+EVIDENCE_FAILURES = Counter(
+    "coffre_evidence_failures_total",
+    "Calls to a TSA or a witness that failed and will be tried again (no answer, a 5xx, an answer that "
+    "does not verify): the evidence lags",
+    ["kind", "name"],
+)
+EVIDENCE_REFUSED = Counter(
+    "coffre_evidence_refused_total",
+    "Checkpoints a witness refused to cosign (truncation, fork, rewrite, signature): the witness says "
+    "the archive is not what it cosigned, nothing more of that coffre is sent to it; alert on any",
+    ["witness", "kind"],
+)

@@ -102,8 +102,12 @@ class Sealer:
         max_age: float = 60.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        on_checkpoint: Callable[[str, int, int], None] | None = None,
     ):
         self.storage = storage
+        self.on_checkpoint = on_checkpoint
+        """Told (IDOper, IDCoffre, lot) after each checkpoint is stored; must not wait (the
+        evidence collector's nudge, :mod:`coffre_vault.evidence`)."""
         self.signer = signer
         self.journals = journals
         self.max_events = max_events
@@ -268,6 +272,8 @@ class Sealer:
         checkpoint = checkpoint_after(header, lot_digest, self.clock())
         document = serialize(self.signer.sign(build_checkpoint(checkpoint)))
         self.storage.create(checkpoint_key(header.id_oper, header.id_coffre, header.number), document)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(header.id_oper, header.id_coffre, header.number)
 
 
 FATAL = (ArchiveMismatch, JournalCorrupted)

@@ -16,6 +16,7 @@ from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
+from coffre.adapters.storage import ArchiveStorage
 from coffre.adapters.stream import (
     Batch,
     Record,
@@ -24,12 +25,15 @@ from coffre.adapters.stream import (
     run_stream,
     run_until_signalled,
 )
-from coffre.config import Settings, configuration_error
+from coffre.config import Settings, configuration_error, paths
 from coffre.domain.messages import now_iso
 from coffre.domain.signing import Signer
+from coffre.domain.timestamp import load_trust_files
+from coffre.domain.witness import load_public_keys
 from coffre.logs import bind
 from coffre.ops import BrokerCheck, Ops, in_thread, writable_dir
 
+from .evidence import EvidenceCollector, collector
 from .recorder import RecordCounts, Recorder, VaultHalt
 from .sealer import ArchiveMismatch, Sealer, SealerThread
 
@@ -64,6 +68,26 @@ def key_check(key: Signer) -> Callable[[], None]:
     return check
 
 
+def evidence_collector(settings: Settings, storage: ArchiveStorage) -> EvidenceCollector:
+    """One thread per configured TSA and witness (none configured: a collector that does nothing).
+    A certificate or key file that cannot be read stops the vault at start (exit 2)."""
+    try:
+        tsa_trust = load_trust_files(paths(settings.tsa_certs)) if settings.tsa_endpoints else []
+        keys = [k for path in paths(settings.witness_keys) for k in load_public_keys(path.read_bytes())]
+    except (OSError, ValueError) as exc:
+        configuration_error(f"COFFRE_TSA_CERTS or COFFRE_WITNESS_KEYS: {exc}")
+    return collector(
+        storage,
+        tsas=settings.tsa_endpoints,
+        tsa_trust=tsa_trust,
+        witnesses=settings.witness_endpoints,
+        witness_ca=settings.witness_ca,
+        witness_keys=keys,
+        timeout=settings.tsa_timeout_seconds,
+        max_retry_delay=settings.evidence_max_retry_seconds,
+    )
+
+
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> RecordCounts:
     await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
@@ -76,8 +100,14 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     recorder = Recorder(journals, keys=keys, partitions=settings.partitions)
     storage = archive_storage(settings)
     key = signer(settings)
+    evidence = evidence_collector(settings, storage)
     sealer = Sealer(
-        storage, key, journals, max_events=settings.lot_max_events, max_age=settings.lot_max_age_seconds
+        storage,
+        key,
+        journals,
+        max_events=settings.lot_max_events,
+        max_age=settings.lot_max_age_seconds,
+        on_checkpoint=evidence.nudge,
     )
     ops = Ops("vault", settings)
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
@@ -89,6 +119,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     try:
         sealer.start()  # start-up recovery, before anything new is recorded
         sealing.start()
+        evidence.start()  # TSAs and witnesses: never a readiness check, never waited for
         log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
 
         async def step(batch: Batch) -> list[Record]:
@@ -119,8 +150,11 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         raise
     finally:
         sealing.stop()
+        evidence.stop()
         if not await asyncio.to_thread(sealing.join, settings.shutdown_timeout_seconds):
             log.error("the sealer did not stop within %gs", settings.shutdown_timeout_seconds)
+        if not await asyncio.to_thread(evidence.join, settings.shutdown_timeout_seconds):
+            log.warning("a TSA or witness call was still in flight at shutdown (the next start resumes)")
         journals.close()
         await ops.stop()
     return recorder.counts
