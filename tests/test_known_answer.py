@@ -497,9 +497,7 @@ def test_every_cosignature_recomputes_from_the_documentation_alone(index):
 
 
 def evidence_report(archive: Path, **options: object) -> list[str]:
-    return report(
-        archive, tsa_certs=[TSA_ROOT], witness_keys=[WITNESS_PUB], **options
-    )
+    return report(archive, tsa_certs=[TSA_ROOT], witness_keys=[WITNESS_PUB], **options)
 
 
 EVIDENCE_SUMMARY = f"{COUNTS}, 2 token(s), 2 cosignature(s)"
