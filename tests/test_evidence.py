@@ -592,3 +592,23 @@ def test_evidence_settings_name_each_source(tmp_path, pki, capsys):
             LocalStorage(tmp_path),
         )
     assert "COFFRE_TSA_CERTS" in capsys.readouterr().err
+
+
+def test_drain_waits_for_the_last_checkpoints_and_no_longer_for_a_source_that_is_down(vault, tsa, pki):
+    """At shutdown the vault drains (services/vault/service.py): the last checkpoints' tokens
+    when the TSA answers; when it does not, ``drain`` gives up at its bound and says so."""
+    tsa_server = Loopback(lambda path, ctype, body: (200, "application/timestamp-reply", tsa.reply(body)))
+    try:
+        collection = start([tsa_thread(vault.storage, "tsa1", tsa_server.url, pki, period=5.0)], vault)
+        vault.seal({7: 7, 8: 5})
+        assert collection.drain(30)
+        assert all_have(vault, ts_key("tsa1"))  # every one, not only the call in flight
+        tsa_server.stop()
+        vault.seal({7: 4})
+        started = time.monotonic()
+        assert not collection.drain(0.5)
+        assert time.monotonic() - started < 5
+        collection.stop()
+        assert collection.join(10)
+    finally:
+        tsa_server.stop()

@@ -421,6 +421,13 @@ class EvidenceThread:
         """The checkpoints known to lack this source's file, per coffre (a copy)."""
         return {coffre: sorted(q.lots) for coffre, q in list(self._coffres.items()) if q.lots}
 
+    def settled(self) -> bool:
+        """Whether every checkpoint known lacks nothing from this source (but those of coffres
+        it gave up on), with no nudge left untaken."""
+        if not self.scanned.is_set() or not self._nudges.empty():
+            return False
+        return not any(q.lots and not q.stopped for q in list(self._coffres.values()))
+
     def stopped(self) -> dict[Coffre, str]:
         """The coffres this source gave up on, and why."""
         return {coffre: q.stopped for coffre, q in list(self._coffres.items()) if q.stopped}
@@ -584,6 +591,18 @@ class EvidenceCollector:
     def stop(self) -> None:
         for thread in self.threads:
             thread.stop()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every source to have fetched the evidence of every
+        checkpoint it knows of (at shutdown, after the last seal: a TSA and a witness that answer
+        get the last checkpoints too); whether they all did. A source that is down is not waited
+        for longer: the next start resumes from the archive."""
+        deadline = time.monotonic() + timeout
+        while not all(thread.settled() or not thread.alive for thread in self.threads):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def join(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout

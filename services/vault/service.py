@@ -145,6 +145,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         sealing.recorded(recorder.durable())
         # what waits is sealed before the vault stops: the archive is complete
         await asyncio.to_thread(sealing.finish)
+        # the last checkpoints' tokens and cosignatures, when the TSAs and witnesses answer at once
+        if not await asyncio.to_thread(evidence.drain, settings.shutdown_timeout_seconds / 4):
+            log.warning("the last checkpoints' evidence is not all fetched yet (the next start resumes)")
     except (VaultHalt, ArchiveMismatch) as exc:
         ops.halt(str(exc))
         raise
