@@ -301,7 +301,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     demo_events = _demo() if args.demo else []
     demo = [(event.line, event.raw) for event in demo_events]
     expected = expected_findings(demo_events)
-    stack = Stack(settings, bootstrap=args.bootstrap, ingest_replicas=args.ingest_replicas, auditor=True)
+    stack = Stack(
+        settings, bootstrap=args.bootstrap, ingest_replicas=args.ingest_replicas, auditor=True, witness=True
+    )
     bootstrap = stack.start()
     print(
         f"coffre is up: Kafka at {bootstrap}, topics {settings.topic_prefix}*, data in {settings.data_dir}",
@@ -318,6 +320,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(
             f"regulator API (development certificates): curl --cacert {tls.ca_cert} --cert {tls.client_cert} "
             f"--key {tls.client_key} https://localhost:{settings.api_port}/v1/coffres",
+            flush=True,
+        )
+    if stack.dev_witness:
+        print(
+            f"witness (development, cosigns every checkpoint): {stack.dev_witness.url}, "
+            f"its public key {stack.dev_witness.public_key}",
             flush=True,
         )
     failures = 0
@@ -346,21 +354,23 @@ def cmd_up(args: argparse.Namespace) -> int:
         codes = stack.stop()
         print(f"stopped: {codes}", flush=True)
     if args.demo and settings.archive_backend == "local":
-        failures += _show_archive(settings)
+        failures += _show_archive(settings, stack.dev_witness.public_key if stack.dev_witness else None)
     return 0 if failures == 0 else 1
 
 
-def _show_archive(settings: Settings) -> int:
-    """Where the sealed archive is, the certificate that verifies it, and the verification's verdict."""
+def _show_archive(settings: Settings, witness_key: Path | None = None) -> int:
+    """Where the sealed archive is, the certificate that verifies it, and the verification's
+    verdict (with the development witness's key: each coffre's newest checkpoint cosigned)."""
     from .adapters.archive import signing_files
     from .audit import verify_archive
 
     archive = settings.archive_root
     _, cert = signing_files(settings)
+    witnessed = f" --witness-key {witness_key}" if witness_key else ""
     print(f"archive: {archive}\ncertificate: {cert}", flush=True)
-    print(f"verify it: coffre verify {archive} --cert {cert}", flush=True)
+    print(f"verify it: coffre verify {archive} --cert {cert}{witnessed}", flush=True)
     print(f"audit it: coffre audit {archive} --cert {cert} --html audit.html", flush=True)
-    report = verify_archive(archive, [cert])
+    report = verify_archive(archive, [cert], witness_keys=[witness_key] if witness_key else ())
     for line in report.lines():
         print(f"  {line}", flush=True)
     return 0 if report.ok else 1

@@ -33,7 +33,20 @@ REGULATOR = "regulator"
 """The regulator API's child (``coffre regulator-api``), started when ``COFFRE_API_PORT`` is set."""
 AUDITOR = "auditor"
 """The auditor's child (``coffre auditor``): beside the recording path, in its own consumer group."""
+WITNESS = "witness"
+"""A development witness's child (``coffre witness``): ``coffre up`` runs one, its key under
+``<data>/keys``, when ``COFFRE_WITNESS_URLS`` names none, so the demo's archive is cosigned."""
+DEV_WITNESS_NAME = "coffre-dev-witness"
 COMMANDS = {REGULATOR: "regulator-api"}
+
+
+@dataclass(frozen=True)
+class DevWitness:
+    """The development witness ``coffre up`` runs: where it answers and what checks its cosignatures."""
+
+    url: str
+    public_key: Path
+    ca_cert: Path
 
 
 @dataclass
@@ -49,6 +62,10 @@ class Stack:
     auditor: bool = False
     """Whether the whole stack includes the auditor (``coffre up`` does; the tests and benches that
     do not audit leave it out)."""
+    witness: bool = False
+    """Whether the stack runs a development witness when ``COFFRE_WITNESS_URLS`` names none
+    (``coffre up`` does; the tests and benches start their own)."""
+    dev_witness: DevWitness | None = None
     service_env: dict[str, dict[str, str | None]] = field(default_factory=dict)
     """Extra environment per service (``ingest``, ``vault``, ``acquittal``, ``auditor``, ``regulator``;
     an ingest replica ``ingest-2`` takes ``ingest``'s): each its own Kafka principal, say. ``None``
@@ -65,6 +82,8 @@ class Stack:
             from coffre_ingest.seed import seed_from_journals
 
             asyncio.run(seed_from_journals(settings, settings.journal_root))
+        if self.dev_witness is not None and services == SERVICES:
+            self.spawn(WITNESS)  # before the vault: its first checkpoints are cosigned at once
         for name in services:
             self.spawn(name)
             if name == "ingest":
@@ -123,13 +142,67 @@ class Stack:
             except ValueError as exc:
                 configuration_error(f"COFFRE_API_ALLOWED_SUBJECTS: {exc}")
             self.api_tls = material.development  # for the demo's curl line
+        if self.witness and not s.witness_urls:
+            self.dev_witness = self._development_witness()
+
+    def _development_witness(self) -> DevWitness:
+        """Make, once, the development witness's key; point the vault at it (its TLS from the
+        development CA, its public key checking every cosignature) and it at the vault's
+        certificates."""
+        import socket
+
+        from .adapters.archive import signing_files
+        from .adapters.files import write_new
+        from .adapters.tls import development_tls
+        from .domain.witness import WitnessKey
+
+        s = self.settings
+        try:
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((s.witness_host, s.witness_port))
+        except OSError as exc:
+            configuration_error(
+                f"COFFRE_WITNESS_PORT: coffre up runs a development witness on {s.witness_host}:"
+                f"{s.witness_port}, which is taken ({exc.strerror or exc}): set another port, or name "
+                "your witness with COFFRE_WITNESS_URLS"
+            )
+        keys = Path(s.data_dir) / "keys"
+        keys.mkdir(parents=True, exist_ok=True)
+        private, public = keys / "dev-witness-key.pem", keys / "dev-witness-key.pub.pem"
+        if not private.exists():
+            key = WitnessKey.generate(DEV_WITNESS_NAME)
+            write_new(public, key.public.pem(), 0o644)
+            write_new(private, key.private_pem(), 0o600)
+        tls = development_tls(Path(s.data_dir) / "tls")
+        _, cert = signing_files(s)
+        trusted = ",".join([str(cert), *(p.strip() for p in s.trusted_certs.split(",") if p.strip())])
+        url = f"https://127.0.0.1:{s.witness_port}"
+        self.service_env.setdefault("vault", {}).update(
+            {
+                "COFFRE_WITNESS_URLS": f"{DEV_WITNESS_NAME}={url}",
+                "COFFRE_WITNESS_CA": str(tls.ca_cert),
+                "COFFRE_WITNESS_KEYS": str(public),
+            }
+        )
+        self.service_env.setdefault(WITNESS, {}).update(
+            {
+                "COFFRE_WITNESS_NAME": DEV_WITNESS_NAME,
+                "COFFRE_WITNESS_KEY": str(private),
+                "COFFRE_WITNESS_OPERATOR_CERTS": trusted,
+                "COFFRE_WITNESS_HOST": "127.0.0.1",
+                "COFFRE_WITNESS_TLS_CERT": str(tls.server_cert),
+                "COFFRE_WITNESS_TLS_KEY": str(tls.server_key),
+            }
+        )
+        return DevWitness(url, public, tls.ca_cert)
 
     def ops_port(self, name: str) -> int:
         """Each child's /healthz, /readyz and /metrics port: COFFRE_OPS_PORT, + 1, + 2 in the order
         of SERVICES, + 3 for the regulator API, + 4 for the auditor, then the extra ingest replicas
         (0: off)."""
         base = self.settings.ops_port
-        if not base:
+        if not base or name == WITNESS:  # the witness serves /healthz and /metrics on its own port
             return 0
         if name == REGULATOR:
             return base + len(SERVICES)
@@ -184,18 +257,22 @@ class Stack:
         child.wait(timeout=30)
 
     def stop(self, timeout: float = 15.0) -> dict[str, int | None]:
-        """SIGTERM every service (they drain and commit), then stop the broker."""
-        for child in self.children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
+        """SIGTERM every service (they drain and commit), then the witness (the vault's last
+        checkpoints are cosigned as it stops), then stop the broker."""
         codes: dict[str, int | None] = {}
-        for name, child in self.children.items():
-            try:
-                codes[name] = child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                codes[name] = child.wait()
+        services = {name: child for name, child in self.children.items() if name != WITNESS}
+        witness = {name: child for name, child in self.children.items() if name == WITNESS}
+        for group in (services, witness):
+            for child in group.values():
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            for name, child in group.items():
+                try:
+                    codes[name] = child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    codes[name] = child.wait()
         if self.broker:
             self.broker.stop()
         return codes

@@ -115,10 +115,12 @@ def test_the_installed_wheel_runs_the_demo_from_an_empty_folder(installed, tmp_p
         len(re.findall(r": \w+ recorded, acquitted: IDOper 0099 IDCoffre [1-4] IDEvt \d+ chain ", out)) == 41
     ), out
     assert out.count("recorded without acquittal (synthesis event)") == 31, out
-    assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'auditor': 0}" in out, out  # API port 0: off
+    assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'auditor': 0, 'witness': 0}" in out, (
+        out
+    )  # API off
     assert "audit: the auditor reported the 4 event(s) the demo expects flagged" in out, out
-    assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s): OK" in out, out
-    assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s): OK" in out, out
-    assert "  coffre 0099/3: 1 lot(s), 40 event(s), 1 checkpoint(s): OK" in out, out
-    assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s): OK" in out, out
+    assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in out, out
+    assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in out, out
+    assert "  coffre 0099/3: 1 lot(s), 40 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in out, out
+    assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in out, out
     assert sorted(p.name for p in empty.iterdir()) == ["var"]  # the data folder, in the current folder

@@ -68,14 +68,25 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert "audit: coffre 0099/4 IDEvt 3 POJEU (chain " in first.stdout
     assert first.stdout.count(": PAYOFF_WRONG seat ") == 2
     # every service, the regulator API and the auditor included, stopped cleanly
-    assert "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'regulator': 0, 'auditor': 0}" in first.stdout
+    assert (
+        "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'regulator': 0, 'auditor': 0, 'witness': 0}"
+        in first.stdout
+    )
     # the vault sealed what it recorded before it stopped, and the archive verifies
     assert f"archive: {tmp_path}/archive" in first.stdout
     assert f"certificate: {tmp_path}/keys/signing-cert.pem" in first.stdout
-    assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
-    assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
-    assert "  coffre 0099/3: 1 lot(s), 40 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
-    assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s): OK" in first.stdout, first.stdout
+    assert "  coffre 0099/1: 1 lot(s), 6 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in first.stdout, (
+        first.stdout
+    )
+    assert "  coffre 0099/2: 1 lot(s), 21 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in first.stdout, (
+        first.stdout
+    )
+    assert "  coffre 0099/3: 1 lot(s), 40 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in first.stdout, (
+        first.stdout
+    )
+    assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in first.stdout, (
+        first.stdout
+    )
     # the falsified hand is in the sealed archive as declared, and an offline audit of it finds it
     audit = coffre(
         "audit",
@@ -98,10 +109,21 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
         3: list(range(41, 81)),
         4: list(range(6, 11)),
     }, second.stdout
-    assert "  coffre 0099/1: 2 lot(s), 12 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout
-    assert "  coffre 0099/2: 2 lot(s), 42 event(s), 2 checkpoint(s): OK" in second.stdout, second.stdout
+    assert "  coffre 0099/1: 2 lot(s), 12 event(s), 2 checkpoint(s), 2 cosignature(s): OK" in second.stdout, (
+        second.stdout
+    )
+    assert "  coffre 0099/2: 2 lot(s), 42 event(s), 2 checkpoint(s), 2 cosignature(s): OK" in second.stdout, (
+        second.stdout
+    )
+    # every checkpoint of both runs cosigned by the development witness, which kept its state
+    keys = tmp_path / "keys"
     verify = coffre(
-        "verify", str(tmp_path / "archive"), "--cert", str(tmp_path / "keys" / "signing-cert.pem")
+        "verify",
+        str(tmp_path / "archive"),
+        "--cert",
+        str(keys / "signing-cert.pem"),
+        "--witness-key",
+        str(keys / "dev-witness-key.pub.pem"),
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
