@@ -16,11 +16,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,109 +26,15 @@ from coffre.domain.lot import parse_document, parse_lot_name, read_checkpoint
 from coffre.domain.signing import TrustStore
 from coffre.domain.timestamp import TimestampInvalid, verify_token
 from coffre.domain.witness import (
-    AddCheckpoint,
     CosignatureInvalid,
-    Latest,
-    ProtocolError,
-    Refusal,
     WitnessKey,
     cosigned_by,
-    judge,
     note_body,
-    open_checkpoint,
-    origin,
 )
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 TSA_NAME = "bench-tsa"
 WITNESS_NAME = "bench-witness"
-
-Answer = tuple[int, str, bytes]
-
-
-class Loopback:
-    """An HTTP server on 127.0.0.1 answering POSTs with ``handle(path, content type, body)``;
-    :meth:`stop` closes its port (connections refused), :meth:`start` opens the same port again."""
-
-    def __init__(self, handle: Callable[[str, str, bytes], Answer]) -> None:
-        self.handle = handle
-        self.port = 0
-        self._server: ThreadingHTTPServer | None = None
-        self.start()
-
-    def start(self) -> None:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    status, content_type, answer = outer.handle(
-                        self.path, self.headers.get("Content-Type", ""), body
-                    )
-                except Exception as exc:  # a 500, as a sick service answers
-                    status, content_type, answer = 500, "text/plain", f"{exc}\n".encode()
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            allow_reuse_address = True
-            daemon_threads = True
-
-        self._server = Server(("127.0.0.1", self.port), Handler)
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-class Witness:
-    """add-checkpoint with the domain's judgement; the newest cosigned per coffre in memory."""
-
-    def __init__(self, key: WitnessKey, operator_cert: Path) -> None:
-        self.key = key
-        self.operator_cert = operator_cert
-        self.trust: TrustStore | None = None
-        self.latest: dict[str, Latest] = {}
-        self.cosigned = 0
-        self.refusals: dict[str, int] = {}
-        self.lock = threading.Lock()
-
-    def handle(self, path: str, content_type: str, body: bytes) -> Answer:
-        if path != "/add-checkpoint":
-            return 404, "text/plain", b"not found\n"
-        try:
-            request = AddCheckpoint.decode(body)
-        except ProtocolError as exc:
-            return 400, "text/plain", f"malformed: {exc}\n".encode()
-        with self.lock:
-            if self.trust is None:
-                self.trust = TrustStore.from_pem_files([self.operator_cert])
-            try:
-                checkpoint = open_checkpoint(request.checkpoint, self.trust)
-                name = origin(checkpoint.id_oper, checkpoint.id_coffre)
-                self.latest[name] = judge(self.latest.get(name), checkpoint, request)
-            except Refusal as refusal:
-                self.refusals[refusal.kind] = self.refusals.get(refusal.kind, 0) + 1
-                if refusal.kind == "conflict":
-                    return 409, "text/x.tlog.size", f"{refusal.size}\n".encode()
-                return refusal.status, "text/plain", f"{refusal.kind}: {refusal.message}\n".encode()
-            self.cosigned += 1
-            return 200, "text/plain", self.key.cosign(note_body(checkpoint), int(time.time()))
 
 
 @dataclass
@@ -142,9 +45,9 @@ class EvidenceServices:
     operator_cert: Path
     tsa: Any = None
     pki: Any = None
-    tsa_server: Loopback | None = None
-    witness: Witness | None = None
-    witness_server: Loopback | None = None
+    tsa_server: Any = None
+    witness: Any = None
+    witness_server: Any = None
     ca_path: Path | None = None
     witness_key_path: Path | None = None
     down_since: float | None = None
@@ -153,6 +56,7 @@ class EvidenceServices:
     def start(self) -> None:
         sys.path.insert(0, str(TESTS))
         try:
+            from loopback import DomainWitness, Loopback  # the tests' stand-ins that go down and back
             from tsa import Pki, Tsa  # the tests' real TSA: openssl ts -reply
         finally:
             sys.path.remove(str(TESTS))
@@ -167,7 +71,8 @@ class EvidenceServices:
         key = WitnessKey.generate(WITNESS_NAME)
         self.witness_key_path = self.folder / "witness.pub.pem"
         self.witness_key_path.write_bytes(key.public.pem())
-        self.witness = Witness(key, self.operator_cert)
+        operator_cert = self.operator_cert
+        self.witness = DomainWitness(key, lambda: TrustStore.from_pem_files([operator_cert]))
         self.witness_server = Loopback(self.witness.handle)
 
     def settings(self, max_retry_seconds: float) -> dict[str, Any]:
@@ -348,7 +253,8 @@ def serve(folder: Path, operator_cert: Path) -> None:
             services.up()
             print(json.dumps({"outage_s": services.outages[-1]}))
         elif command == "stats":
-            print(json.dumps({"cosigned": services.witness.cosigned, "refusals": services.witness.refusals}))
+            refused = [refusal.kind for refusal in services.witness.refusals]
+            print(json.dumps({"cosigned": services.witness.cosigned, "refusals": refused}))
         else:
             services.stop()
             print(json.dumps({}))

@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -37,17 +36,14 @@ from coffre.domain.timestamp import verify_token
 from coffre.domain.witness import (
     AddCheckpoint,
     Latest,
-    ProtocolError,
-    Refusal,
     WitnessKey,
     cosigned_by,
-    judge,
     note_body,
-    open_checkpoint,
     origin,
 )
 
 from events import POINSCRIT
+from loopback import Answer, DomainWitness, Loopback
 from tsa import Pki, Tsa, openssl_or_skip
 
 OPER = "0099"
@@ -76,88 +72,6 @@ def gauge(metric: str, **labels: str) -> float:
 
 
 # -- the services, behind a port that can close -----------------------------------------------------
-
-Answer = tuple[int, str, bytes]
-
-
-class Loopback:
-    """An HTTP server on 127.0.0.1 that answers POSTs with ``handle(path, content type, body)``;
-    :meth:`stop` closes its port, :meth:`start` opens the same port again."""
-
-    def __init__(self, handle: Callable[[str, str, bytes], Answer]) -> None:
-        self.handle = handle
-        self.port = 0
-        self._server: ThreadingHTTPServer | None = None
-        self.start()
-
-    def start(self) -> None:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, content_type, answer = outer.handle(
-                    self.path, self.headers.get("Content-Type", ""), body
-                )
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-class TestWitness:
-    """A witness speaking the plan's add-checkpoint protocol with the domain's judgement."""
-
-    __test__ = False
-
-    def __init__(self, key: WitnessKey, trust: TrustStore) -> None:
-        self.key = key
-        self.trust = trust
-        self.latest: dict[str, Latest] = {}
-        self.history: dict[str, list[Latest]] = {}
-        self.refusals: list[Refusal] = []
-        self.lock = threading.Lock()
-
-    def handle(self, path: str, content_type: str, body: bytes) -> Answer:
-        if path != "/add-checkpoint":
-            return 404, "text/plain", b"not found\n"
-        try:
-            request = AddCheckpoint.decode(body)
-        except ProtocolError as exc:
-            return 400, "text/plain", f"malformed: {exc}\n".encode()
-        with self.lock:
-            try:
-                checkpoint = open_checkpoint(request.checkpoint, self.trust)
-                name = origin(checkpoint.id_oper, checkpoint.id_coffre)
-                accepted = judge(self.latest.get(name), checkpoint, request)
-            except Refusal as refusal:
-                self.refusals.append(refusal)
-                if refusal.kind == "conflict":
-                    return 409, "text/x.tlog.size", f"{refusal.size}\n".encode()
-                return refusal.status, "text/plain", f"{refusal.kind}: {refusal.message}\n".encode()
-            self.latest[name] = accepted
-            self.history.setdefault(name, []).append(accepted)
-            return 200, "text/plain", self.key.cosign(note_body(checkpoint), int(time.time()))
 
 
 # -- fixtures ---------------------------------------------------------------------------------------
@@ -299,7 +213,7 @@ def in_order(created: list[str]) -> bool:
 
 
 def test_every_checkpoint_gets_a_verified_token_and_a_cosignature(vault, tsa, pki, operator):
-    witness = TestWitness(WitnessKey.generate("w1.test"), operator[1])
+    witness = DomainWitness(WitnessKey.generate("w1.test"), operator[1])
     tsa_server = Loopback(lambda path, ctype, body: (200, "application/timestamp-reply", tsa.reply(body)))
     witness_server = Loopback(witness.handle)
     try:
@@ -371,7 +285,7 @@ def test_a_witness_down_then_back_cosigns_everything_in_order(tmp_path, operator
     vault = Vault(tmp_path, operator[0])
     vault.storage = Recording(vault.root)
     vault.sealer.storage = vault.storage
-    witness = TestWitness(WitnessKey.generate("w-down"), operator[1])
+    witness = DomainWitness(WitnessKey.generate("w-down"), operator[1])
     server = Loopback(witness.handle)
     try:
         thread = witness_thread(
@@ -399,7 +313,7 @@ def test_a_witness_down_then_back_cosigns_everything_in_order(tmp_path, operator
 
 
 def test_a_new_vault_fills_in_what_the_previous_one_left(vault, tsa, pki, operator):
-    witness = TestWitness(WitnessKey.generate("w-restart"), operator[1])
+    witness = DomainWitness(WitnessKey.generate("w-restart"), operator[1])
     tsa_server = Loopback(lambda path, ctype, body: (200, "application/timestamp-reply", tsa.reply(body)))
     witness_server = Loopback(witness.handle)
     try:
@@ -445,7 +359,7 @@ def test_a_new_vault_fills_in_what_the_previous_one_left(vault, tsa, pki, operat
 def test_a_witness_that_lost_its_state_or_went_back_is_sent_a_proof_from_its_own_size(vault, operator):
     """A conflict (the witness holds another size than the vault thinks): the vault rebuilds the
     tree at the witness's size from the lots and proves the extension from there."""
-    witness = TestWitness(WitnessKey.generate("w-conflict"), operator[1])
+    witness = DomainWitness(WitnessKey.generate("w-conflict"), operator[1])
     server = Loopback(witness.handle)
     try:
         collection = start([witness_thread(vault.storage, "w-c", server.url, period=0.05)], vault)
@@ -468,7 +382,7 @@ def test_a_witness_that_lost_its_state_or_went_back_is_sent_a_proof_from_its_own
 
 
 def test_a_fork_stops_that_coffre_s_submissions_and_nothing_else(vault, operator, caplog):
-    witness = TestWitness(WitnessKey.generate("w-fork"), operator[1])
+    witness = DomainWitness(WitnessKey.generate("w-fork"), operator[1])
     server = Loopback(witness.handle)
     try:
         vault.seal({7: 3, 8: 3})
