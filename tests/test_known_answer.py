@@ -364,6 +364,27 @@ WITNESS_PUB = KNOWN / WITNESS["public_key"]
 EM_DASH = "\u2014"
 
 
+def openssl_ts_verify(binary: str, token: Path, data: Path) -> subprocess.CompletedProcess[str]:
+    """``openssl ts -verify`` of a kept token over a file, against the test TSA's root."""
+    return subprocess.run(
+        [
+            binary,
+            "ts",
+            "-verify",
+            "-token_in",
+            "-in",
+            str(token),
+            "-data",
+            str(data),
+            "-CAfile",
+            str(TSA_ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def openssl() -> str:
     binary = shutil.which("openssl")
     if binary is None:
@@ -384,23 +405,7 @@ def test_every_token_checks_with_openssl_ts(index):
     assert want["file"] == want["checkpoint"].replace(".xml", f".tsa-{TSA['name']}.tsr")
     assert sha256(token.read_bytes()).hex() == want["sha256"]
     assert sha256(checkpoint.read_bytes()).hex() == want["imprint"] == CHECKPOINTS[index]["file_sha256"]
-    run = subprocess.run(
-        [
-            binary,
-            "ts",
-            "-verify",
-            "-token_in",
-            "-in",
-            str(token),
-            "-data",
-            str(checkpoint),
-            "-CAfile",
-            str(TSA_ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = openssl_ts_verify(binary, token, checkpoint)
     assert run.returncode == 0 and "Verification: OK" in run.stdout, run.stdout + run.stderr
     text = subprocess.run(
         [binary, "ts", "-reply", "-token_in", "-in", str(token), "-text"],
@@ -430,23 +435,7 @@ def test_every_token_checks_with_openssl_ts(index):
     assert timedelta(0) < delay <= timedelta(seconds=1)  # the TSA answered at once (make.py)
     # and the token with the other checkpoint's bytes is refused: its imprint names this one
     other = KNOWN / TSA["tokens"][1 - index]["checkpoint"]
-    moved = subprocess.run(
-        [
-            binary,
-            "ts",
-            "-verify",
-            "-token_in",
-            "-in",
-            str(token),
-            "-data",
-            str(other),
-            "-CAfile",
-            str(TSA_ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    moved = openssl_ts_verify(binary, token, other)
     assert moved.returncode != 0
 
 
