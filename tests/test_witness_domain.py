@@ -197,3 +197,17 @@ def test_evidence_names_never_hold_two_dots() -> None:
         assert parse_evidence_name(f"0099-7-0000000002.tsa-{bad}.tsr") is None
     for good in ("a.b", "tsa-1.example", "a" * 63, "0"):
         assert check_name(good) == good
+
+
+def test_a_certificate_bound_to_one_operator_signs_no_other_s_checkpoints() -> None:
+    """A witness serving several operators binds each certificate to its IDOper: an operator
+    cannot have a checkpoint of another's coffre cosigned first (and so fork it)."""
+    from coffre.domain.witness import OperatorTrust
+
+    certificate = next(iter(TRUST))
+    bound_elsewhere = OperatorTrust(by_oper={"0042": (certificate,)})
+    with pytest.raises(Refusal) as refused:
+        open_checkpoint(CHECKPOINT_1, bound_elsewhere)  # a checkpoint of 0099
+    assert refused.value.kind == "signature" and "for IDOper '0099'" in refused.value.message
+    assert open_checkpoint(CHECKPOINT_1, OperatorTrust(by_oper={"0099": (certificate,)})).id_oper == "0099"
+    assert open_checkpoint(CHECKPOINT_1, OperatorTrust(anyone=(certificate,))).id_oper == "0099"

@@ -34,10 +34,12 @@ import binascii
 import hashlib
 import re
 import struct
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
+from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -387,21 +389,46 @@ class Refusal(Exception):
         self.size = size
 
 
-def open_checkpoint(document: bytes, trust: TrustStore) -> Checkpoint:
-    """The checkpoint a signed XML document states, once its signature holds (Refusal otherwise)."""
+@dataclass(frozen=True)
+class OperatorTrust:
+    """The operators' signing certificates a witness trusts: each one bound to the IDOper whose
+    checkpoints it may sign, or (``anyone``) to every IDOper. A witness the regulator runs for
+    several operators binds each certificate, so that no operator can sign, and have cosigned
+    first, a checkpoint of another's coffre."""
+
+    anyone: tuple[x509.Certificate, ...] = ()
+    by_oper: Mapping[str, tuple[x509.Certificate, ...]] = field(default_factory=dict)
+
+    def store(self, id_oper: str) -> TrustStore:
+        return TrustStore([*self.anyone, *self.by_oper.get(id_oper, ())])
+
+    def describe(self) -> str:
+        bound = [f"{len(certs)} for {oper}" for oper, certs in sorted(self.by_oper.items())]
+        return ", ".join([*([f"{len(self.anyone)} for any IDOper"] if self.anyone else []), *bound])
+
+
+def open_checkpoint(document: bytes, trust: TrustStore | OperatorTrust) -> Checkpoint:
+    """The checkpoint a signed XML document states, once its signature holds (Refusal otherwise):
+    with an :class:`OperatorTrust`, by a certificate trusted for the checkpoint's IDOper."""
     try:
         unverified = parse_document(document)
         at = parse_time(unverified.findtext("Date") or "", "Date")
     except LotFormatError as exc:
         raise Refusal("malformed", f"not a checkpoint: {exc}") from None
+    claimed = (unverified.findtext("IDOper") or "").strip()
+    store = trust.store(claimed) if isinstance(trust, OperatorTrust) else trust
     try:
-        root = verify(document, trust, at)
+        root = verify(document, store, at)
     except SignatureInvalid as exc:
-        raise Refusal("signature", f"the checkpoint's signature does not hold: {exc}") from None
+        trusted_for = f" for IDOper {claimed!r}" if isinstance(trust, OperatorTrust) else ""
+        raise Refusal("signature", f"the checkpoint's signature does not hold{trusted_for}: {exc}") from None
     try:
-        return read_checkpoint(root)
+        checkpoint = read_checkpoint(root)
     except LotFormatError as exc:
         raise Refusal("malformed", f"not a checkpoint: {exc}") from None
+    if checkpoint.id_oper != claimed:  # pragma: no cover - the parsed and the signed tree agree
+        raise Refusal("signature", f"IDOper {checkpoint.id_oper} signed, {claimed!r} read")
+    return checkpoint
 
 
 def judge(latest: Latest | None, checkpoint: Checkpoint, request: AddCheckpoint) -> Latest:
@@ -457,6 +484,7 @@ __all__ = [
     "Cosignature",
     "CosignatureInvalid",
     "Latest",
+    "OperatorTrust",
     "ProtocolError",
     "Refusal",
     "WitnessKey",

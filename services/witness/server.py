@@ -26,6 +26,7 @@ from coffre.domain.signing import TrustStore
 from coffre.domain.witness import (
     MAX_REQUEST_BYTES,
     AddCheckpoint,
+    OperatorTrust,
     ProtocolError,
     Refusal,
     WitnessKey,
@@ -81,7 +82,7 @@ class Witness:
     """What the API serves with."""
 
     key: WitnessKey
-    trust: TrustStore
+    trust: TrustStore | OperatorTrust
     state: WitnessState
     metrics: Metrics
     clock: Callable[[], float] = time.time

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from pathlib import Path
+
+from cryptography import x509
 
 from coffre.adapters.stream import run_until_signalled
 from coffre.adapters.tls import server_ssl_context
 from coffre.config import Settings, configuration_error
 from coffre.domain.signing import TrustStore
-from coffre.domain.witness import WitnessKey, check_witness_name
+from coffre.domain.witness import OperatorTrust, WitnessKey, check_witness_name
 
 from .server import Metrics, Witness, start, stop
 from .state import StateLocked, WitnessState
@@ -46,16 +49,29 @@ def load_witness_key(settings: Settings) -> WitnessKey:
         configuration_error(f"COFFRE_WITNESS_KEY: cannot read {settings.witness_key}: {exc}")
 
 
-def load_trust(settings: Settings) -> TrustStore:
-    paths = [Path(p.strip()) for p in settings.witness_operator_certs.split(",") if p.strip()]
-    if not paths:
+def load_trust(settings: Settings) -> OperatorTrust:
+    """``COFFRE_WITNESS_OPERATOR_CERTS``: comma-separated PEM paths, each ``IDOper=path`` (that
+    file's certificates sign only that operator's checkpoints) or a bare ``path`` (any operator's:
+    a witness of one operator)."""
+    anyone: list[x509.Certificate] = []
+    by_oper: dict[str, list[x509.Certificate]] = {}
+    entries = [entry.strip() for entry in settings.witness_operator_certs.split(",") if entry.strip()]
+    if not entries:
         configuration_error(
             "COFFRE_WITNESS_OPERATOR_CERTS: the operators' signing certificates the witness trusts"
         )
-    try:
-        return TrustStore.from_pem_files(paths)
-    except (OSError, ValueError) as exc:
-        configuration_error(f"COFFRE_WITNESS_OPERATOR_CERTS: {exc}")
+    for entry in entries:
+        oper, bound, path = entry.partition("=")
+        if bound and not re.fullmatch(r"[0-9]{4}", oper):
+            configuration_error(
+                f"COFFRE_WITNESS_OPERATOR_CERTS: {entry!r}: an IDOper is 4 digits (0099=path)"
+            )
+        try:
+            certificates = list(TrustStore.from_pem_files([Path(path if bound else oper)]))
+        except (OSError, ValueError) as exc:
+            configuration_error(f"COFFRE_WITNESS_OPERATOR_CERTS: {exc}")
+        (by_oper.setdefault(oper, []) if bound else anyone).extend(certificates)
+    return OperatorTrust(tuple(anyone), {oper: tuple(certs) for oper, certs in by_oper.items()})
 
 
 async def serve(settings: Settings, stop_event: asyncio.Event | None = None) -> None:
@@ -92,12 +108,12 @@ async def serve(settings: Settings, stop_event: asyncio.Event | None = None) -> 
                 f"{settings.witness_host}:{settings.witness_port}: {exc.strerror or exc}"
             )
         log.info(
-            "witness %s ready on https://%s:%d, state in %s, %d operator certificate(s) trusted; vkey %s",
+            "witness %s ready on https://%s:%d, state in %s, operator certificates trusted: %s; vkey %s",
             key.name,
             settings.witness_host,
             settings.witness_port,
             state.directory,
-            len(trust),
+            trust.describe(),
             key.public.vkey,
         )
         try:

@@ -391,11 +391,15 @@ REFUSED = {
     ),
     "operator certificates without files": (
         {"witness": {"operatorCerts": {"files": []}}},
-        "witness.operatorCerts.files",
+        "witness.operatorCerts.files or .operators",
     ),
     "operator certificates from two places": (
         {"witness": {"operatorCerts": {"existingSecret": "s"}}},
         "not both",
+    ),
+    "an IDOper that is not 4 digits": (
+        {"witness": {"operatorCerts": {"operators": {"99": "op.pem"}}}},
+        "invalid propertyName '99'",
     ),
     "two replicas": ({"replicas": 2}, "replicas"),
     "a root user": ({"podSecurityContext": {"runAsUser": 0}}, "runAsUser"),
@@ -411,6 +415,30 @@ def test_the_chart_refuses(chart: Any, case: str) -> None:
     with pytest.raises(helm.HelmError) as refused:
         chart.render(merged(VALUE_SETS["minimal"], override), name="anj", namespace="witness")
     assert fragment in str(refused.value)
+
+
+def test_operator_certificates_are_bound_to_their_idoper(chart: Any) -> None:
+    """``witness.operatorCerts.operators``: each certificate mounted, and trusted for its IDOper only
+    (``IDOper=path`` in COFFRE_WITNESS_OPERATOR_CERTS, read by services/witness/service.py)."""
+    values = merged(
+        VALUE_SETS["minimal"],
+        {
+            "witness": {
+                "operatorCerts": {"files": [], "operators": {"0099": "op-0099.pem", "0142": "op-0142.pem"}}
+            }
+        },
+    )
+    docs = render(chart, values)
+    workload, main, env = the_witness(docs)
+    entries = env["COFFRE_WITNESS_OPERATOR_CERTS"].split(",")
+    assert [entry.split("=", 1)[0] for entry in entries] == ["0099", "0142"]
+    certs = values["witness"]["operatorCerts"]
+    for entry, key in zip(entries, ["op-0099.pem", "op-0142.pem"], strict=True):
+        assert source_of(workload, main, entry.split("=", 1)[1]) == (
+            "configMap",
+            certs["existingConfigMap"],
+            key,
+        )
 
 
 def test_the_defaults_alone_are_refused(chart: Any) -> None:

@@ -113,13 +113,18 @@ def environment(base: Path, port: int, **variables: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_witness(base: Path, operator_cert: bytes, name: str = NAME) -> Iterator[Witness]:
-    """A witness trusting ``operator_cert``, its key made with ``coffre witness-keygen``."""
+def running_witness(
+    base: Path, operator_cert: bytes, name: str = NAME, *, bound_to: str | None = None
+) -> Iterator[Witness]:
+    """A witness trusting ``operator_cert`` (for IDOper ``bound_to`` only, when given), its key
+    made with ``coffre witness-keygen``."""
     assert main(["witness-keygen", "--name", name, "--out", str(base / "keys")]) == 0
     key = WitnessKey.from_pem(name, (base / "keys" / "witness-key.pem").read_bytes())
     (base / "operator-cert.pem").write_bytes(operator_cert)
     port = free_port_block(1)
     env = environment(base, port, COFFRE_WITNESS_NAME=name)
+    if bound_to is not None:
+        env["COFFRE_WITNESS_OPERATOR_CERTS"] = f"{bound_to}={base / 'operator-cert.pem'}"
     running = Witness(
         base,
         env,

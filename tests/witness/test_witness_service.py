@@ -252,3 +252,21 @@ def test_sigterm_stops_it_cleanly(witness: Witness) -> None:
     witness.process.send_signal(signal.SIGTERM)
     assert witness.process.wait(30) == 0, witness.log.read_text()
     assert "witness stopping" in witness.log.read_text()
+
+
+def test_a_witness_of_several_operators_binds_each_certificate_to_its_idoper(tmp_path: Path) -> None:
+    """COFFRE_WITNESS_OPERATOR_CERTS=0042=operator.pem: that certificate signs 0042's checkpoints
+    only, so the operator cannot have another's coffre cosigned first."""
+    with running_witness(tmp_path / "bound", OPERATOR_CERT, bound_to="0042") as bound:
+        with pytest.raises(Refusal) as refused:
+            bound.client.add_checkpoint(request(0, 3))  # a checkpoint of 0099
+        assert refused.value.kind == "signature" and "for IDOper '0099'" in refused.value.message
+        assert bound.client.checkpoint(OPER, COFFRE) is None
+        env = bound.env | {
+            "COFFRE_WITNESS_OPERATOR_CERTS": "99=x.pem",
+            "COFFRE_WITNESS_STATE_DIR": str(tmp_path),
+        }
+    result = subprocess.run(
+        [sys.executable, "-m", "coffre.cli", "witness"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2 and "an IDOper is 4 digits" in result.stderr, result.stderr

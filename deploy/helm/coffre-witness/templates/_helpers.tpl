@@ -84,8 +84,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if not (or $w.operatorCerts.existingConfigMap $w.operatorCerts.existingSecret) }}
 {{- fail "witness.operatorCerts: name the ConfigMap or Secret holding the operators' signing certificates (existingConfigMap or existingSecret)" }}
 {{- end }}
-{{- if not $w.operatorCerts.files }}
-{{- fail "witness.operatorCerts.files: name the keys holding the operators' signing certificates; a witness that trusts nobody refuses every checkpoint" }}
+{{- if not (or $w.operatorCerts.files $w.operatorCerts.operators) }}
+{{- fail "witness.operatorCerts.files or .operators: name the keys holding the operators' signing certificates; a witness that trusts nobody refuses every checkpoint" }}
 {{- end }}
 {{- end }}
 
