@@ -57,13 +57,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/events.py: the POINSCRIT of the test suite
 
-from events import POINSCRIT  # noqa: E402
-
 from coffre.adapters.journal import JOURNAL_NAME, JournalSet  # noqa: E402
 from coffre.adapters.storage import LocalStorage  # noqa: E402
 from coffre.domain.codec import canonical_bytes  # noqa: E402
 from coffre.domain.normalize import normalize  # noqa: E402
 from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate  # noqa: E402
+
+from events import POINSCRIT  # noqa: E402
 
 ID_OPER = "0099"
 FIRST_COFFRE = 21
