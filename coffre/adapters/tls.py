@@ -11,17 +11,19 @@ DEVELOPMENT, so such material is recognisable wherever it ends up.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import ipaddress
 import os
 import secrets
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -35,6 +37,7 @@ __all__ = [
     "DEVELOPMENT_CLIENT_SUBJECT",
     "ApiTls",
     "DevelopmentTls",
+    "TlsSite",
     "api_tls_material",
     "development_tls",
     "server_ssl_context",
@@ -307,3 +310,40 @@ def api_tls_material(settings: Settings) -> ApiTls:
         settings.api_tokens_file or development.tokens_file,
         development,
     )
+
+
+class TlsSite(web.BaseSite):
+    """An HTTPS listening socket for aiohttp, like ``web.TCPSite`` but with the connection
+    handler given (``connection()`` makes one ``web.RequestHandler`` per connection, e.g. with
+    deadlines of its own) and the TLS handshakes and closes bounded by ``handshake_timeout``.
+    The regulator API and the witness serve through it."""
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext,
+        connection: Callable[[], web.RequestHandler],
+        handshake_timeout: float,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
+        self._host, self._port = host, port
+        self._connection = connection
+        self._handshake_timeout = handshake_timeout
+
+    @property
+    def name(self) -> str:
+        return f"https://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        self._server = await asyncio.get_running_loop().create_server(
+            self._connection,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            ssl_handshake_timeout=self._handshake_timeout,
+            ssl_shutdown_timeout=self._handshake_timeout,
+        )

@@ -24,7 +24,6 @@ import hmac
 import logging
 import os
 import re
-import ssl
 import tempfile
 import time
 import uuid
@@ -42,7 +41,7 @@ from cryptography import x509
 from coffre import metrics
 from coffre.adapters.access_log import AccessLog
 from coffre.adapters.storage import ArchiveStorage
-from coffre.adapters.tls import api_tls_material, server_ssl_context
+from coffre.adapters.tls import TlsSite, api_tls_material, server_ssl_context
 from coffre.config import Settings
 from coffre.domain.signing import Signer, TrustStore
 
@@ -877,41 +876,6 @@ class _OpenConnections:
         return len(self._open)
 
 
-class _TlsSite(web.BaseSite):
-    """The API's listening socket: like ``web.TCPSite``, but its connections are
-    :class:`_ApiConnection` and its TLS handshakes (and closes) are bounded."""
-
-    def __init__(
-        self,
-        runner: web.AppRunner,
-        host: str,
-        port: int,
-        ssl_context: ssl.SSLContext,
-        connection: Callable[[], _ApiConnection],
-        timeouts: ConnectionTimeouts,
-    ) -> None:
-        super().__init__(runner, ssl_context=ssl_context)
-        self._host, self._port = host, port
-        self._connection = connection
-        self._timeouts = timeouts
-
-    @property
-    def name(self) -> str:
-        return f"https://{self._host}:{self._port}"
-
-    async def start(self) -> None:
-        await super().start()
-        self._server = await asyncio.get_running_loop().create_server(
-            self._connection,
-            self._host,
-            self._port,
-            ssl=self._ssl_context,
-            backlog=self._backlog,
-            ssl_handshake_timeout=self._timeouts.handshake,
-            ssl_shutdown_timeout=self._timeouts.handshake,
-        )
-
-
 _CONNECTIONS = web.AppKey("connections", _OpenConnections)
 
 
@@ -1028,7 +992,7 @@ async def start_regulator_api(
         connections=app[_CONNECTIONS],
     )
     try:
-        site = _TlsSite(runner, settings.api_host, settings.api_port, context, connection, timeouts)
+        site = TlsSite(runner, settings.api_host, settings.api_port, context, connection, timeouts.handshake)
         await site.start()
     except BaseException:
         await runner.cleanup()

@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from coffre.adapters.tls import TlsSite
 from coffre.domain.signing import TrustStore
 from coffre.domain.witness import (
     MAX_REQUEST_BYTES,
@@ -263,34 +264,6 @@ class _Connection(web.RequestHandler):
             self._arm()
 
 
-class _TlsSite(web.TCPSite):
-    """``web.TCPSite`` whose connections are :class:`_Connection`, with a bounded TLS handshake
-    and close."""
-
-    async def start(self) -> None:
-        await web.BaseSite.start(self)
-        loop = asyncio.get_running_loop()
-        server = self._runner.server
-        assert server is not None
-        self._server = await loop.create_server(
-            functools.partial(
-                _Connection,
-                server,
-                loop=loop,
-                keepalive_timeout=KEEPALIVE_TIMEOUT,
-                access_log=access,
-                access_log_format=ACCESS_LOG_FORMAT,
-            ),
-            self._host,
-            self._port,
-            ssl=self._ssl_context,
-            backlog=self._backlog,
-            reuse_address=self._reuse_address,
-            ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
-            ssl_shutdown_timeout=HANDSHAKE_TIMEOUT,
-        )
-
-
 async def start(witness: Witness, host: str, port: int, context: ssl.SSLContext) -> web.AppRunner:
     """Serve ``witness`` over HTTPS on ``host:port``; stop it with :func:`stop`."""
     runner = web.AppRunner(
@@ -303,7 +276,16 @@ async def start(witness: Witness, host: str, port: int, context: ssl.SSLContext)
     )
     await runner.setup()
     try:
-        site = _TlsSite(runner, host, port, ssl_context=context)
+        assert runner.server is not None  # set up
+        connection = functools.partial(
+            _Connection,
+            runner.server,
+            loop=asyncio.get_running_loop(),
+            keepalive_timeout=KEEPALIVE_TIMEOUT,
+            access_log=access,
+            access_log_format=ACCESS_LOG_FORMAT,
+        )
+        site = TlsSite(runner, host, port, context, connection, HANDSHAKE_TIMEOUT)
         await site.start()
     except BaseException:
         await runner.cleanup()
