@@ -21,7 +21,7 @@ from .domain.schema import SchemaSet
 from .domain.signing import TrustStore
 from .domain.timestamp import load_trust_files
 from .domain.verify import TSA_MAX_DELAY, CoffreReport, EvidencePolicy, SchemaCheck, Source, verify_coffre
-from .domain.witness import CosignatureInvalid, cosigned_by, load_public_keys, note_body_of, origin
+from .domain.witness import CosignatureInvalid, cosigned_by_any, load_public_keys, note_body_of, origin
 
 EVIDENCE_SUFFIXES = (".tsr", ".cosig")
 
@@ -180,19 +180,14 @@ def check_witnessed(
     size = entry.size
     if keys:
         body = note_body_of(origin(entry.id_oper, entry.id_coffre), size, entry.root)
-        reasons = []
-        for key in keys:
-            try:
-                cosigned_by(entry.note, body, key)
-                break
-            except CosignatureInvalid as exc:
-                reasons.append(str(exc))
-        else:
+        try:
+            cosigned_by_any(entry.note, body, keys)
+        except CosignatureInvalid as exc:
             coffre.fail(
                 where,
                 "witness",
                 f"the witness's checkpoint of coffre {name} (size {size}) is not cosigned by a given "
-                f"witness key ({'; '.join(reasons)}): it is no evidence",
+                f"witness key ({exc}): it is no evidence",
             )
             return
     if not coffre.lots and not coffre.leaves:

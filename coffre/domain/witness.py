@@ -34,7 +34,7 @@ import binascii
 import hashlib
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
@@ -303,6 +303,18 @@ def cosigned_by(note: bytes, body: bytes, key: Ed25519PublicKey) -> Cosignature:
     raise CosignatureInvalid(f"the cosignature by the witness key {fingerprint(key)} does not verify")
 
 
+def cosigned_by_any(note: bytes, body: bytes, keys: Sequence[Ed25519PublicKey]) -> Cosignature:
+    """The cosignature of ``note`` over ``body`` by the first of ``keys`` that made a valid one;
+    CosignatureInvalid saying, key by key, why none did."""
+    reasons = []
+    for key in keys:
+        try:
+            return cosigned_by(note, body, key)
+        except CosignatureInvalid as exc:
+            reasons.append(str(exc))
+    raise CosignatureInvalid("; ".join(reasons) or "no witness key given")
+
+
 # -- add-checkpoint ---------------------------------------------------------------------------------
 
 
@@ -490,6 +502,7 @@ __all__ = [
     "WitnessKey",
     "WitnessPublicKey",
     "cosigned_by",
+    "cosigned_by_any",
     "judge",
     "load_public_keys",
     "note_body",

@@ -72,7 +72,7 @@ from coffre.domain.witness import (
     AddCheckpoint,
     CosignatureInvalid,
     Refusal,
-    cosigned_by,
+    cosigned_by_any,
     note_body,
     split_note,
 )
@@ -309,7 +309,7 @@ class WitnessSource(Source):
                 if not split_note(note)[1]:
                     raise CosignatureInvalid("no cosignature/v1 line in the answer")
                 if self.keys:
-                    _cosigned_by_one(note, body, self.keys)
+                    cosigned_by_any(note, body, self.keys)
             except CosignatureInvalid as exc:
                 raise Retry(f"the witness's answer is not a valid cosignature: {exc}") from None
             self._answered = (coffre, state, leaves, checkpoint.lot_number)
@@ -325,17 +325,6 @@ class WitnessSource(Source):
             for leaf in leaves:
                 state.tree.append(leaf)
             state.next_lot = number + 1
-
-
-def _cosigned_by_one(note: bytes, body: bytes, keys: Sequence[Ed25519PublicKey]) -> None:
-    errors = []
-    for key in keys:
-        try:
-            cosigned_by(note, body, key)
-            return
-        except CosignatureInvalid as exc:
-            errors.append(str(exc))
-    raise CosignatureInvalid("; ".join(errors))
 
 
 # -- the thread ---------------------------------------------------------------------------------
