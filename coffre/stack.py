@@ -151,7 +151,7 @@ class Stack:
         certificates."""
         import socket
 
-        from .adapters.archive import signing_files
+        from .adapters.archive import older_certs, signing_files
         from .adapters.files import write_new
         from .adapters.tls import development_tls
         from .domain.witness import WitnessKey
@@ -176,7 +176,7 @@ class Stack:
             write_new(private, key.private_pem(), 0o600)
         tls = development_tls(Path(s.data_dir) / "tls")
         _, cert = signing_files(s)
-        trusted = ",".join([str(cert), *(p.strip() for p in s.trusted_certs.split(",") if p.strip())])
+        trusted = ",".join(str(path) for path in [cert, *older_certs(s)])
         url = f"https://127.0.0.1:{s.witness_port}"
         self.service_env.setdefault("vault", {}).update(
             {

@@ -47,8 +47,12 @@ def signer(settings: Settings) -> Signer:
     return load_signer(key, cert)
 
 
+def older_certs(settings: Settings) -> list[Path]:
+    """The older signing certificates still trusted (``COFFRE_TRUSTED_CERTS``, comma-separated)."""
+    return [Path(p.strip()) for p in settings.trusted_certs.split(",") if p.strip()]
+
+
 def trust_store(settings: Settings) -> TrustStore:
     """The signing certificate and the older ones still trusted (``COFFRE_TRUSTED_CERTS``)."""
     _, cert = signing_files(settings)
-    extra = [Path(p.strip()) for p in settings.trusted_certs.split(",") if p.strip()]
-    return TrustStore.from_pem_files([cert, *extra])
+    return TrustStore.from_pem_files([cert, *older_certs(settings)])

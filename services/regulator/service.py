@@ -18,8 +18,8 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+from coffre.adapters.archive import older_certs
 from coffre.adapters.keys import KeyFileError, load_signer
 from coffre.adapters.stream import run_until_signalled
 from coffre.config import Settings, configuration_error
@@ -54,9 +54,8 @@ def load_keys(settings: Settings, wait: float = KEY_WAIT_SECONDS) -> tuple[Signe
         signer = load_signer(key, cert)
     except KeyFileError as exc:
         configuration_error(f"COFFRE_SIGNING_KEY, COFFRE_SIGNING_CERT: {exc}")
-    extra = [Path(p.strip()) for p in settings.trusted_certs.split(",") if p.strip()]
     try:
-        trust = TrustStore.from_pem_files([cert, *extra])
+        trust = TrustStore.from_pem_files([cert, *older_certs(settings)])
     except (OSError, ValueError) as exc:
         configuration_error(f"COFFRE_TRUSTED_CERTS: {exc}")
     return signer, trust
