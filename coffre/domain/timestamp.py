@@ -54,6 +54,11 @@ class TimestampInvalid(Exception):
     from a trusted TSA."""
 
 
+class ImprintMismatch(TimestampInvalid):
+    """A valid token over other bytes: its message imprint is not the SHA-256 of the bytes given
+    (a token moved from one document to another, or the document changed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TimestampRequest:
     """A ``TimeStampReq`` (DER, to POST as ``application/timestamp-query``) and what its
@@ -229,7 +234,7 @@ def _check(
             f"the token's message imprint is not SHA-256 (hash algorithm {imprint.hash_algorithm.dotted_string})"
         )
     if not hmac.compare_digest(imprint.message, hashlib.sha256(data).digest()):
-        raise TimestampInvalid("the token's message imprint is not the SHA-256 of these bytes")
+        raise ImprintMismatch("the token's message imprint is not the SHA-256 of these bytes")
     if nonce is not None and info.nonce != nonce:
         raise TimestampInvalid(f"the token's nonce {info.nonce} is not the request's {nonce}")
     tsa = _tsa_certificate(response)

@@ -51,7 +51,7 @@ from .lot import (
 from .merkle import HASH_SIZE, MerkleAccumulator
 from .merkle import root as merkle_root
 from .signing import SignatureInvalid, TrustStore, verify
-from .timestamp import MAX_RESPONSE_BYTES, TimestampInvalid, verify_token
+from .timestamp import MAX_RESPONSE_BYTES, ImprintMismatch, TimestampInvalid, verify_token
 from .witness import CosignatureInvalid, cosigned_by, fingerprint, note_body, split_note
 from .witness import key_id as witness_key_id
 
@@ -395,14 +395,15 @@ def _check_token(
     except LotFormatError as exc:
         fail(Failure(item.path, "timestamp", f"not a token: {exc}"))
         return False
-    except TimestampInvalid as exc:
-        message = str(exc)
-        if "message imprint is not the SHA-256" in message:
-            message = (
-                "imprint: the token's message imprint is not the SHA-256 of this checkpoint's file "
-                "(a token moved from another checkpoint, or the checkpoint changed)"
-            )
+    except ImprintMismatch:
+        message = (
+            "imprint: the token's message imprint is not the SHA-256 of this checkpoint's file "
+            "(a token moved from another checkpoint, or the checkpoint changed)"
+        )
         fail(Failure(item.path, "timestamp", message))
+        return False
+    except TimestampInvalid as exc:
+        fail(Failure(item.path, "timestamp", str(exc)))
         return False
     date, gen_time = checkpoint.at, stamp.gen_time
     if gen_time < date - policy.tsa_skew:
