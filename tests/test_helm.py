@@ -25,6 +25,8 @@ import yaml
 
 from coffre.config import Settings
 
+from helm_charts import load, merged, named, of_kind, render_manifests
+
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy" / "helm" / "coffre"
 MINIMAL = ROOT / "tests" / "helm" / "minimal.yaml"
@@ -53,24 +55,6 @@ try:
     import helm_python as helm
 except Exception as exc:  # not installed (ImportError), or its native library would not load
     pytest.skip(f"helm-python-sdk is not usable here: {exc}", allow_module_level=True)
-
-
-def load(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
-def merged(*layers: dict[str, Any]) -> dict[str, Any]:
-    """Deep merge, later layers win (like several `helm -f`); a None value deletes the key."""
-    out: dict[str, Any] = {}
-    for layer in layers:
-        for key, value in layer.items():
-            if isinstance(value, dict) and isinstance(out.get(key), dict):
-                out[key] = merged(out[key], value)
-            elif value is None:
-                out.pop(key, None)
-            else:
-                out[key] = copy.deepcopy(value)
-    return out
 
 
 # Every optional branch of the templates at once, so that they too are validated.
@@ -240,27 +224,12 @@ def chart() -> Any:
 
 
 def render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
-    manifests = chart.render(values, name="coffre", namespace="coffre")
-    docs = []
-    for path, text in sorted(manifests.items()):
-        if path.endswith("NOTES.txt"):
-            continue
-        docs.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return docs
+    return render_manifests(chart, values, name="coffre", namespace="coffre")
 
 
 @pytest.fixture(scope="module")
 def rendered(chart: Any) -> Rendered:
     return {name: render(chart, values) for name, values in VALUE_SETS.items()}
-
-
-def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [doc for doc in docs if doc["kind"] == kind]
-
-
-def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    (doc,) = [doc for doc in of_kind(docs, kind) if doc["metadata"]["name"] == name]
-    return doc
 
 
 def workloads(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,6 @@ manifest validated against the Kubernetes 1.30 JSON schemas of kubernetes-valida
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from pathlib import Path
@@ -17,14 +16,15 @@ import yaml
 
 from coffre.config import Settings
 
+from helm_charts import load, merged, named, of_kind, render_manifests
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "coffre-witness"
 COFFRE_CHART = ROOT / "deploy" / "helm" / "coffre"
 MINIMAL = ROOT / "tests" / "helm" / "witness.yaml"
 KUBERNETES = "1.30.0"
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
-# The witness's settings (issue 21's plan); coffre/config.py gains them on the witness helper's
-# branch. Until then the chart's variables are checked against this list.
+# The witness's settings (coffre/config.py): the chart sets every one of them.
 WITNESS_SETTINGS = {
     "witness_name",
     "witness_key",
@@ -40,24 +40,6 @@ try:
     import helm_python as helm
 except Exception as exc:  # not installed (ImportError), or its native library would not load
     pytest.skip(f"helm-python-sdk is not usable here: {exc}", allow_module_level=True)
-
-
-def load(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
-def merged(*layers: dict[str, Any]) -> dict[str, Any]:
-    """Deep merge, later layers win (like several `helm -f`); a None value deletes the key."""
-    out: dict[str, Any] = {}
-    for layer in layers:
-        for key, value in layer.items():
-            if isinstance(value, dict) and isinstance(out.get(key), dict):
-                out[key] = merged(out[key], value)
-            elif value is None:
-                out.pop(key, None)
-            else:
-                out[key] = copy.deepcopy(value)
-    return out
 
 
 # Every optional branch at once: operator certificates from a Secret, a LoadBalancer, the
@@ -104,27 +86,12 @@ def chart() -> Any:
 
 
 def render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
-    manifests = chart.render(values, name="anj", namespace="witness")
-    docs = []
-    for path, text in sorted(manifests.items()):
-        if path.endswith("NOTES.txt"):
-            continue
-        docs.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return docs
+    return render_manifests(chart, values, name="anj", namespace="witness")
 
 
 @pytest.fixture(scope="module")
 def rendered(chart: Any) -> dict[str, list[dict[str, Any]]]:
     return {name: render(chart, values) for name, values in VALUE_SETS.items()}
-
-
-def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [doc for doc in docs if doc["kind"] == kind]
-
-
-def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    (doc,) = [doc for doc in of_kind(docs, kind) if doc["metadata"]["name"] == name]
-    return doc
 
 
 def the_witness(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
@@ -261,8 +228,7 @@ def test_the_settings_point_at_the_mounted_secrets(rendered: dict[str, Any], val
 @pytest.mark.parametrize("values", ALL)
 def test_every_variable_is_a_setting(rendered: dict[str, Any], values: str) -> None:
     fields = set(Settings.model_fields)
-    if not fields & WITNESS_SETTINGS:  # before the witness's settings are merged
-        fields |= WITNESS_SETTINGS
+    assert fields >= WITNESS_SETTINGS
     settings = {f"COFFRE_{name.upper()}" for name in fields}
     extra = {var["name"] for var in VALUE_SETS[values].get("extraEnv", [])}
     _, _, env = the_witness(rendered[values])
