@@ -526,3 +526,33 @@ def test_drain_waits_for_the_last_checkpoints_and_no_longer_for_a_source_that_is
         assert collection.join(10)
     finally:
         tsa_server.stop()
+
+
+def test_a_checkpoint_the_tsa_keeps_failing_holds_no_other_coffre(vault, tsa, pki):
+    """A TSA whose answer for coffre 7's checkpoints never verifies: coffre 8's tokens all come
+    meanwhile, and coffre 7's are tried again (nothing stored that does not verify)."""
+    import hashlib
+
+    vault.seal({7: 4, 8: 7})
+    refused = {hashlib.sha256(vault.checkpoint(7, n)).digest() for c, n in vault.checkpoints() if c == 7}
+    asked: list[bool] = []
+
+    def answer(path: str, ctype: str, body: bytes) -> Answer:
+        bad = any(digest in body for digest in refused)
+        asked.append(bad)
+        return 200, "application/timestamp-reply", b"\x30\x03\x02\x01\x02" if bad else tsa.reply(body)
+
+    tsa_server = Loopback(answer)
+    try:
+        collection = start(
+            [tsa_thread(vault.storage, "tsa1", tsa_server.url, pki, period=0.05, retry_delay=0.05)], vault
+        )
+        assert wait_for(
+            lambda: all(vault.storage.exists(ts_key("tsa1")(8, n)) for c, n in vault.checkpoints() if c == 8)
+        )
+        assert wait_for(lambda: asked.count(True) >= 3)  # coffre 7 tried again and again
+        assert not any(vault.storage.exists(ts_key("tsa1")(7, n)) for c, n in vault.checkpoints() if c == 7)
+        collection.stop()
+        assert collection.join(10)
+    finally:
+        tsa_server.stop()

@@ -14,7 +14,9 @@ runs in its own thread, an :class:`EvidenceThread`, with a :class:`TsaSource` or
   next one lists the archive again.
 * **Failures** (no answer, a timeout, a 5xx, an answer that does not verify) are logged and
   counted (``coffre_evidence_failures_total``) and the same checkpoint is tried again after a
-  back-off that doubles up to ``COFFRE_EVIDENCE_MAX_RETRY_SECONDS``: the order is kept.
+  back-off that doubles up to ``COFFRE_EVIDENCE_MAX_RETRY_SECONDS``: the order is kept. A
+  source that does not answer holds every coffre; a checkpoint whose answer alone is bad (a
+  token that does not verify, a 4xx) holds only its own coffre, and the others go on.
 * **A witness's refusal** other than ``conflict`` (``truncation``, ``fork``, ``rewrite``,
   ``signature``, ``malformed``) says that the archive is not what the witness cosigned: it is
   logged as critical, counted (``coffre_evidence_refused_total``) and nothing more of that
@@ -92,7 +94,13 @@ Coffre = tuple[str, int]
 
 
 class Retry(Exception):
-    """This checkpoint's evidence could not be had now: try it again after a back-off."""
+    """This checkpoint's evidence could not be had now: try it again after a back-off.
+    ``source_down``: the source itself does not answer (no other coffre is tried meanwhile);
+    otherwise only this checkpoint failed, and the other coffres go on."""
+
+    def __init__(self, message: str, *, source_down: bool = False) -> None:
+        super().__init__(message)
+        self.source_down = source_down
 
 
 class Stopped(Exception):
@@ -151,9 +159,9 @@ class TsaSource(Source):
                 timeout=self.timeout,
             )
         except Unreachable as exc:
-            raise Retry(str(exc)) from None
+            raise Retry(str(exc), source_down=True) from None
         if status != 200:
-            raise Retry(f"the TSA answered {status}")
+            raise Retry(f"the TSA answered {status}", source_down=status >= 500)
         try:
             return verify_response(body, document, request.nonce, self.trusted).token
         except TimestampInvalid as exc:
@@ -288,7 +296,7 @@ class WitnessSource(Source):
             try:
                 lines = self.client.add_checkpoint(request)
             except Unreachable as exc:
-                raise Retry(str(exc)) from None
+                raise Retry(str(exc), source_down=True) from None
             except Refusal as refusal:
                 if refusal.kind != "conflict" or refusal.size is None:
                     metrics.EVIDENCE_REFUSED.labels(witness=self.name, kind=refusal.kind).inc()
@@ -554,7 +562,8 @@ class EvidenceThread:
                                 exc,
                                 exc_info=not isinstance(exc, Retry),
                             )
-                            break
+                            if not isinstance(exc, Retry) or exc.source_down:
+                                break  # the source or the archive is down: no other coffre either
                 if failed is None:
                     delay = self.retry_delay
                     continue
