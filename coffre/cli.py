@@ -383,13 +383,12 @@ def cmd_restore(args: argparse.Namespace) -> int:
     import datetime as dt
 
     from coffre_vault.restore import RestoreRefused, restore_journals, rewind
-    from coffre_vault.service import partition_owner
 
     from .config import load_settings
 
     settings = load_settings()
     setup_logging(settings.log_level, "text")
-    owns = partition_owner(settings)
+    owns = None  # vault replicas share every partition through their group
     try:
         coffres = restore_journals(settings, owns)
     except RestoreRefused as exc:

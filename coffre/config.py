@@ -134,7 +134,7 @@ class Settings(BaseSettings):
         1,
         ge=1,
         le=1000,
-        description="vault replicas; each owns the partitions p with p % replicas == ordinal",
+        description="vault replicas; they share the partitions through their consumer group (one that dies: the others take its partitions over)",
     )
     vault_ordinal: int | None = Field(
         None,
@@ -146,6 +146,11 @@ class Settings(BaseSettings):
     )
     lot_max_age_seconds: float = Field(
         60.0, gt=0, description="a lot is sealed once its oldest event has waited this long"
+    )
+    journal_keep_seconds: float = Field(
+        0.0,
+        ge=0,
+        description="how long the vault's journal keeps segments the archive holds (0: deleted once sealed)",
     )
     tsa_urls: str = Field(
         "",

@@ -120,12 +120,17 @@ class LostAnswer:
         return getattr(self.real, name)
 
 
-def test_a_failed_store_is_retried_from_the_archive_s_state_without_a_second_copy(tmp_path, key):
+@pytest.mark.parametrize(
+    ("failures", "mended"),
+    [(1, 0), (2, 1)],
+    ids=["the seal note's answer lost: its lot written after it", "the lot's answer lost too: its checkpoint mended"],
+)
+def test_a_failed_store_is_retried_from_the_archive_s_state_without_a_second_copy(tmp_path, key, failures, mended):
     root = tmp_path / "archive"
     root.mkdir()
     failures_before = metrics.SEAL_FAILURES._value.get()
     with JournalSet(tmp_path / "journal") as journals:
-        storage = LostAnswer(LocalStorage(root), failures=1)
+        storage = LostAnswer(LocalStorage(root), failures=failures)
         sealer = Sealer(storage, key[0], journals, max_events=3, max_age=3600)
         sealing = SealerThread(sealer, period=0.01, retry_delay=0.01)
         sealing.start()
@@ -135,8 +140,8 @@ def test_a_failed_store_is_retried_from_the_archive_s_state_without_a_second_cop
         assert wait_for(lambda: storage.failures == 0 and sealer.counts.lots >= 2)
         sealing.finish()
         assert sealing.fatal is None
-        assert sealer.counts.checkpoints_mended == 1  # the lot was there, its checkpoint was not
-    assert metrics.SEAL_FAILURES._value.get() - failures_before == 1
+        assert sealer.counts.checkpoints_mended == mended
+    assert metrics.SEAL_FAILURES._value.get() - failures_before == failures
     assert lots(root) == ["0099-7-0000000001.xml", "0099-7-0000000002.xml", "0099-7-0000000003.xml"]
     report = verify_archive(root, [key[1]])
     assert report.ok, report.lines()

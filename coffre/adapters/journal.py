@@ -1,14 +1,24 @@
-"""The vault's durable per-coffre journal: an append-only file of recorded events.
+"""The vault's durable per-coffre journal: append-only segment files of recorded events.
 
-One file per coffre, ``<root>/<IDOper>/<IDCoffre>/journal.log``, holding IDEvt 1, 2, 3, … each
-with its chain hash (``SHA-256(previous ‖ canonical bytes)``, see :mod:`coffre.domain.chain`).
-The byte format, and how a reader tells a torn tail from corruption, are in
-``docs/journal-format.md``; this module is one implementation of that document.
+One directory per coffre, ``<root>/<IDOper>/<IDCoffre>/``, holding the coffre's records in
+*segments*: ``journal.log`` (IDEvt 1 onwards, no header: the single file of earlier versions)
+and ``journal-<first IDEvt, 20 digits>.log`` (a 52-byte header naming its first IDEvt and the
+chain hash before it). Each record carries its chain hash (``SHA-256(previous ‖ canonical
+bytes)``, see :mod:`coffre.domain.chain`). The byte format, and how a reader tells a torn tail
+from corruption, are in ``docs/journal-format.md``; this module is one implementation of it.
+
+Why segments: the vault seals its records into the archive, then has no use for them. The sealer
+calls :meth:`Journal.cut` on the journal after each lot (the next sync starts a new segment) and
+then :meth:`Journal.release` for what the archive holds (whole segments are deleted), so a journal holds
+the unsealed window, and opening it reads that window only, whatever the coffre's history.
+:meth:`Journal.rebase` starts an empty journal after a given IDEvt and chain hash (the archive's
+newest lot), when the journal has nothing the archive does not (a new volume, a take-over).
 
 Durability: :meth:`Journal.append` only buffers; :meth:`Journal.sync` writes and fsyncs, so an
 event is "recorded" (invariant 4 of the product contract) once a ``sync`` that started after its
 ``append`` has returned. Several appends then one sync is the group commit;
-:meth:`JournalSet.sync` does it across coffres.
+:meth:`JournalSet.sync` does it across coffres. A segment is complete and durable before the next
+one is created (the roll happens inside ``sync``), so only the last segment can have a torn tail.
 
 Threads: one thread may append (the event loop) while another runs ``sync`` (for instance
 through ``asyncio.to_thread``): appends go on while the fsync runs and are picked up by the
@@ -16,7 +26,7 @@ next sync. Reading (:meth:`Journal.get`, :meth:`Journal.records`, ``synced_id_ev
 any thread while the appending thread goes on: each read takes the journal's lock for its
 in-memory state and reads the file with ``pread`` (no shared file position); a read after
 :meth:`Journal.close` fails, it never reads another file. The vault's sealer thread reads this
-way. Appending stays with one thread.
+way (and cuts and releases). Appending stays with one thread.
 """
 
 from __future__ import annotations
@@ -43,6 +53,10 @@ from coffre.domain.limits import ID_COFFRE_RE, MAX_ID
 from .files import write_all
 
 JOURNAL_NAME = "journal.log"
+"""The first segment, from IDEvt 1, without a header (the whole journal of earlier versions)."""
+LOCK_NAME = "journal.lock"
+"""Held (flock) by the process that has the journal open."""
+SEGMENT_NAME = re.compile(r"journal-(?P<first>[0-9]{20})\.log")
 MAGIC = b"CFJR"
 VERSION = 1
 HEADER_SIZE = 56
@@ -52,6 +66,10 @@ TRAILER_SIZE = 4
 OVERHEAD = HEADER_SIZE + TRAILER_SIZE
 MAX_EVENT_BYTES = 0xFFFF_FFFF
 """The payload length is a u32."""
+SEGMENT_MAGIC = b"CFJS"
+SEGMENT_VERSION = 1
+SEGMENT_HEADER_SIZE = 52
+"""magic 4, version 1, flags 1, reserved 2, first IDEvt 8, previous chain hash 32, header CRC 4."""
 
 READ_CHUNK = 4 << 20
 """Scans and iteration read this many bytes at a time (a record larger than this is read whole)."""
@@ -60,9 +78,11 @@ FLUSH_THRESHOLD = 1 << 20
 
 _HEAD = struct.Struct(">4sBBHIQ32s")  # the header without its CRC: 52 bytes
 _HEADER = struct.Struct(">4sBBHIQ32sI")  # the whole header: 56 bytes
+_SEGMENT = struct.Struct(">4sBBHQ32sI")  # a segment's header: 52 bytes
 _U32 = struct.Struct(">I")
 _HEAD_SIZE = _HEAD.size
 assert _HEADER.size == HEADER_SIZE
+assert _SEGMENT.size == SEGMENT_HEADER_SIZE
 
 _OPER = re.compile(r"[0-9]{4}")
 _COFFRE = ID_COFFRE_RE
@@ -70,7 +90,8 @@ _COFFRE = ID_COFFRE_RE
 
 class JournalCorrupted(Exception):
     """A complete record fails its checksum or the chain, or IDEvt is not consecutive, or a bad
-    record is followed by a valid one. Never repaired: an operator must look."""
+    record is followed by a valid one, or segments do not follow each other. Never repaired: an
+    operator must look."""
 
     def __init__(self, message: str, *, path: Path | None = None, offset: int | None = None):
         super().__init__(message)
@@ -79,13 +100,13 @@ class JournalCorrupted(Exception):
 
 
 class JournalLocked(Exception):
-    """Another open journal (in this or another process) holds the file's lock."""
+    """Another open journal (in this or another process) holds the coffre's lock."""
 
 
 class JournalFailed(Exception):
     """A write or fsync of this journal failed: what reached the disk is unknown (after a failed
     fsync the kernel may have dropped the dirty pages). The journal refuses further use; close it
-    and open it again, which re-reads the file and repairs a torn tail."""
+    and open it again, which re-reads the files and repairs a torn tail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,30 +118,61 @@ class JournalRecord:
     """The event's canonical bytes, exactly as given to :meth:`Journal.append`."""
 
 
+@dataclass(slots=True)
+class _Segment:
+    first_id: int
+    previous: bytes
+    """The chain hash of IDEvt ``first_id - 1`` (GENESIS for IDEvt 1)."""
+    path: Path
+    fd: int
+    start: int
+    """The offset of its first record (the header's size)."""
+    end: int
+    """The offset after its last record handed to the OS (the active segment: see Journal._end)."""
+
+
+def segment_name(first_id: int) -> str:
+    """The file name of the segment that starts at ``first_id``."""
+    return JOURNAL_NAME if first_id == 1 else f"journal-{first_id:020d}.log"
+
+
+def segment_header(first_id: int, previous: bytes) -> bytes:
+    head = _SEGMENT.pack(SEGMENT_MAGIC, SEGMENT_VERSION, 0, 0, first_id, previous, 0)[:-4]
+    return head + _U32.pack(crc32(head))
+
+
 class Journal:
-    """One coffre's append-only journal: <directory>/journal.log"""
+    """One coffre's append-only journal: the segments in <directory>"""
 
     def __init__(
         self,
-        path: Path,
-        fd: int,
+        directory: Path,
+        lock_fd: int,
+        segments: list[_Segment],
         offsets: array,
-        end: int,
+        base: int,
+        base_hash: bytes,
         last_id: int,
         last_hash: bytes,
         repaired: int,
     ) -> None:
         # Use Journal.open(directory).
-        self._path = path
-        self._fd = fd
-        self._offsets = offsets  # offsets[i] = file offset of IDEvt i + 1
-        self._end = end  # file offset after the last appended record (pending included)
-        self._written = end  # file offset after the last record handed to the OS
+        self._directory = directory
+        self._lock_fd = lock_fd
+        self._segments = segments  # oldest first; the last one is where appends go
+        self._firsts = [s.first_id for s in segments]
+        self._offsets = offsets  # offsets[i] = offset of IDEvt base + 1 + i in its segment
+        self._base = base  # the IDEvt before the first record held (released or rebased)
+        self._base_hash = base_hash  # its chain hash
+        self._end = (
+            segments[-1].end if segments else 0
+        )  # active segment: offset after the last appended record
         self._pending = bytearray()  # appended records not yet handed to the OS
         self._last_id = last_id
         self._last_hash = last_hash
         self._synced_id = last_id
         self._dirty = False  # appended since the last sync started
+        self._cut = False  # the next sync starts a new segment
         self._repaired = repaired
         self._failed: BaseException | None = None
         self._lock = threading.Lock()  # the in-memory state and the writes
@@ -132,57 +184,95 @@ class Journal:
     @classmethod
     def open(cls, directory: Path) -> Journal:
         """Open (creating if absent) the journal in ``directory``, repair a torn tail, verify
-        every record and the whole chain.
+        every record held and the chain across segments.
 
-        Raises :class:`JournalCorrupted` when the file is damaged anywhere but its tail, and
-        :class:`JournalLocked` when another open journal holds the file.
+        Raises :class:`JournalCorrupted` when a segment is damaged anywhere but the last one's
+        tail, and :class:`JournalLocked` when another open journal holds the coffre.
         """
         directory = Path(directory)
         _make_directories(directory)
-        path = directory / JOURNAL_NAME
-        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
-        try:
-            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
-            created = True
-        except FileExistsError:
-            fd = os.open(path, flags)
-            created = False
+        lock_fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        segments: list[_Segment] = []
         try:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise JournalLocked(f"{path} is already open (by this or another process)") from None
-            if created:
-                os.fsync(fd)
-                _fsync_directory(directory)
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise JournalCorrupted(f"{path} is not a regular file", path=path)
-            size = info.st_size
-            offsets, last_id, last_hash, good = _scan(fd, size, path)
-            if good < size:
-                found = _find_valid_record(fd, good + 1, size)
-                if found is not None:
-                    raise JournalCorrupted(
-                        f"{path}: the record at offset {good} (IDEvt {last_id + 1}) is damaged and "
-                        f"followed by a valid record at offset {found}",
-                        path=path,
-                        offset=good,
-                    )
-                os.ftruncate(fd, good)
-            # Always: what a killed predecessor wrote may still be only in the page cache, and it
-            # is about to be treated as recorded.
-            os.fsync(fd)
+                raise JournalLocked(f"{directory} is already open (by this or another process)") from None
+            names = _segment_files(directory)
+            if not names:  # a new journal: its first segment, from IDEvt 1
+                _create_segment(directory, 1, GENESIS)
+                names = [(1, directory / JOURNAL_NAME)]
+            repaired = 0
+            offsets = array("Q")
+            base = names[0][0] - 1
+            base_hash = last_hash = GENESIS
+            last_id = base
+            for index, (first_id, path) in enumerate(names):
+                is_last = index == len(names) - 1
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+                try:
+                    info = os.fstat(fd)
+                    if not stat.S_ISREG(info.st_mode):
+                        raise JournalCorrupted(f"{path} is not a regular file", path=path)
+                    size = info.st_size
+                    start, previous = _read_segment_header(fd, size, first_id, path)
+                    if start < 0:  # a header cut by a crash while the segment was created
+                        if not is_last:
+                            raise JournalCorrupted(f"{path}: its header is cut short", path=path, offset=0)
+                        os.close(fd)
+                        os.unlink(path)
+                        _fsync_directory(directory)
+                        repaired += size
+                        continue
+                    if index == 0:
+                        base_hash = last_hash = previous
+                    elif first_id != last_id + 1 or previous != last_hash:
+                        raise JournalCorrupted(
+                            f"{path} starts at IDEvt {first_id} after chain hash {previous.hex()[:16]}…, "
+                            f"where the segment before it ends at IDEvt {last_id}, {last_hash.hex()[:16]}…",
+                            path=path,
+                        )
+                    found, last_id, last_hash, good = _scan(fd, start, size, path, first_id, previous)
+                    if good < size:
+                        later = _find_valid_record(fd, good + 1, size)
+                        if later is not None or not is_last:
+                            raise JournalCorrupted(
+                                f"{path}: the record at offset {good} (IDEvt {last_id + 1}) is damaged and "
+                                + (
+                                    f"followed by a valid record at offset {later}"
+                                    if later is not None
+                                    else "followed by another segment"
+                                ),
+                                path=path,
+                                offset=good,
+                            )
+                        os.ftruncate(fd, good)
+                        repaired += size - good
+                    if is_last:
+                        # Always: what a killed predecessor wrote may still be only in the page cache,
+                        # and it is about to be treated as recorded.
+                        os.fsync(fd)
+                    offsets.extend(found)
+                    segments.append(_Segment(first_id, previous, path, fd, start, good))
+                except BaseException:
+                    os.close(fd)
+                    raise
         except BaseException:
-            os.close(fd)
+            for segment in segments:
+                os.close(segment.fd)
+            os.close(lock_fd)
             raise
-        return cls(path, fd, offsets, good, last_id, last_hash, size - good)
+        if not segments:  # only a torn header was there: the journal is where the segment began
+            first_id = names[-1][0]
+            base = last_id = first_id - 1
+        return cls(directory, lock_fd, segments, offsets, base, base_hash, last_id, last_hash, repaired)
 
     # -- state -----------------------------------------------------------------------------
 
     @property
     def path(self) -> Path:
-        return self._path
+        """The coffre's journal directory."""
+        return self._directory
 
     @property
     def last_id_evt(self) -> int:
@@ -195,18 +285,35 @@ class Journal:
         return self._last_hash
 
     @property
+    def first_id_evt(self) -> int:
+        """The first IDEvt held (released or rebased ones are not): ``last_id_evt + 1`` when none is."""
+        return self._base + 1
+
+    @property
     def synced_id_evt(self) -> int:
         """The last IDEvt known to be durable (everything found at open is)."""
         return self._synced_id
 
     @property
     def repaired_bytes(self) -> int:
-        """How many bytes of torn tail :meth:`open` truncated (0 normally)."""
+        """How many bytes of torn tail :meth:`open` removed (0 normally)."""
         return self._repaired
 
     @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._lock_fd < 0
+
+    def chain_hash_at(self, id_evt: int) -> bytes | None:
+        """The chain hash of ``id_evt`` when the journal knows it (held, or the one before the
+        first held), else None."""
+        if id_evt == self._base:
+            return self._base_hash
+        record = self.get(id_evt)
+        return None if record is None else record.chain_hash
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -221,7 +328,9 @@ class Journal:
         with self._lock:
             self._check_usable()
             if id_evt != self._last_id + 1 or isinstance(id_evt, bool) or not isinstance(id_evt, int):
-                raise ValueError(f"{self._path}: IDEvt {id_evt!r} appended after {self._last_id}")
+                raise ValueError(f"{self._directory}: IDEvt {id_evt!r} appended after {self._last_id}")
+            if not self._segments:  # rebased: the segment after the archive's last lot
+                self._new_segment()
             digest = sha256(self._last_hash + event).digest()
             head = _HEAD.pack(MAGIC, VERSION, 0, 0, length, id_evt, digest)
             head_crc = crc32(head)
@@ -246,7 +355,8 @@ class Journal:
 
     def sync(self) -> None:
         """Write what was appended and fsync it; a no-op when nothing was appended since the last
-        sync. When it returns, every record appended before the call is durable."""
+        sync. When it returns, every record appended before the call is durable. After a
+        :meth:`cut`, the records appended from now on go to a new segment."""
         with self._sync_lock:
             with self._lock:
                 if self._failed is not None:
@@ -257,16 +367,109 @@ class Journal:
                 self._dirty = False
                 target = self._last_id
                 self._write_pending()
-            try:
-                os.fsync(self._fd)
-            except BaseException as exc:
-                with self._lock:
-                    self._failed = exc
-                if isinstance(exc, OSError):
-                    raise JournalFailed(f"{self._path}: fsync failed: {exc}") from exc
-                raise
+                fd = self._segments[-1].fd
+                if self._cut:
+                    # the segment is made complete and durable before the next one exists: only the
+                    # last segment can ever have a torn tail (a few ms of appends wait, once per lot)
+                    self._cut = False
+                    self._fsync(fd, holding_lock=True)
+                    self._new_segment()
+                    fd = -1
+            if fd >= 0:
+                self._fsync(fd)
             with self._lock:
                 self._synced_id = target
+
+    def cut(self) -> None:
+        """Start a new segment at the next :meth:`sync` that writes something (the sealer calls it
+        after each lot, so that segments end near lot boundaries and can be released whole)."""
+        with self._lock:
+            self._cut = True
+
+    def release(self, sealed_id_evt: int) -> int:
+        """Delete the segments whose every record is at most ``sealed_id_evt`` (durably in the
+        archive), never the last one; returns how many were deleted. Reading a released IDEvt
+        then finds nothing (:meth:`get` returns None)."""
+        with self._sync_lock, self._lock:
+            self._check_usable()
+            segments = self._segments
+            count = 0
+            while len(segments) > count + 1 and segments[count + 1].first_id - 1 <= sealed_id_evt:
+                count += 1
+            if not count:
+                return 0
+            dropped = segments[:count]
+            nxt = segments[count]
+            del segments[:count]
+            del self._firsts[:count]
+            self._offsets = self._offsets[nxt.first_id - 1 - self._base :]
+            self._base = nxt.first_id - 1
+            self._base_hash = nxt.previous
+            for segment in dropped:
+                os.close(segment.fd)
+                os.unlink(segment.path)
+        _fsync_directory(self._directory)
+        return count
+
+    def rebase(self, id_evt: int, chain_hash: bytes) -> None:
+        """Forget every record and continue after ``id_evt`` with ``chain_hash``: the archive's
+        newest lot ends there and this journal holds nothing past it (``last_id_evt <= id_evt``).
+        The segments are deleted; the next append starts a new one."""
+        if len(chain_hash) != 32:
+            raise ValueError("a chain hash is 32 bytes")
+        with self._sync_lock, self._lock:
+            self._check_usable()
+            if self._last_id > id_evt:
+                raise ValueError(
+                    f"{self._directory}: rebased at IDEvt {id_evt} but holds up to {self._last_id}"
+                )
+            if self._pending:
+                raise ValueError(f"{self._directory}: rebased with unsynced records")
+            for segment in self._segments:
+                os.close(segment.fd)
+                os.unlink(segment.path)
+            self._segments.clear()
+            self._firsts.clear()
+            self._offsets = array("Q")
+            self._base = self._last_id = self._synced_id = id_evt
+            self._base_hash = self._last_hash = chain_hash
+            self._end = 0
+            self._cut = False
+        _fsync_directory(self._directory)
+
+    def _new_segment(self) -> None:
+        """Create the segment that starts after the last record, durable before any record goes in.
+        Holds ``_lock``."""
+        first = self._last_id + 1
+        previous = self._last_hash
+        try:
+            start = _create_segment(self._directory, first, previous)
+            fd = os.open(self._directory / segment_name(first), os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except BaseException as exc:
+            self._failed = exc
+            if isinstance(exc, OSError):
+                raise JournalFailed(f"{self._directory}: a new segment could not be created: {exc}") from exc
+            raise
+        if self._segments:
+            self._segments[-1].end = self._end
+        self._segments.append(
+            _Segment(first, previous, self._directory / segment_name(first), fd, start, start)
+        )
+        self._firsts.append(first)
+        self._end = start
+
+    def _fsync(self, fd: int, *, holding_lock: bool = False) -> None:
+        try:
+            os.fsync(fd)
+        except BaseException as exc:
+            if holding_lock:
+                self._failed = exc
+            else:
+                with self._lock:
+                    self._failed = exc
+            if isinstance(exc, OSError):
+                raise JournalFailed(f"{self._directory}: fsync failed: {exc}") from exc
+            raise
 
     def _write_pending(self) -> None:
         """Hand the pending records to the OS (no fsync). Holds ``_lock``."""
@@ -274,59 +477,90 @@ class Journal:
         if not data:
             return
         self._pending = bytearray()
+        segment = self._segments[-1]
         try:
-            write_all(self._fd, data)
+            write_all(segment.fd, data)
         except BaseException as exc:
             self._failed = exc
             if isinstance(exc, OSError):
-                raise JournalFailed(f"{self._path}: write failed: {exc}") from exc
+                raise JournalFailed(f"{self._directory}: write failed: {exc}") from exc
             raise
-        self._written += len(data)
+        segment.end += len(data)
 
     # -- reading ---------------------------------------------------------------------------
 
     def get(self, id_evt: int) -> JournalRecord | None:
-        """The record of ``id_evt`` (synced or not), or None when it is not in the journal."""
+        """The record of ``id_evt`` (synced or not), or None when the journal does not hold it."""
         with self._lock:
             self._check_usable()
-            if not 1 <= id_evt <= self._last_id:
+            if not self._base < id_evt <= self._last_id:
                 return None
-            start = self._offsets[id_evt - 1]
-            end = self._offsets[id_evt] if id_evt < self._last_id else self._end
-            data = self._read(start, end)
-        record, _ = _decode(memoryview(data), 0, id_evt, self._path, start)
+            index = bisect_right(self._firsts, id_evt) - 1
+            segment = self._segments[index]
+            start = self._offsets[id_evt - 1 - self._base]
+            end = self._record_end(index, id_evt)
+            data = self._read(index, start, end)
+        record, _ = _decode(memoryview(data), 0, id_evt, segment.path, start)
         return record
 
+    def _record_end(self, index: int, id_evt: int) -> int:
+        """The offset after ``id_evt`` in segment ``index``. Holds ``_lock``."""
+        last_of_segment = self._firsts[index + 1] - 1 if index + 1 < len(self._firsts) else self._last_id
+        if id_evt < last_of_segment:
+            return self._offsets[id_evt - self._base]
+        return self._end if index == len(self._segments) - 1 else self._segments[index].end
+
     def records(self, start: int = 1) -> Iterator[JournalRecord]:
-        """The records from IDEvt ``start`` to the last one appended when this is called."""
+        """The records from IDEvt ``start`` to the last one appended when this is called. A
+        ``start`` before the first record held raises ValueError (those were released)."""
         with self._lock:
             self._check_usable()
             last = self._last_id
+            if start <= self._base and start <= last:
+                raise ValueError(
+                    f"{self._directory}: IDEvt {start} was released (the journal holds {self._base + 1}..{last})"
+                )
         return self._iter_records(max(start, 1), last)
 
     def _iter_records(self, first: int, last: int) -> Iterator[JournalRecord]:
-        index = first - 1  # 0-based
-        while index < last:
+        id_evt = first
+        while id_evt <= last:
             with self._lock:
                 self._check_usable()
+                if id_evt <= self._base:
+                    raise ValueError(f"{self._directory}: IDEvt {id_evt} was released while being read")
+                index = bisect_right(self._firsts, id_evt) - 1
+                segment = self._segments[index]
+                segment_last = min(
+                    last, self._firsts[index + 1] - 1 if index + 1 < len(self._firsts) else last
+                )
+                base = self._base
                 offsets = self._offsets
-                low = offsets[index]
-                stop = max(bisect_right(offsets, low + READ_CHUNK, index + 1, last) - 1, index + 1)
-                high = offsets[stop] if stop < len(offsets) else self._end
-                data = self._read(low, high)
+                low = offsets[id_evt - 1 - base]
+                # the records of this segment that fit in one chunk (at least one)
+                stop = max(
+                    bisect_right(offsets, low + READ_CHUNK, id_evt - base, segment_last - base) + base,
+                    id_evt,
+                )
+                high = self._record_end(index, stop)
+                data = self._read(index, low, high)
             view = memoryview(data)
             position = 0
-            for id_evt in range(index + 1, stop + 1):
-                record, position = _decode(view, position, id_evt, self._path, low + position)
+            for number in range(id_evt, stop + 1):
+                record, position = _decode(view, position, number, segment.path, low + position)
                 yield record
-            index = stop
+            id_evt = stop + 1
 
-    def _read(self, start: int, end: int) -> bytes:
-        """Bytes [start, end) of the journal, from the file and the pending buffer. Holds ``_lock``."""
-        written = self._written
+    def _read(self, index: int, start: int, end: int) -> bytes:
+        """Bytes [start, end) of segment ``index``, from the file and (the last segment) the
+        pending buffer. Holds ``_lock``."""
+        segment = self._segments[index]
+        if index < len(self._segments) - 1:
+            return _pread(segment.fd, end - start, start)
+        written = segment.end
         parts = []
         if start < written:
-            parts.append(_pread(self._fd, min(end, written) - start, start))
+            parts.append(_pread(segment.fd, min(end, written) - start, start))
         if end > written:
             parts.append(bytes(self._pending[max(start, written) - written : end - written]))
         return b"".join(parts) if len(parts) > 1 else parts[0]
@@ -334,15 +568,17 @@ class Journal:
     # -- closing ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Sync what was appended, then release the file. Closing twice is harmless."""
+        """Sync what was appended, then release the files. Closing twice is harmless."""
         try:
-            if self._fd >= 0 and self._failed is None:
+            if self._lock_fd >= 0 and self._failed is None:
                 self.sync()
         finally:
             with self._sync_lock, self._lock:
-                if self._fd >= 0:
-                    os.close(self._fd)  # also releases the lock
-                    self._fd = -1
+                if self._lock_fd >= 0:
+                    for segment in self._segments:
+                        os.close(segment.fd)
+                    os.close(self._lock_fd)  # also releases the lock
+                    self._lock_fd = -1
 
     def __enter__(self) -> Self:
         return self
@@ -353,20 +589,27 @@ class Journal:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<Journal {self._path} last_id_evt={self._last_id} synced_id_evt={self._synced_id}>"
+        return (
+            f"<Journal {self._directory} IDEvt {self._base + 1}..{self._last_id} "
+            f"synced_id_evt={self._synced_id} segments={len(self._segments)}>"
+        )
 
     def _check_usable(self) -> None:
         if self._failed is not None:
-            raise JournalFailed(f"{self._path}: an earlier write or fsync failed; reopen the journal")
-        if self._fd < 0:
-            raise ValueError(f"{self._path}: the journal is closed")
+            raise JournalFailed(f"{self._directory}: an earlier write or fsync failed; reopen the journal")
+        if self._lock_fd < 0:
+            raise ValueError(f"{self._directory}: the journal is closed")
 
 
 class JournalSet:
-    """All coffres under a root: <root>/<IDOper>/<IDCoffre>/journal.log; IDOper is 4 digits, IDCoffre an int"""
+    """All coffres under a root: <root>/<IDOper>/<IDCoffre>/ (the segments); IDOper is 4 digits, IDCoffre an int.
 
-    def __init__(self, root: Path):
+    ``on_open`` is called with each journal as it is opened, before anyone appends to it: the
+    vault aligns it with the archive there (:meth:`Journal.rebase` when the archive is ahead)."""
+
+    def __init__(self, root: Path, on_open: Callable[[str, int, Journal], None] | None = None):
         self._root = Path(root)
+        self.on_open = on_open
         self._journals: dict[tuple[str, int], Journal] = {}
         self._dirty: dict[Journal, None] = {}  # insertion-ordered set
         self._lock = threading.Lock()
@@ -395,6 +638,12 @@ class JournalSet:
             journal = self._journals.get(key)
             if journal is None:
                 journal = Journal.open(self._root / key[0] / str(key[1]))
+                if self.on_open is not None:
+                    try:
+                        self.on_open(key[0], key[1], journal)
+                    except BaseException:
+                        journal.close()
+                        raise
                 journal._on_dirty = self._mark_dirty
                 self._journals[key] = journal
             return journal
@@ -432,9 +681,23 @@ class JournalSet:
             if not (_OPER.fullmatch(operator.name) and operator.is_dir()):
                 continue
             for coffre in os.scandir(operator.path):
-                if _COFFRE.fullmatch(coffre.name) and os.path.isfile(os.path.join(coffre.path, JOURNAL_NAME)):
+                if _COFFRE.fullmatch(coffre.name) and coffre.is_dir() and _has_segments(coffre.path):
                     found.add((operator.name, int(coffre.name)))
         return sorted(found)
+
+    def opened(self) -> list[tuple[str, int]]:
+        """The coffres whose journal is open."""
+        with self._lock:
+            return list(self._journals)
+
+    def close_coffres(self, coffres: list[tuple[str, int]]) -> None:
+        """Sync and close these coffres' journals (opened again on next use, aligned again)."""
+        with self._lock:
+            journals = [j for c in coffres if (j := self._journals.pop(c, None)) is not None]
+            for journal in journals:
+                self._dirty.pop(journal, None)
+        for journal in journals:
+            journal.close()
 
     def close(self) -> None:
         """Sync and close every open journal."""
@@ -464,20 +727,22 @@ class JournalSet:
 # -- the format --------------------------------------------------------------------------------
 
 
-def _scan(fd: int, size: int, path: Path) -> tuple[array, int, bytes, int]:
-    """Read and verify every record from the start of the file.
+def _scan(
+    fd: int, start: int, size: int, path: Path, first_id: int, previous: bytes
+) -> tuple[array, int, bytes, int]:
+    """Read and verify every record of a segment from ``start`` (after its header), expecting
+    IDEvt ``first_id`` chained to ``previous`` first.
 
     Returns (offsets, last IDEvt, last chain hash, offset of the first byte that does not begin a
     complete valid record, ``size`` when the file is clean). A complete record whose checksums
     hold but whose IDEvt or chain hash is wrong raises JournalCorrupted right away.
     """
     offsets = array("Q")
-    previous = GENESIS
-    expected = 1
-    position = 0
+    expected = first_id
+    position = start
     buffer = b""
     view = memoryview(buffer)
-    base = 0  # file offset of buffer[0]
+    base = start  # file offset of buffer[0]
     unpack = _HEADER.unpack_from
     unpack_u32 = _U32.unpack_from
     append = offsets.append
@@ -526,6 +791,67 @@ def _scan(fd: int, size: int, path: Path) -> tuple[array, int, bytes, int]:
         expected += 1
         position += total
     return offsets, expected - 1, previous, position
+
+
+def _segment_files(directory: Path) -> list[tuple[int, Path]]:
+    """(first IDEvt, path) of every segment in ``directory``, oldest first."""
+    found = []
+    for entry in os.scandir(directory):
+        if entry.name == JOURNAL_NAME:
+            found.append((1, Path(entry.path)))
+        elif (match := SEGMENT_NAME.fullmatch(entry.name)) is not None:
+            first = int(match["first"])
+            if first < 2:
+                raise JournalCorrupted(
+                    f"{entry.path}: a segment cannot start at IDEvt {first}", path=Path(entry.path)
+                )
+            found.append((first, Path(entry.path)))
+    found.sort()
+    return found
+
+
+def _read_segment_header(fd: int, size: int, first_id: int, path: Path) -> tuple[int, bytes]:
+    """(offset of the first record, chain hash before it) of a segment; (-1, b"") when the header
+    is cut short (a crash while the segment was created: nothing was ever recorded in it)."""
+    if first_id == 1:
+        return 0, GENESIS
+    if size < SEGMENT_HEADER_SIZE:
+        return -1, b""
+    header = _pread(fd, SEGMENT_HEADER_SIZE, 0)
+    magic, version, flags, reserved, first, previous, crc = _SEGMENT.unpack(header)
+    if (
+        magic != SEGMENT_MAGIC
+        or version != SEGMENT_VERSION
+        or flags
+        or reserved
+        or crc32(header[:-4]) != crc
+        or first != first_id
+    ):
+        raise JournalCorrupted(
+            f"{path}: its segment header is damaged or names another IDEvt", path=path, offset=0
+        )
+    return SEGMENT_HEADER_SIZE, previous
+
+
+def _create_segment(directory: Path, first_id: int, previous: bytes) -> int:
+    """Create the segment starting at ``first_id`` (its header written and fsynced, then the
+    directory); returns the offset of its first record."""
+    path = directory / segment_name(first_id)
+    header = b"" if first_id == 1 else segment_header(first_id, previous)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        write_all(fd, header)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_directory(directory)
+    return len(header)
+
+
+def _has_segments(directory: str) -> bool:
+    return any(
+        entry.name == JOURNAL_NAME or SEGMENT_NAME.fullmatch(entry.name) for entry in os.scandir(directory)
+    )
 
 
 def _valid_record_at(fd: int, position: int, size: int) -> bool:

@@ -175,10 +175,13 @@ class Stream:
         acknowledged: Callable[[], object] | None = None,
         ordered: bool = False,
         drain_timeout: float | None = None,
+        commit_filter: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]] | None = None,
     ) -> None:
         """Consume, step, publish and commit until ``stop`` is set, then drain: a last ``tick(True)``
         and the commits flushed (within ``drain_timeout``: a commit waits out a rebalance in progress).
-        ``acknowledged`` is called once a batch's records are acknowledged (what counts them)."""
+        ``acknowledged`` is called once a batch's records are acknowledged (what counts them).
+        ``commit_filter`` maps the offsets a batch was read up to onto those that may be committed
+        (the vault's: never past an unsealed event)."""
         consumer = self.consumer
         watched = _Watched(listener) if listener is not None else None
         if self.owns is not None:
@@ -201,7 +204,8 @@ class Stream:
                 async with self.lock:
                     records = await step(batch)
                     await self._send(records, ordered, stop)
-                    self.committer.commit({tp: rs[-1].offset + 1 for tp, rs in batch.items() if rs})
+                    offsets = {tp: rs[-1].offset + 1 for tp, rs in batch.items() if rs}
+                    self.committer.commit(commit_filter(offsets) if commit_filter is not None else offsets)
                 if acknowledged is not None:
                     acknowledged()
             if tick is not None:

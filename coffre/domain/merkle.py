@@ -296,6 +296,29 @@ class MerkleAccumulator:
         """MTH of all the leaves appended so far: equals :func:`root` over them."""
         return _fold(self._frontier)
 
+    @property
+    def frontier(self) -> tuple[bytes, ...]:
+        """The roots of the perfect subtrees, largest first (one per bit set in the size)."""
+        return tuple(self._frontier)
+
+    @classmethod
+    def from_frontier(cls, size: int, frontier: list[bytes] | tuple[bytes, ...]) -> MerkleAccumulator:
+        """The accumulator of a tree of ``size`` leaves from its :attr:`frontier` (ValueError when the
+        count of subtrees is not the count of bits set in ``size``). Check :meth:`root` against a
+        signed root before trusting it: a frontier that folds to the signed root is the real one."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"a tree size is a natural number, not {size!r}")
+        if len(frontier) != size.bit_count():
+            raise ValueError(
+                f"a tree of {size} leaves has {size.bit_count()} subtree roots, not {len(frontier)}"
+            )
+        for h in frontier:
+            _check_hash(h, "subtree root")
+        accumulator = cls()
+        accumulator._frontier = [bytes(h) for h in frontier]
+        accumulator._size = size
+        return accumulator
+
     def copy(self) -> MerkleAccumulator:
         """An independent accumulator in the same state (e.g. to fork a tentative root)."""
         other = MerkleAccumulator()

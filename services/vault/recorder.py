@@ -15,12 +15,23 @@ Two kinds of message are passed over, never recorded, and counted:
   topic is internal, but a stray producer must not stop the recording of everyone else.
 
 The same IDEvt with other bytes is a real breach (two writers of one coffre): :class:`VaultHalt`.
+
+A redelivered IDEvt the journal no longer holds (sealed, its segment released; or recorded by
+another replica before a take-over) is checked against its lot in the archive
+(``sealed_event``), and its receipt re-emitted with the lot's chain hash.
+
+**Where the vault may commit** (:meth:`Recorder.commit_offsets`): the journal is a cache of what
+the archive does not hold yet, and a replica taking a coffre over has no journal; so the vault's
+committed offset on a partition never passes the first unsealed event of any of its coffres.
+The recorder remembers, per coffre, the offset each IDEvt after the sealed one arrived at; a
+take-over reads from the committed offset and finds every unsealed event again on the topic.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,6 +75,19 @@ class KafkaRecordLike(Protocol):
 Recorded = tuple[NormalizedEvent, bytes]
 """A message recorded (or recorded before) and its chain hash: a receipt once durable."""
 
+Coffre = tuple[str, int]
+
+
+@dataclass
+class _Arrivals:
+    """Where each IDEvt after the sealed one arrived (topic offsets), for the commit position."""
+
+    partition: int
+    last_id: int
+    """The last IDEvt whose offset is known (the chain of known offsets starts after the sealed one)."""
+    offsets: deque[tuple[int, int]]
+    """(IDEvt, offset), consecutive IDEvt."""
+
 
 class Recorder:
     def __init__(
@@ -73,8 +97,15 @@ class Recorder:
         *,
         keys: RecordKeys | None = None,
         partitions: int | None = None,
+        sealed: Callable[[str, int], int | None] | None = None,
+        sealed_event: Callable[[str, int, int], tuple[bytes, bytes] | None] | None = None,
     ):
         self.journals = journals
+        self.sealed = sealed
+        """The newest IDEvt of a coffre in the archive (None: unknown), for :meth:`commit_offsets`."""
+        self.sealed_event = sealed_event
+        """(canonical bytes, chain hash) of a sealed IDEvt, read from its lot; None when absent."""
+        self._arrivals: dict[Coffre, _Arrivals] = {}
         self.counts = counts or RecordCounts()
         self.keys = keys
         """The record keys the normalized records must carry a tag of (:meth:`record_records`)."""
@@ -92,6 +123,7 @@ class Recorder:
         logged: a stranger's record never halts the vault nor takes an IDEvt."""
         assert self.keys is not None and self.partitions is not None
         events: list[NormalizedEvent] = []
+        arrived: list[tuple[int, int]] = []
         for r in records:
             try:
                 event = NormalizedEvent.from_record(r.key, r.value or b"", list(r.headers or ()), self.keys)
@@ -107,7 +139,8 @@ class Recorder:
                 self._foreign(exc, r.partition)
                 continue
             events.append(event)
-        return self.record_events(events)
+            arrived.append((r.partition, r.offset))
+        return self.record_events(events, arrived)
 
     def _foreign(self, exc: InvalidMessage, partition: int | None = None) -> None:
         self.counts.foreign += 1
@@ -134,15 +167,18 @@ class Recorder:
                 self._foreign(exc)
         return self.record_events(events)
 
-    def record_events(self, events: Iterable[NormalizedEvent]) -> list[Recorded]:
-        """Append what is new among ``events``; see :meth:`record`."""
+    def record_events(
+        self, events: Iterable[NormalizedEvent], arrived: list[tuple[int, int]] | None = None
+    ) -> list[Recorded]:
+        """Append what is new among ``events``; see :meth:`record`. ``arrived``: the (partition,
+        offset) each came from, remembered for :meth:`commit_offsets`."""
         recorded: list[Recorded] = []
         counts = self.counts
         grown = self._grown
         journals = self.journals
         new = redelivered = 0
         try:
-            for m in events:
+            for index, m in enumerate(events):
                 journal = journals.journal(m.id_oper, m.id_coffre)
                 last = journal.last_id_evt
                 if m.id_evt == last + 1:
@@ -151,12 +187,18 @@ class Recorder:
                     new += 1
                 elif m.id_evt <= last:
                     record = journal.get(m.id_evt)
-                    if record is None or record.event != m.value:
+                    if record is not None:
+                        found: tuple[bytes, bytes] | None = (record.event, record.chain_hash)
+                    elif m.id_evt < journal.first_id_evt and self.sealed_event is not None:
+                        found = self.sealed_event(m.id_oper, m.id_coffre, m.id_evt)  # released: its lot
+                    else:
+                        found = None
+                    if found is None or found[0] != m.value:
                         raise VaultHalt(
                             f"coffre {m.id_oper}/{m.id_coffre}: IDEvt {m.id_evt} is already recorded "
                             "with other bytes"
                         )
-                    recorded.append((m, record.chain_hash))
+                    recorded.append((m, found[1]))
                     redelivered += 1
                 else:
                     counts.ahead += 1
@@ -175,6 +217,9 @@ class Recorder:
                             m.id_evt,
                             last,
                         )
+                    continue
+                if arrived is not None:
+                    self._arrived(m.id_oper, m.id_coffre, m.id_evt, *arrived[index])
         finally:  # counted once per batch, not per event
             counts.recorded += new
             counts.redelivered += redelivered
@@ -209,6 +254,60 @@ class Recorder:
         """Group commit: one fsync per journal appended to since the last sync."""
         with metrics.FSYNC_SECONDS.labels("vault_journal").time():
             self.journals.sync()
+
+    def _arrived(self, id_oper: str, id_coffre: int, id_evt: int, partition: int, offset: int) -> None:
+        key = (id_oper, id_coffre)
+        arrivals = self._arrivals.get(key)
+        if arrivals is None:
+            sealed = self.sealed(id_oper, id_coffre) if self.sealed is not None else None
+            if sealed is None:
+                return
+            arrivals = self._arrivals[key] = _Arrivals(partition, sealed, deque())
+        if id_evt == arrivals.last_id + 1:
+            arrivals.offsets.append((id_evt, offset))
+            arrivals.last_id = id_evt
+
+    def commit_offsets(self, consumed: dict[int, int]) -> dict[int, int]:
+        """How far the vault may commit on each partition it consumed up to ``consumed[partition]``
+        (the next offset to read): never past the first unsealed event of one of its coffres. A
+        partition with a coffre whose unsealed events arrived at unknown offsets (journal records
+        from before a restart, not read again yet) is left out: its commit waits."""
+        allowed = dict(consumed)
+        for (id_oper, id_coffre), arrivals in self._arrivals.items():
+            partition = arrivals.partition
+            if partition not in allowed:
+                continue
+            sealed = self.sealed(id_oper, id_coffre) if self.sealed is not None else None
+            if sealed is None:
+                del allowed[partition]
+                continue
+            offsets = arrivals.offsets
+            while offsets and offsets[0][0] <= sealed:
+                offsets.popleft()
+            if arrivals.last_id < sealed:
+                arrivals.last_id = sealed
+            last = self.journals.journal(id_oper, id_coffre).last_id_evt
+            if last <= sealed:
+                continue  # nothing unsealed
+            if not offsets or offsets[0][0] != sealed + 1:
+                del allowed[partition]
+            else:
+                allowed[partition] = min(allowed[partition], offsets[0][1])
+        for id_oper, id_coffre in self.journals.opened():
+            if (id_oper, id_coffre) not in self._arrivals:
+                sealed = self.sealed(id_oper, id_coffre) if self.sealed is not None else None
+                journal = self.journals.journal(id_oper, id_coffre)
+                if sealed is None or journal.last_id_evt > sealed:  # unsealed records, offsets unknown
+                    home = self._homes.get(id_coffre)
+                    if home is None and self.partitions is not None:
+                        home = self._homes[id_coffre] = coffre_partition(id_coffre, self.partitions)
+                    allowed.pop(home, None)
+        return allowed
+
+    def forget(self, coffres: Iterable[Coffre]) -> None:
+        """Drop what is known of these coffres' arrivals (their partitions moved away)."""
+        for key in coffres:
+            self._arrivals.pop(key, None)
 
     def durable(self) -> dict[tuple[str, int], int]:
         """The coffres appended to since the last call, each with the IDEvt up to which it is

@@ -2,31 +2,38 @@
 (awaited) -> commit offsets -> tell the sealer which coffres grew. Sealing runs in its own
 thread (:class:`~coffre_vault.sealer.SealerThread`): no seal or storage call ever holds a
 receipt. SIGTERM finishes the batch in hand, seals what waits, then exits. It also serves the
-regulator's HTTPS API and the health, readiness and metrics endpoints."""
+regulator's HTTPS API and the health, readiness and metrics endpoints.
+
+Replicas share the normalized topic's partitions through the vault's consumer group: when one
+dies, the others take its partitions over after its session times out, without its volume.
+That holds because the committed offset never passes an unsealed event
+(:meth:`~coffre_vault.recorder.Recorder.commit_offsets`) and a journal opened for a coffre
+continues the archive's newest lot (:meth:`~coffre_vault.sealer.Sealer.align`). A replica that
+loses partitions in a rebalance stops sealing their coffres first; one whose membership lapsed
+(paused past its session) seals nothing until its group says it is current again
+(:class:`GroupLease`); and a lot number is claimed once in the archive (seal notes).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.kafka import COMMIT_INTERVAL
+from coffre.adapters.kafka import COMMIT_INTERVAL, CONSUMER_TUNING
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.storage import ArchiveStorage
-from coffre.adapters.stream import (
-    Batch,
-    Record,
-    host_ordinal,
-    owned_partitions,
-    run_stream,
-    run_until_signalled,
-)
+from coffre.adapters.stream import Batch, Record, Stream, host_ordinal, run_until_signalled, stream
 from coffre.config import Settings, configuration_error, paths
 from coffre.domain.messages import now_iso
+from coffre.domain.routing import coffre_partition
 from coffre.domain.signing import Signer
 from coffre.domain.timestamp import load_trust_files
 from coffre.domain.witness import load_public_keys
@@ -41,18 +48,39 @@ log = logging.getLogger("coffre.vault")
 FATAL_EXIT = 70
 
 
-def partition_owner(settings: Settings) -> Callable[[int], bool] | None:
-    """None (join the group) for one vault; the partitions this replica owns for several."""
-    if settings.vault_replicas == 1:
-        return None
-    ordinal = settings.vault_ordinal if settings.vault_ordinal is not None else host_ordinal()
-    if ordinal is None or ordinal >= settings.vault_replicas:
-        configuration_error(
-            f"COFFRE_VAULT_ORDINAL: with COFFRE_VAULT_REPLICAS={settings.vault_replicas}, set it "
-            f"(0..{settings.vault_replicas - 1}) or run in a StatefulSet whose host names end in -<ordinal>"
-        )
-    bind(vault_ordinal=ordinal)
-    return owned_partitions(settings.vault_replicas, ordinal)
+class GroupLease:
+    """Whether this vault's group membership is current: its last heartbeat the coordinator
+    accepted (or its last assignment) is recent, within two thirds of the session timeout.
+
+    A vault paused past its session (SIGSTOP, a frozen VM) wakes with its partitions already
+    given to another replica; until a heartbeat tells it so, its sealer must not write. aiokafka
+    keeps that time to itself, so the consumer's coordinator is wrapped here once it exists."""
+
+    def __init__(self, session_timeout_ms: int) -> None:
+        self.window = session_timeout_ms / 1000 * 2 / 3
+        self._renewed = time.monotonic()
+
+    def watch(self, consumer: AIOKafkaConsumer) -> None:
+        coordinator = getattr(consumer, "_coordinator", None)
+        heartbeat = getattr(coordinator, "_do_heartbeat", None)
+        if heartbeat is None:  # an aiokafka without it: the lease stays as the assignments renew it
+            log.warning("the group lease cannot follow heartbeats with this aiokafka")
+            return
+
+        async def renewing() -> bool:
+            started = time.monotonic()
+            accepted = await heartbeat()
+            if accepted:
+                self._renewed = max(self._renewed, started)
+            return accepted
+
+        coordinator._do_heartbeat = renewing
+
+    def renew(self) -> None:
+        self._renewed = time.monotonic()
+
+    def current(self) -> bool:
+        return time.monotonic() - self._renewed < self.window
 
 
 def key_check(key: Signer) -> Callable[[], None]:
@@ -92,22 +120,30 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
     topics = settings.topics
     stop = stop or asyncio.Event()
-    owns = partition_owner(settings)
+    if settings.vault_replicas > 1:
+        bind(vault_ordinal=settings.vault_ordinal if settings.vault_ordinal is not None else host_ordinal())
     journal_dir = settings.journal_root
     journal_dir.mkdir(parents=True, exist_ok=True)
     journals = JournalSet(journal_dir)
     keys = record_keys(settings)
-    recorder = Recorder(journals, keys=keys, partitions=settings.partitions)
     storage = archive_storage(settings)
     key = signer(settings)
     evidence = evidence_collector(settings, storage)
     sealer = Sealer(
         storage,
         key,
-        journals,
+        journals,  # opening a coffre's journal aligns it with the archive (Sealer.align)
         max_events=settings.lot_max_events,
         max_age=settings.lot_max_age_seconds,
+        keep_seconds=settings.journal_keep_seconds,
         on_checkpoint=evidence.nudge,
+    )
+    recorder = Recorder(
+        journals,
+        keys=keys,
+        partitions=settings.partitions,
+        sealed=sealer.sealed_id_evt,
+        sealed_event=sealer.sealed_event,
     )
     ops = Ops("vault", settings)
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
@@ -115,36 +151,17 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     ops.add_check("archive", in_thread(storage.probe))
     ops.add_check("signing_key", in_thread(key_check(key)))
     await ops.start()
-    sealing = SealerThread(sealer)
+    lease = GroupLease(CONSUMER_TUNING["session_timeout_ms"])
+    sealing = SealerThread(sealer, may_seal=lease.current)
     try:
         sealer.start()  # start-up recovery, before anything new is recorded
         sealing.start()
         evidence.start()  # TSAs and witnesses: never a readiness check, never waited for
         log.info("vault ready: recording %s, sealing into %s", topics.normalized, settings.archive_root)
 
-        async def step(batch: Batch) -> list[Record]:
-            recorded = recorder.record_records(r for rs in batch.values() for r in rs)
-            await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
-            sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
-            return [(topics.receipts, *r.record(keys), None) for r in recorder.receipts(recorded, now_iso())]
-
-        async def tick(_: bool) -> None:
-            sealing.check()  # the archive and the journal disagree: halt
-
-        await run_stream(
-            settings,
-            "vault",
-            [topics.normalized],
-            step,
-            stop,
-            owns=owns,
-            tick=tick,
-            commit_interval=COMMIT_INTERVAL,
-        )
-        recorder.sync()
-        sealing.recorded(recorder.durable())
-        # what waits is sealed before the vault stops: the archive is complete
-        await asyncio.to_thread(sealing.finish)
+        async with stream(settings, "vault", topics.normalized, commit_interval=COMMIT_INTERVAL) as s:
+            lease.watch(s.consumer)
+            await _run(s, settings, recorder, journals, sealing, lease, stop)
         # the last checkpoints' tokens and cosignatures, when the TSAs and witnesses answer at once
         if not await asyncio.to_thread(evidence.drain, settings.shutdown_timeout_seconds / 4):
             log.warning("the last checkpoints' evidence is not all fetched yet (the next start resumes)")
@@ -161,6 +178,77 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
         journals.close()
         await ops.stop()
     return recorder.counts
+
+
+async def _run(
+    s: Stream,
+    settings: Settings,
+    recorder: Recorder,
+    journals: JournalSet,
+    sealing: SealerThread,
+    lease: GroupLease,
+    stop: asyncio.Event,
+) -> None:
+    """The recording loop, the commits it may make, and what a rebalance moves."""
+    topics = settings.topics
+    keys = recorder.keys
+    assert keys is not None
+    consumed: dict[int, int] = {}  # partition -> the next offset to read, its records acknowledged
+    committed: dict[int, int] = {}
+
+    def commit_filter(offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        consumed.update((tp.partition, offset) for tp, offset in offsets.items())
+        return allowed()
+
+    def allowed() -> dict[TopicPartition, int]:
+        found = {
+            TopicPartition(topics.normalized, p): offset
+            for p, offset in recorder.commit_offsets(consumed).items()
+            if committed.get(p) != offset
+        }
+        committed.update((tp.partition, offset) for tp, offset in found.items())
+        return found
+
+    async def step(batch: Batch) -> list[Record]:
+        recorded = recorder.record_records(r for rs in batch.values() for r in rs)
+        await asyncio.to_thread(recorder.sync)  # durable: only now may receipts exist
+        sealing.recorded(recorder.durable())  # a dict update: the seals happen elsewhere
+        return [(topics.receipts, *r.record(keys), None) for r in recorder.receipts(recorded, now_iso())]
+
+    async def tick(final: bool) -> None:
+        sealing.check()  # the archive and the journal disagree: halt
+        if final:
+            recorder.sync()
+            sealing.recorded(recorder.durable())
+            # what waits is sealed before the vault stops: the archive is complete, and the
+            # offsets can be committed up to what was read
+            await asyncio.to_thread(sealing.finish)
+        if consumed:
+            s.committer.commit(allowed())  # seals since the last batch let the commit move on
+
+    def coffres_of(partitions: set[int]) -> list[tuple[str, int]]:
+        return [c for c in journals.opened() if coffre_partition(c[1], settings.partitions) in partitions]
+
+    class Handover(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+            partitions = {tp.partition for tp in revoked}
+            if not partitions:
+                return
+            async with s.lock:  # no step in flight: what it appended is synced and acknowledged
+                moved = coffres_of(partitions)
+                await asyncio.to_thread(sealing.forget, moved)  # after the seal in hand
+                journals.close_coffres(moved)
+                recorder.forget(moved)
+                for p in partitions:
+                    consumed.pop(p, None)
+                    committed.pop(p, None)
+            log.info("partitions %s moved away: %d coffre(s) no longer sealed here", sorted(partitions), len(moved))
+
+        async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+            lease.renew()
+            log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
+
+    await s.run(step, stop, listener=Handover(), tick=tick, commit_filter=commit_filter)
 
 
 def run(settings: Settings) -> None:

@@ -10,6 +10,7 @@ import threading
 
 import coffre_vault.service as vault_service
 import pytest
+from coffre_vault.recorder import VaultHalt
 from coffre_vault.sealer import ArchiveMismatch, Sealer
 from coffre_vault.service import serve
 
@@ -132,9 +133,9 @@ def test_redelivery_and_restart_on_a_torn_tail(settings, tmp_path):
 
 
 def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(settings, tmp_path):
-    """Two replicas with a static share of the partitions (a StatefulSet of 2): every coffre is
-    recorded by exactly one of them, the one owning its partition, and after a restart neither
-    reads again what it had committed."""
+    """Two replicas sharing the partitions through their group: every coffre is recorded by
+    exactly one of them, the one its partition went to, and after a restart (everything sealed
+    at the stop) neither reads again what it had committed."""
     from coffre.domain.routing import coffre_partition
 
     coffres = range(1, 7)
@@ -163,10 +164,14 @@ def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(
     counts, receipts = asyncio.run(run_replicas(len(rows)))
     assert len(receipts) == len(rows)
     assert sum(c.recorded for c in counts) == len(rows) and all(c.recorded for c in counts)
-    for ordinal, replica in enumerate(replicas):
+    held = []
+    for replica in replicas:
         with JournalSet(replica.data_dir / "vault" / "journal") as journals:
-            held = {coffre for _, coffre in journals.coffres()}
-        assert held == {c for c in coffres if coffre_partition(c, settings.partitions) % 2 == ordinal}
+            held.append({coffre for _, coffre in journals.coffres()})
+    assert held[0] | held[1] == set(coffres) and not held[0] & held[1]
+    for share in held:  # a partition's coffres all went to one replica
+        partitions = {coffre_partition(c, settings.partitions) for c in share}
+        assert share == {c for c in coffres if coffre_partition(c, settings.partitions) in partitions}
 
     counts, _ = asyncio.run(run_replicas(len(rows)))
     assert [(c.recorded, c.redelivered) for c in counts] == [(0, 0), (0, 0)], "offsets were not committed"
@@ -232,29 +237,48 @@ def test_receipts_are_published_while_a_seal_is_held(settings, monkeypatch, tmp_
     assert report.coffres[0].events == 25
 
 
-def test_a_disagreement_found_by_the_sealer_halts_the_vault(settings, tmp_path):
-    """The archive already holds a lot of coffre 0099/8 that its journal does not describe (the
-    coffre's journal was lost, a second vault wrote it): once the sealer meets it, in its
-    thread, the vault's loop stops with ArchiveMismatch (exit 70 from ``coffre vault``)."""
-    coffre8 = [e.replace(b"<IDCoffre>7<", b"<IDCoffre>8<") for e in players(0, 6)]
-    rows = normalized_rows(IngestFold(), settings.topics, coffre8[:3])
-    other = normalized_rows(IngestFold(), settings.topics, coffre8[3:])
+def _other_lot(settings, events: list[bytes], tmp_path) -> None:
+    """Lot 1 of coffre 0099/8 in the vault's archive, sealed by another vault from ``events``."""
     settings.archive_root.mkdir(parents=True, exist_ok=True)
     with JournalSet(tmp_path / "other-journal") as journals:
         journal = journals.journal("0099", 8)
-        for n, row in enumerate(other, start=1):
+        for n, row in enumerate(normalized_rows(IngestFold(), settings.topics, events), start=1):
             journal.append(n, row.value)
         journal.sync()
         sealer = Sealer(LocalStorage(settings.archive_root), signer(settings), journals, max_events=3)
         sealer.recorded("0099", 8)
         sealer.seal_all()
 
+
+def test_events_that_disagree_with_the_archive_halt_the_vault_without_a_receipt(settings, tmp_path):
+    """The archive already holds lot 1 of coffre 0099/8 (IDEvt 1..3), written from other bytes
+    than those the vault is now given for the same IDEvt (a second writer): the vault continues
+    the archive, finds each one differs from its lot, and stops (VaultHalt, exit 70 from
+    ``coffre vault``) without a receipt for any of them."""
+    coffre8 = [e.replace(b"<IDCoffre>7<", b"<IDCoffre>8<") for e in players(0, 6)]
+    _other_lot(settings, coffre8[3:], tmp_path)
+    rows = normalized_rows(IngestFold(), settings.topics, coffre8[:3])
+
     async def scenario() -> None:
         vault = asyncio.create_task(serve(settings, asyncio.Event()))
         await publish_rows(settings.bootstrap_servers, rows)
         await asyncio.wait_for(vault, 60)
 
-    with pytest.raises(ArchiveMismatch):
+    with pytest.raises(VaultHalt, match="IDEvt 1 is already recorded with other bytes"):
         asyncio.run(scenario())
-    receipts = asyncio.run(read_receipts(settings.bootstrap_servers, settings.topics.receipts, 3, timeout=5))
-    assert {r.id_evt for r in receipts} == {1, 2, 3}, "the records were durable: their receipts were due"
+    receipts = asyncio.run(read_receipts(settings.bootstrap_servers, settings.topics.receipts, 1, timeout=3))
+    assert receipts == []
+
+
+def test_a_journal_that_disagrees_with_the_archive_halts_the_vault_at_start(settings, tmp_path):
+    """The vault's own journal holds IDEvt 1..3 of coffre 0099/8 and the archive a lot 1 sealed
+    from other bytes: the vault refuses to extend it (ArchiveMismatch) before recording anything."""
+    coffre8 = [e.replace(b"<IDCoffre>7<", b"<IDCoffre>8<") for e in players(0, 6)]
+    _other_lot(settings, coffre8[3:], tmp_path)
+    with JournalSet(settings.journal_root) as journals:
+        journal = journals.journal("0099", 8)
+        for n, row in enumerate(normalized_rows(IngestFold(), settings.topics, coffre8[:3]), start=1):
+            journal.append(n, row.value)
+
+    with pytest.raises(ArchiveMismatch, match="does not end where the journal says IDEvt 3 ends"):
+        asyncio.run(asyncio.wait_for(serve(settings, asyncio.Event()), 60))
