@@ -18,6 +18,7 @@ from .domain.lot import LotFormatError, check_document_size, parse_document, par
 from .domain.merkle import root as merkle_root
 from .domain.proofs import prove_consistency, prove_inclusion
 from .domain.schema import SchemaSet
+from .domain.seals import MAX_NOTE_BYTES, SealNote, SealNoteError
 from .domain.signing import TrustStore
 from .domain.timestamp import load_trust_files
 from .domain.verify import TSA_MAX_DELAY, CoffreReport, EvidencePolicy, SchemaCheck, Source, verify_coffre
@@ -120,6 +121,7 @@ def verify_archive(
     lots: dict[tuple[str, int], list[tuple[str, Source]]] = {}
     checkpoints: dict[tuple[str, int], list[tuple[str, Source]]] = {}
     evidence: dict[tuple[str, int], list[tuple[str, Source]]] = {}
+    seal_notes: dict[tuple[str, ...], list[tuple[str, Path]]] = {}
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = file.relative_to(path).as_posix()
         if any(part.startswith(TMP_PREFIX) for part in file.relative_to(path).parts):
@@ -131,6 +133,9 @@ def verify_archive(
                 report.problems.append(f"{relative}: location: not an evidence file name")
             else:
                 evidence.setdefault((name.id_oper, name.id_coffre), []).append((relative, _raw_reader(file)))
+            continue
+        if file.suffix == ".json" and file.parent.name == "seals":
+            seal_notes.setdefault(tuple(file.parent.parent.parts[-2:]), []).append((relative, file))
             continue
         if file.suffix != ".xml":
             report.ignored.append(f"{relative}: ignored: not a lot, checkpoint or evidence file")
@@ -166,8 +171,57 @@ def verify_archive(
         )
         if key in witnessed:
             check_witnessed(coffre, witnessed[key], keys, witness_name)
+        check_seal_notes(coffre, seal_notes.pop((key[0], str(key[1])), []))
         report.coffres.append(coffre)
+    for files in seal_notes.values():
+        report.problems.extend(
+            f"{relative}: location: a seal note of no coffre of the archive" for relative, _ in files
+        )
     return report
+
+
+def check_seal_notes(coffre: CoffreReport, notes: Sequence[tuple[str, Path]]) -> None:
+    """The vault's seal notes (unsigned, see :mod:`coffre.domain.seals`) must each describe a lot
+    the archive holds, with the coffre's real tree after it: its IDEvt range that lot's, its root
+    the root as verified (when the tree as read agrees with the signed ones: a difference there is
+    reported already), its frontier folding to that root. Only the newest may announce a lot
+    not written yet (the vault stopped between the two; its next seal writes that lot)."""
+    if not coffre.complete:
+        return  # the tree is unknown past a lot that could not be read: that is reported
+    spans = {number: (first, last) for number, first, last in coffre.spans}
+    newest = max(spans, default=0)
+    for relative, file in sorted(notes):
+        try:
+            note = SealNote.decode(_raw_reader(file, MAX_NOTE_BYTES + 1)())
+            note.tree()
+        except (SealNoteError, LotFormatError) as exc:
+            coffre.fail(relative, "seal-note", str(exc))
+            continue
+        if (note.id_oper, note.id_coffre) != (coffre.id_oper, coffre.id_coffre) or not relative.endswith(
+            note.key.split("/", 2)[2]
+        ):
+            coffre.fail(
+                relative,
+                "seal-note",
+                f"the note of lot {note.number} of {note.id_oper}/{note.id_coffre} filed here",
+            )
+            continue
+        span = spans.get(note.number)
+        if span is None:
+            if note.number != newest + 1:
+                coffre.fail(
+                    relative, "seal-note", f"announces lot {note.number}, which the archive does not hold"
+                )
+            continue
+        as_read = coffre.roots.get(note.last_id_evt)
+        if span != (note.first_id_evt, note.last_id_evt) or (
+            coffre.tree_agrees and as_read != note.tree_root
+        ):
+            coffre.fail(
+                relative,
+                "seal-note",
+                f"does not describe lot {note.number} as it verified (IDEvt {span[0]}..{span[1]} and its tree)",
+            )
 
 
 def check_witnessed(

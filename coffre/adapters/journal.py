@@ -414,7 +414,7 @@ class Journal:
     def rebase(self, id_evt: int, chain_hash: bytes) -> None:
         """Forget every record and continue after ``id_evt`` with ``chain_hash``: the archive's
         newest lot ends there and this journal holds nothing past it (``last_id_evt <= id_evt``).
-        The segments are deleted; the next append starts a new one."""
+        The segments are deleted and an empty one starting after ``id_evt`` is created."""
         if len(chain_hash) != 32:
             raise ValueError("a chain hash is 32 bytes")
         with self._sync_lock, self._lock:
@@ -435,7 +435,7 @@ class Journal:
             self._base_hash = self._last_hash = chain_hash
             self._end = 0
             self._cut = False
-        _fsync_directory(self._directory)
+            self._new_segment()  # empty, but it says where the journal continues, across restarts
 
     def _new_segment(self) -> None:
         """Create the segment that starts after the last record, durable before any record goes in.

@@ -1,26 +1,26 @@
-"""``coffre restore``: rebuild the vault's journals from its sealed lots, after the loss of its
-volume (S3 archive) or to move coffres to another vault replica.
+"""``coffre restore``: check the archive before a vault starts on it without its journal (after
+the loss of its volume), and rewind offsets an earlier version committed.
 
-Each coffre of the archive that this vault owns and has no journal for is verified
-(signatures, chain, IDEvt continuity, Merkle roots, checkpoints: the auditor's checks), then
-its events are appended to a new journal in a scratch folder, fsynced and renamed into
-place: a crash leaves no half-restored journal. The chain hashes recomputed while appending
-must equal the lots' own. The newest lot's checkpoint may be missing (the vault was killed
-between the two): that lot is verified as the others, then the restored journal goes through the
-sealer's own mend (``Sealer`` at load), which writes the checkpoint.
+The vault itself needs no restore: a journal opened for a coffre continues the archive's newest
+lot (:meth:`~coffre_vault.sealer.Sealer.align`), and the vault's committed offsets never pass an
+unsealed event, so what was recorded but not sealed is read again from the normalized topic.
+What ``coffre restore`` adds is the auditor's check of every coffre it would start from
+(signatures, chain, IDEvt continuity, Merkle roots, checkpoints): a coffre whose archive does
+not verify is refused, and nothing of it is started. Each verified coffre without a journal
+gets an empty one that continues its newest lot; the newest lot's missing checkpoint (the vault
+was killed between the two) is written, and an archive from before seal notes gets them.
 
-What was recorded but not yet sealed when the volume was lost is not in the archive: it is
-still on the normalized topic. ``rewind`` moves the vault group's committed offsets back to
-the first record published shortly before the oldest last-seal among the restored coffres,
-so the vault reads those events again; what it already holds comes back as redeliveries
-(same bytes, same receipt), the rest is appended in order.
+Vaults of versions before journal segments committed offsets past what they had sealed:
+``rewind`` moves the vault group's committed offsets back to the first record published shortly
+before the oldest last seal among the restored coffres, so the vault reads those events again;
+what the archive already holds comes back as redeliveries (checked against its lot), the rest is
+appended in order.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -30,7 +30,6 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer
 
 from coffre.adapters.archive import archive_storage, signer, trust_store
-from coffre.adapters.files import fsync_directory
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka_security import client_options
 from coffre.adapters.storage import ArchiveStorage
@@ -79,8 +78,8 @@ def restore_journals(
     storage = storage or archive_storage(settings)
     trust = trust_store(settings)
     root = settings.journal_root
-    scratch = Path(settings.data_dir) / "vault" / "restoring"
-    shutil.rmtree(scratch, ignore_errors=True)  # what a crashed restore left
+    scratch = Path(settings.data_dir) / "vault" / "restoring"  # what an earlier version left
+    shutil.rmtree(scratch, ignore_errors=True)
     journals = JournalSet(root)
     existing = set(journals.coffres())
     journals.close()
@@ -120,23 +119,10 @@ def restore_journals(
                 f"coffre {id_oper}/{id_coffre}: the archive does not verify, nothing restored: "
                 + "; ".join(str(f) for f in failures[:5])
             )
-        with JournalSet(scratch) as fresh:
-            journal = fresh.journal(id_oper, id_coffre)
-            for lot in parsed:
-                for event in lot.events:
-                    if journal.append(event.id_evt, event.canonical) != event.chain_hash:
-                        raise RestoreRefused(
-                            f"coffre {id_oper}/{id_coffre}: IDEvt {event.id_evt} does not chain as its lot says"
-                        )
-            fresh.sync()
-        target = root / id_oper / str(id_coffre)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(scratch / id_oper / str(id_coffre), target)
-        for directory in (target.parent, root):
-            fsync_directory(directory)
+        sealer = Sealer(storage, signer(settings), JournalSet(scratch))
+        with JournalSet(root, on_open=sealer.align) as journals:
+            journals.journal(id_oper, id_coffre)  # an empty journal after the newest lot; mends
         if unsealed:
-            with JournalSet(root) as journals:
-                Sealer(storage, signer(settings), journals).coffre(id_oper, id_coffre)  # writes it
             log.info("coffre %s/%s: the missing checkpoint of %s written", id_oper, id_coffre, newest)
         log.info(
             "restored coffre %s/%s: %d lots, IDEvt 1..%d",

@@ -1,6 +1,7 @@
-"""Restoring a vault from its lots after the loss of its volume (the archive survived: S3, or a
-copy): ``coffre restore`` rebuilds the journals from the verified lots and rewinds the vault's
-offsets, the vault then takes back what was recorded but not sealed, and the chain goes on."""
+"""Restoring a vault after the loss of its volume (the archive survived: S3, or a copy):
+``coffre restore`` verifies every coffre and starts an empty journal after its newest lot, and
+rewinds the vault's offsets; the vault then takes back what was recorded but not sealed from the
+topic, and the chain goes on."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from coffre.adapters.journal import JournalSet
 from coffre.audit import verify_archive
 from coffre.client import CoffreClient
 from coffre.domain.chain import GENESIS, chain_hash
+from coffre.domain.lot import parse_document, read_lot
 from coffre.stack import Stack
 
 from .test_crash import wait_for_receipts
@@ -102,14 +104,17 @@ def test_a_lost_vault_volume_is_restored_from_the_archive(kafka_bootstrap, topic
         codes = stack.stop()
     assert all(c == 0 for c in codes.values() if c is not None), codes
 
-    with JournalSet(settings.data_dir / "vault" / "journal") as journals:
-        records = list(journals.journal("0099", 7).records())
-    assert [r.id_evt for r in records] == list(range(1, 29))
+    lots = sorted(settings.archive_root.glob("0099/7/*/*/*/0099-7-*.xml"), key=lambda path: path.name)
+    records = [event for lot in lots for event in read_lot(parse_document(lot.read_bytes())).events]
+    assert [r.id_evt for r in records] == list(range(1, 29))  # sealed at the stop: the archive has all
     previous = GENESIS
     for record, n in zip(records, range(28), strict=True):
-        previous = chain_hash(previous, record.event)
+        previous = chain_hash(previous, record.canonical)
         assert record.chain_hash == previous
-        assert f"restore-{n}".encode() in record.event, "an event recorded out of its order"
+        assert f"restore-{n}".encode() in record.canonical, "an event recorded out of its order"
+    with JournalSet(settings.data_dir / "vault" / "journal") as journals:
+        journal = journals.journal("0099", 7)
+        assert journal.last_id_evt == 28 and journal.first_id_evt > 20, "the journal kept what the archive holds"
     _, cert = signing_files(settings)
     report = verify_archive(settings.archive_root, [cert])
     assert report.ok, report.lines()
