@@ -691,7 +691,9 @@ def test_sealing_into_s3_object_lock_and_verifying_what_is_downloaded(
         sealer.recorded("0099", 7)
         sealer.seal_all()
     keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]]
-    assert len(keys) == 9 and all(k.startswith("anj/0099/7/") for k in keys)  # 3 lots, checkpoints, seal notes
+    assert len(keys) == 9 and all(
+        k.startswith("anj/0099/7/") for k in keys
+    )  # 3 lots, checkpoints, seal notes
     head = s3_client.head_object(Bucket=bucket, Key=keys[0])
     assert head["ObjectLockMode"] == "COMPLIANCE"
     assert head["ObjectLockRetainUntilDate"] > datetime.now(UTC) + timedelta(days=6 * 365)

@@ -123,9 +123,14 @@ class LostAnswer:
 @pytest.mark.parametrize(
     ("failures", "mended"),
     [(1, 0), (2, 1)],
-    ids=["the seal note's answer lost: its lot written after it", "the lot's answer lost too: its checkpoint mended"],
+    ids=[
+        "the seal note's answer lost: its lot written after it",
+        "the lot's answer lost too: its checkpoint mended",
+    ],
 )
-def test_a_failed_store_is_retried_from_the_archive_s_state_without_a_second_copy(tmp_path, key, failures, mended):
+def test_a_failed_store_is_retried_from_the_archive_s_state_without_a_second_copy(
+    tmp_path, key, failures, mended
+):
     root = tmp_path / "archive"
     root.mkdir()
     failures_before = metrics.SEAL_FAILURES._value.get()

@@ -242,7 +242,9 @@ async def _run(
                 for p in partitions:
                     consumed.pop(p, None)
                     committed.pop(p, None)
-            log.info("partitions %s moved away: %d coffre(s) no longer sealed here", sorted(partitions), len(moved))
+            log.info(
+                "partitions %s moved away: %d coffre(s) no longer sealed here", sorted(partitions), len(moved)
+            )
 
         async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
             lease.renew()

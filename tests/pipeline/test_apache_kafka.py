@@ -27,11 +27,12 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TopicAuthorizationFailedError
+from coffre_vault.history import recorded_events
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from coffre.adapters.archive import signing_files
-from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka_security import check_kafka_access, client_options
+from coffre.adapters.storage import LocalStorage
 from coffre.adapters.stream import ensure_coffre_topics
 from coffre.audit import verify_archive
 from coffre.config import Settings
@@ -190,16 +191,15 @@ def test_the_pipeline_with_a_principal_per_service(apache_kafka_secured, secured
     assert sorted(a.id_evt for a in answered.values()) == list(range(1, EVENTS_E2E + 1))
     assert codes == {"ingest": 0, "vault": 0, "acquittal": 0}, f"logs in {tmp_path}/logs"
 
-    journals = JournalSet(settings.journal_root)
-    try:
-        journal = journals.journal("0099", 7)
-        assert journal.last_id_evt == EVENTS_E2E
-        for a in answered.values():  # each acquittal names its record, with its chain hash
-            record = journal.get(a.id_evt)
-            assert record is not None and record.chain_hash.hex() == a.chain_hash
-            assert f"<IDJoueur>ak-{a.correlation_id[4:]}</IDJoueur>".encode() in record.event
-    finally:
-        journals.close()
+    records = {
+        r.id_evt: r
+        for r in recorded_events(LocalStorage(settings.archive_root), settings.journal_root, "0099", 7)
+    }
+    assert sorted(records) == list(range(1, EVENTS_E2E + 1))
+    for a in answered.values():  # each acquittal names its record, with its chain hash
+        record = records[a.id_evt]
+        assert record.chain_hash.hex() == a.chain_hash
+        assert f"<IDJoueur>ak-{a.correlation_id[4:]}</IDJoueur>".encode() in record.event
     _, cert = signing_files(settings)
     report = verify_archive(settings.archive_root, [cert])
     assert report.ok, report.lines()
@@ -489,19 +489,16 @@ def test_three_brokers_one_killed_one_paused_lose_nothing(
     assert {a.status for _, a in platform.answered.values()} == {"recorded"}
     assert all(code == 0 for code in codes.values()), codes
 
-    journals = JournalSet(settings.journal_root)  # opening verifies each chain
     players: list[int] = []
-    try:
-        for coffre in COFFRES:
-            records = list(journals.journal("0099", coffre).records())
-            assert [r.id_evt for r in records] == list(range(1, len(records) + 1)), "a gap or a reuse"
-            previous = GENESIS
-            for r in records:
-                assert chain_hash(previous, r.event) == r.chain_hash
-                previous = r.chain_hash
-                players.append(int(re.search(rb"<IDJoueur>ak-(\d+)</IDJoueur>", r.event).group(1)))
-    finally:
-        journals.close()
+    archive = LocalStorage(settings.archive_root)  # opening each journal verifies its chain
+    for coffre in COFFRES:
+        records = recorded_events(archive, settings.journal_root, "0099", coffre)
+        assert [r.id_evt for r in records] == list(range(1, len(records) + 1)), "a gap or a reuse"
+        previous = GENESIS
+        for r in records:
+            assert chain_hash(previous, r.event) == r.chain_hash
+            previous = r.chain_hash
+            players.append(int(re.search(rb"<IDJoueur>ak-(\d+)</IDJoueur>", r.event).group(1)))
     for phase in ("SIGKILL broker 1", "SIGSTOP broker 2", "SIGCONT broker 2"):
         assert figures[f"{phase}: resumed after s"] < RESUME_LIMIT, f"acquittals did not resume: {figures}"
     assert sorted(players) == list(range(len(platform.sent))), "an event is missing or recorded twice"

@@ -14,9 +14,10 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from coffre_vault.history import recorded_events
 
-from coffre.adapters.journal import JournalSet
 from coffre.adapters.kafka import PRODUCER_TUNING
+from coffre.adapters.storage import LocalStorage
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.messages import CORRELATION_ID, Receipt
 from coffre.stack import Stack
@@ -118,11 +119,10 @@ def test_killing_ingest_and_vault_under_load_loses_nothing(kafka_bootstrap, topi
     assert kills >= 6
     assert len(seen) == EVENTS, f"{len(seen)} receipts of {EVENTS} (logs in {tmp_path}/logs, exits {codes})"
 
-    journals = JournalSet(tmp_path / "vault" / "journal")  # opening verifies each chain
+    archive = LocalStorage(tmp_path / "archive")
     players: list[int] = []
-    for coffre in COFFRES:
-        journal = journals.journal("0099", coffre)
-        records = list(journal.records())
+    for coffre in COFFRES:  # opening the journal verifies its chain
+        records = recorded_events(archive, tmp_path / "vault" / "journal", "0099", coffre)
         assert [r.id_evt for r in records] == list(range(1, len(records) + 1))
         previous = GENESIS
         for r in records:
@@ -130,5 +130,4 @@ def test_killing_ingest_and_vault_under_load_loses_nothing(kafka_bootstrap, topi
             previous = r.chain_hash
             assert f"<IDCoffre>{coffre}</IDCoffre>".encode() in r.event
             players.append(int(re.search(rb"<IDJoueur>crash-(\d+)</IDJoueur>", r.event).group(1)))
-    journals.close()
     assert sorted(players) == list(range(EVENTS)), "an event is missing or recorded twice"

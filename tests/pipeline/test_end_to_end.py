@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from coffre.adapters.journal import JournalSet
+from coffre_vault.history import recorded_events
+
 from coffre.adapters.kafka import drain
+from coffre.adapters.storage import LocalStorage
 from coffre.client import CoffreClient
 from coffre.demo import load_demo
 from coffre.domain.messages import Acquittal, Rejection
@@ -45,14 +47,14 @@ def test_annex_examples_and_a_bad_event(stack):
     ]
     assert all(a.event_type != "POJEU" for a in acquittals)
     stack.stop()
-    journals = JournalSet(settings.data_dir / "vault" / "journal")
-    journal = journals.journal("0099", 1)
-    assert journal.last_id_evt == 6
+    records = {
+        r.id_evt: r
+        for r in recorded_events(LocalStorage(settings.archive_root), settings.journal_root, "0099", 1)
+    }
+    assert sorted(records) == list(range(1, 7))
     for a in acquittals:
         if a.status == "recorded":  # every recorded acquittal names a record, with its chain hash
-            record = journal.get(a.id_evt)
-            assert record is not None and record.chain_hash.hex() == a.chain_hash
-    journals.close()
+            assert records[a.id_evt].chain_hash.hex() == a.chain_hash
 
 
 def test_supervised_events_get_no_acquittal(stack):

@@ -20,9 +20,10 @@ import threading
 import time
 
 import pytest
+from coffre_vault.history import recorded_events
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import LocalStorage
 from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.messages import CORRELATION_ID, Acquittal
@@ -177,20 +178,17 @@ def test_ingest_replicas_fail_over_without_a_gap_a_reuse_or_a_loss(
     for failure, seconds in resumes:
         assert seconds <= RESUME_WITHIN + SLACK, f"acquittals resumed {seconds:.1f} s after {failure}"
 
-    journals = JournalSet(tmp_path / "vault" / "journal")  # opening verifies each chain
     players: list[int] = []
-    try:
-        for coffre in COFFRES:
-            records = list(journals.journal("0099", coffre).records())
-            assert [r.id_evt for r in records] == list(range(1, len(records) + 1)), "a gap or a reuse"
-            previous = GENESIS
-            for r in records:
-                assert chain_hash(previous, r.event) == r.chain_hash
-                previous = r.chain_hash
-                assert f"<IDCoffre>{coffre}</IDCoffre>".encode() in r.event
-                players.append(int(re.search(rb"<IDJoueur>fo-(\d+)</IDJoueur>", r.event).group(1)))
-    finally:
-        journals.close()
+    archive = LocalStorage(tmp_path / "archive")  # opening each journal verifies its chain
+    for coffre in COFFRES:
+        records = recorded_events(archive, tmp_path / "vault" / "journal", "0099", coffre)
+        assert [r.id_evt for r in records] == list(range(1, len(records) + 1)), "a gap or a reuse"
+        previous = GENESIS
+        for r in records:
+            assert chain_hash(previous, r.event) == r.chain_hash
+            previous = r.chain_hash
+            assert f"<IDCoffre>{coffre}</IDCoffre>".encode() in r.event
+            players.append(int(re.search(rb"<IDJoueur>fo-(\d+)</IDJoueur>", r.event).group(1)))
     assert len(platform.sent) >= EVENTS
     assert sorted(players) == list(range(len(platform.sent))), "an event is missing or recorded twice"
     for correlation, (_, acquittal) in platform.answered.items():  # each acquittal names its own event

@@ -17,10 +17,11 @@ import json
 import signal
 import time
 
+from coffre_vault.history import recorded_events
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from coffre.adapters.broker import free_port_block
-from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import LocalStorage
 from coffre.domain.messages import (
     CORRELATION_ID,
     EVENT_TYPE,
@@ -216,7 +217,6 @@ def test_forged_headers_and_records_lose_nothing_and_stop_nothing(kafka_bootstra
     finally:
         codes = stack.stop()
     assert all(code == 0 for code in codes.values()), f"{codes} (logs in {tmp_path}/logs)"
-    with JournalSet(settings.journal_root) as journals:
-        records = list(journals.journal("0099", coffre).records())
+    records = recorded_events(LocalStorage(settings.archive_root), settings.journal_root, "0099", coffre)
     assert [r.id_evt for r in records] == list(range(1, EVENTS + 2))
     assert not any(b"forger" in r.event or b">f<" in r.event for r in records)

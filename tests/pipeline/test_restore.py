@@ -114,7 +114,9 @@ def test_a_lost_vault_volume_is_restored_from_the_archive(kafka_bootstrap, topic
         assert f"restore-{n}".encode() in record.canonical, "an event recorded out of its order"
     with JournalSet(settings.data_dir / "vault" / "journal") as journals:
         journal = journals.journal("0099", 7)
-        assert journal.last_id_evt == 28 and journal.first_id_evt > 20, "the journal kept what the archive holds"
+        assert journal.last_id_evt == 28 and journal.first_id_evt > 20, (
+            "the journal kept what the archive holds"
+        )
     _, cert = signing_files(settings)
     report = verify_archive(settings.archive_root, [cert])
     assert report.ok, report.lines()

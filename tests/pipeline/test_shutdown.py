@@ -16,9 +16,10 @@ from collections import Counter
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from coffre_vault.history import recorded_events
 
 from coffre.adapters.broker import free_port_block
-from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import LocalStorage
 from coffre.domain.messages import Acquittal
 from coffre.stack import SERVICES, Stack
 
@@ -120,11 +121,11 @@ def test_sigterm_under_load_drains_commits_and_exits_within_10s(
     twice = [c for c, n in acquittals.items() if n > 1]
     assert not twice, f"{len(twice)} events acquitted twice, e.g. {twice[:3]}"
 
-    journals = JournalSet(tmp_path / "vault" / "journal")
     players = []
     for coffre in COFFRES:
-        records = list(journals.journal("0099", coffre).records())
+        records = recorded_events(
+            LocalStorage(tmp_path / "archive"), tmp_path / "vault" / "journal", "0099", coffre
+        )
         assert [r.id_evt for r in records] == list(range(1, len(records) + 1))
         players += [int(re.search(rb"<IDJoueur>crash-(\d+)</IDJoueur>", r.event).group(1)) for r in records]
-    journals.close()
     assert sorted(players) == list(range(EVENTS)), "an event is missing or recorded twice"

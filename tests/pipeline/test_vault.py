@@ -10,6 +10,7 @@ import threading
 
 import coffre_vault.service as vault_service
 import pytest
+from coffre_vault.history import recorded_events
 from coffre_vault.recorder import VaultHalt
 from coffre_vault.sealer import ArchiveMismatch, Sealer
 from coffre_vault.service import serve
@@ -122,9 +123,7 @@ def test_redelivery_and_restart_on_a_torn_tail(settings, tmp_path):
     assert sorted(by_id) == list(range(1, 16))
     assert all(len(hashes) == 1 for hashes in by_id.values()), "a redelivery got another chain hash"
 
-    journals = JournalSet(tmp_path / "vault" / "journal")
-    records = list(journals.journal("0099", 7).records())
-    journals.close()
+    records = recorded_events(LocalStorage(tmp_path / "archive"), tmp_path / "vault" / "journal", "0099", 7)
     assert [r.id_evt for r in records] == list(range(1, 16))
     previous = GENESIS
     for record in records:
