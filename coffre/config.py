@@ -139,7 +139,7 @@ class Settings(BaseSettings):
     vault_ordinal: int | None = Field(
         None,
         ge=0,
-        description="this vault's ordinal (default: the number ending the host name, e.g. vault-2)",
+        description="this vault's ordinal, named in its logs (default: the number ending the host name, e.g. vault-2)",
     )
     lot_max_events: int = Field(
         1000, ge=1, le=MAX_LOT_EVENTS, description="a lot is sealed once this many events wait"

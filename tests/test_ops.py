@@ -113,18 +113,6 @@ def test_each_vault_replica_owns_a_disjoint_share_of_the_partitions():
     assert host_ordinal("laptop") is None
 
 
-def test_a_vault_replica_without_an_ordinal_refuses_to_start(monkeypatch, capsys):
-    from coffre_vault.service import partition_owner
-
-    monkeypatch.setattr("socket.gethostname", lambda: "laptop")
-    with pytest.raises(SystemExit) as stopped:
-        partition_owner(Settings(vault_replicas=2))
-    assert stopped.value.code == 2
-    assert "configuration error: COFFRE_VAULT_ORDINAL" in capsys.readouterr().err
-    assert partition_owner(Settings(vault_replicas=1)) is None
-    assert partition_owner(Settings(vault_replicas=2, vault_ordinal=1))(3)
-
-
 def test_a_drain_that_overruns_the_deadline_exits_75():
     script = textwrap.dedent(
         """

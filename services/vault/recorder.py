@@ -70,6 +70,7 @@ class KafkaRecordLike(Protocol):
     value: bytes | None
     headers: Iterable[tuple[str, bytes]]
     partition: int
+    offset: int
 
 
 Recorded = tuple[NormalizedEvent, bytes]

@@ -530,10 +530,15 @@ class Sealer:
         )
         journal = state.journal
         assert journal is not None
+        key = (state.id_oper, state.id_coffre)
         with self._lock:
-            self._coffres.pop((state.id_oper, state.id_coffre), None)
+            self._coffres.pop(key, None)
             fresh = self.align(state.id_oper, state.id_coffre, journal)  # ArchiveMismatch when it disagrees
-        fresh.durable_id_evt = max(fresh.durable_id_evt, state.durable_id_evt)
+            durable = max(fresh.durable_id_evt, state.durable_id_evt)
+            for name in CoffreSeal.__dataclass_fields__:  # in place: a caller's loop holds this object
+                setattr(state, name, getattr(fresh, name))
+            state.durable_id_evt = durable
+            self._coffres[key] = state
         return 0
 
     def _write_checkpoint(self, header: LotHeader, lot_digest: bytes) -> None:

@@ -195,6 +195,7 @@ class Delivered:
     value: bytes
     headers: list
     partition: int
+    offset: int = 0
 
 
 def normalized_records(coffre: int, partitions: int, count: int) -> list[Delivered]:
