@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import re
 import shutil
@@ -303,6 +304,10 @@ class Hit:
     (None: not within ``--resume-timeout``)."""
     down_s: float | None = None
     """SIGKILL/SIGTERM: seconds from the signal until the process had exited and was started again."""
+    ready_s: float | None = None
+    """SIGKILL/SIGTERM: seconds from the new process's start to its "ready" line (imports, the access
+    check, topics, and the vault's start-up recovery), as its log shows."""
+    spawned: float | None = None
 
 
 def hit_plan(victims: Sequence[str], count: int) -> list[tuple[str, str]]:
@@ -391,8 +396,8 @@ class Chaos:
     latency_ms: dict[str, float] = field(default_factory=dict)
     journal_events: int = 0
     verified: bool | None = None
-    startup_s: dict[str, list[float]] = field(default_factory=dict)
-    """Per service: seconds from a restart to its first record handled, as its log shows."""
+    static: bool = False
+    """Whether each service ran with its own COFFRE_KAFKA_GROUP_INSTANCE_ID (static membership)."""
     problems: list[str] = field(default_factory=list)
 
     def resumes(self) -> list[float | None]:
@@ -407,7 +412,8 @@ class Chaos:
             "code": self.label,
             "broker": self.broker,
             "minutes": self.minutes,
-            "hits": [h.__dict__ for h in self.hits],
+            "static_membership": self.static,
+            "hits": [{k: v for k, v in h.__dict__.items() if k != "spawned"} for h in self.hits],
             "resume_s_max": self.worst_resume(),
             "resume_s_median": (
                 round(percentile(sorted(r for r in self.resumes() if r is not None), 50), 2)
@@ -487,6 +493,7 @@ async def chaos_scenario(session: Session, args: argparse.Namespace, outcome: Ch
                 code = await asyncio.to_thread(child.wait, args.resume_timeout)
                 if action == "SIGTERM" and code not in (0, None):
                     outcome.problems.append(f"{victim} exited {code} at SIGTERM (not a clean drain)")
+                hit.spawned = time.time()
                 stack.spawn(victim)
                 hit.down_s = round(time.perf_counter() - moment, 2)
             say(f"{hit.at_s:6.1f} s  {action} {victim}")
@@ -515,7 +522,25 @@ async def chaos_scenario(session: Session, args: argparse.Namespace, outcome: Ch
         outcome.problems.append(f"acquittal statuses {sorted(statuses)}")
 
 
-FIRST_RECORD = re.compile(r"ready|assigned|folding from offset")
+READY = re.compile(r'"time": "([^"]+)".*"message": "(?:ingest|vault|acquittal) ready')
+
+
+def startup_times(outcome: Chaos, logs: Path) -> None:
+    """Each restarted service's seconds from its start to its "ready" line."""
+    for hit in outcome.hits:
+        if hit.spawned is None:
+            continue
+        try:
+            lines = (logs / f"{hit.victim}.log").read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            found = READY.search(line)
+            if found:
+                at = dt.datetime.fromisoformat(found.group(1)).timestamp()
+                if at >= hit.spawned:
+                    hit.ready_s = round(at - hit.spawned, 2)
+                    break
 
 
 def verify_archive_command(settings: Settings, data: Path) -> tuple[bool, str]:
@@ -548,8 +573,11 @@ def measure_chaos(args: argparse.Namespace, code: Code, broker_kind: str) -> Cha
             partitions=args.partitions,
             ops_port=0,
             api_port=0,
+            **({"ingest_session_seconds": args.session} if args.session else {}),
         )
-        stack = start_stack(settings, bootstrap, code, args.replicas, data)
+        static = args.static == "on" or (args.static == "auto" and broker_kind == "apache")
+        outcome.static = static
+        stack = start_stack(settings, bootstrap, code, args.replicas, data, static=static)
 
         async def run() -> None:
             async with Session(stack, args) as session:
@@ -560,6 +588,7 @@ def measure_chaos(args: argparse.Namespace, code: Code, broker_kind: str) -> Cha
         stack = None
         if any(c not in (0, None) for c in codes.values()):
             outcome.problems.append(f"exit codes at stop: {codes}")
+        startup_times(outcome, data / "stack" / "logs")
         check_journals(data / "stack" / "vault" / "journal", outcome, args.coffres, WARM_START)  # type: ignore[arg-type]
         outcome.verified, said = verify_archive_command(settings, data)
         if not outcome.verified:
@@ -601,6 +630,14 @@ def chaos_report(outcomes: Sequence[Chaos]) -> None:
             if any(cells):
                 rows.append((f"resume s, {action} {victim}", *cells))
     rows.append(("worst resume s", *(str(o.worst_resume()) for o in outcomes)))
+    rows.append(("median resume s", *(str(o.to_json()["resume_s_median"]) for o in outcomes)))
+    for victim in CHAOS_VICTIMS:
+        cells = []
+        for o in outcomes:
+            got = sorted(h.ready_s for h in o.hits if h.victim == victim and h.ready_s is not None)
+            cells.append(f"{got[len(got) // 2]:.2f} (max {got[-1]:.2f})" if got else "")
+        if any(cells):
+            rows.append((f"start to ready s, {victim}", *cells))
     for name in ("p50", "p99", "max"):
         rows.append((f"acquittal {name} ms", *(str(o.latency_ms.get(name)) for o in outcomes)))
     rows.append(
@@ -641,6 +678,17 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--chaos-minutes", type=float, default=3.0, help="--chaos: minutes of hits")
     parser.add_argument("--every", type=float, default=7.0, help="--chaos: seconds between two hits")
+    parser.add_argument(
+        "--session",
+        type=float,
+        help="--chaos: COFFRE_INGEST_SESSION_SECONDS, hence every group's session (default: coffre's)",
+    )
+    parser.add_argument(
+        "--static",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="--chaos: each service its own COFFRE_KAFKA_GROUP_INSTANCE_ID (auto: on Apache Kafka only)",
+    )
     parser.add_argument(
         "--pause", type=float, default=5.0, help="--chaos: seconds a SIGSTOPped ingest replica stays paused"
     )

@@ -1237,15 +1237,23 @@ def base_service(name: str) -> str:
     return head if head and tail.isdigit() else name
 
 
-def start_stack(settings: Settings, bootstrap: str, code: Code, replicas: int, cwd: Path) -> Stack:
+def start_stack(
+    settings: Settings, bootstrap: str, code: Code, replicas: int, cwd: Path, *, static: bool = False
+) -> Stack:
     """A Stack running ``code``'s services, started with ``cwd`` as working directory (outside the
-    project, so that ``python -m coffre.cli`` does not import the checkout it runs from)."""
+    project, so that ``python -m coffre.cli`` does not import the checkout it runs from). ``static``:
+    each child its own ``COFFRE_KAFKA_GROUP_INSTANCE_ID`` (its name: ``ingest-2``…), the same at
+    every restart, as a pod's name in Kubernetes."""
     extra = code.env()
     allowed = code.services
 
     class BenchStack(Stack):
         def env(self, *args: Any, **kwargs: Any) -> dict[str, str]:
-            return {**super().env(*args, **kwargs), **extra}
+            env = {**super().env(*args, **kwargs), **extra}
+            name = args[0] if args else kwargs.get("name")
+            if static and name:
+                env["COFFRE_KAFKA_GROUP_INSTANCE_ID"] = f"{settings.topic_prefix}{name}"
+            return env
 
         def spawn(self, name: str, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
             if (
