@@ -321,6 +321,19 @@ def hit_plan(victims: Sequence[str], count: int) -> list[tuple[str, str]]:
     return plan
 
 
+def plan_of(text: str) -> list[tuple[str, str]]:
+    """``--plan``: ``SERVICE:SIGNAL`` items, comma-separated."""
+    plan = []
+    for item in text.split(","):
+        victim, _, action = item.strip().partition(":")
+        if victim not in CHAOS_VICTIMS or action not in ("SIGKILL", "SIGTERM", "SIGSTOP"):
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: SERVICE:SIGKILL|SIGTERM|SIGSTOP, SERVICE one of {CHAOS_VICTIMS}"
+            )
+        plan.append((victim, action))
+    return plan
+
+
 class LibrdkafkaPlatform:
     """A platform as an operator's would be: librdkafka (confluent-kafka), in a thread of its own,
     publishing at ``rate`` events/s over ``coffres`` coffres (half keyed by IDCoffre, hashed by
@@ -461,7 +474,7 @@ async def chaos_scenario(session: Session, args: argparse.Namespace, outcome: Ch
     arrived = session.reader.arrived
     victims = [v for v in CHAOS_VICTIMS if v in stack.children]
     hits = max(1, int(args.chaos_minutes * 60 / args.every))
-    plan = hit_plan(victims, hits)
+    plan = args.plan or hit_plan(victims, hits)
     measures: list[asyncio.Task[float | None]] = []
     paused: list[asyncio.Task[None]] = []
     began = time.perf_counter()
@@ -565,7 +578,10 @@ def measure_chaos(args: argparse.Namespace, code: Code, broker_kind: str) -> Cha
     stack = None
     try:
         code.verify_imports(data)
-        broker, bootstrap = open_broker(broker_kind, data)
+        if args.bootstrap:
+            bootstrap = args.bootstrap
+        else:
+            broker, bootstrap = open_broker(broker_kind, data)
         settings = Settings(
             bootstrap_servers=bootstrap,
             topic_prefix=f"chaos{uuid.uuid4().hex[:8]}.",
@@ -678,6 +694,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--chaos-minutes", type=float, default=3.0, help="--chaos: minutes of hits")
     parser.add_argument("--every", type=float, default=7.0, help="--chaos: seconds between two hits")
+    parser.add_argument(
+        "--plan",
+        type=plan_of,
+        help="--chaos: the hits instead of --chaos-minutes' rotation, SERVICE:SIGNAL,… "
+        "(say ingest:SIGKILL,vault:SIGTERM,ingest-2:SIGSTOP)",
+    )
     parser.add_argument(
         "--session",
         type=float,

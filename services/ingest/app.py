@@ -13,6 +13,7 @@ partition's state is snapshotted. Nothing is kept on local disk.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 
@@ -234,6 +235,16 @@ class Ingest(ConsumerRebalanceListener):
             # A gap inside one fetch is a hole in the log itself (one fetch answer is contiguous):
             # folded over. Splitting the fetch there and seeking to the hole's first offset left
             # a partition's fold stuck at that offset for minutes on Tansu (bench/failover.py).
+            # Logged: on coffre's topics (neither compacted nor transactional) a hole is unexpected.
+            for before, after in itertools.pairwise(records):
+                if after.offset != before.offset + 1:
+                    log.warning(
+                        "partition %s[%d]: a fetch holds no record from offset %d to %d: folded over",
+                        tp.topic,
+                        tp.partition,
+                        before.offset + 1,
+                        after.offset - 1,
+                    )
             inputs = [
                 InputMessage(
                     r.partition,
