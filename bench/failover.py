@@ -429,7 +429,7 @@ class Chaos:
             "hits": [{k: v for k, v in h.__dict__.items() if k != "spawned"} for h in self.hits],
             "resume_s_max": self.worst_resume(),
             "resume_s_median": (
-                round(percentile(sorted(r for r in self.resumes() if r is not None), 50), 2)
+                round(percentile(sorted(r for r in self.resumes() if r is not None), 0.5), 2)
                 if any(r is not None for r in self.resumes())
                 else None
             ),
