@@ -2075,7 +2075,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.broker == "both":
                 for side in codes:
                     left, right = sides[f"embedded/{side}"], sides[f"apache/{side}"]
-                    side_by_side(f"{side}: embedded", left, "apache", right)
+                    print(f"\n== {side} ({left['revision']})")
+                    side_by_side("embedded", left, "apache", right)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
