@@ -264,11 +264,14 @@ async def publisher(settings: Settings, **options: Any) -> AsyncIterator[Publish
         await producer.stop()
 
 
-def group_options(settings: Settings, session_seconds: float | None = None) -> dict[str, Any]:
+def group_options(
+    settings: Settings, session_seconds: float | None = None, *, joins: bool = True
+) -> dict[str, Any]:
     """A service's consumer options (:data:`CONSUMER_TUNING`) with its group membership: a session of
     ``session_seconds`` (default ``COFFRE_KAFKA_SESSION_SECONDS``, or ``COFFRE_INGEST_SESSION_SECONDS``
     when unset), heartbeats every sixth of it, and ``COFFRE_KAFKA_GROUP_INSTANCE_ID`` as the static
-    member's name when set (docs/operations.md, "Timeouts after a hit")."""
+    member's name when set and the consumer ``joins`` its group (not one assigned its partitions by
+    hand, which is no member: docs/operations.md, "Timeouts after a hit")."""
     seconds = session_seconds or settings.kafka_session_seconds or settings.ingest_session_seconds
     session_ms = round(seconds * 1000)
     options = {
@@ -276,7 +279,7 @@ def group_options(settings: Settings, session_seconds: float | None = None) -> d
         "session_timeout_ms": session_ms,
         "heartbeat_interval_ms": max(100, round(session_ms / 6)),
     }
-    if settings.kafka_group_instance_id:
+    if settings.kafka_group_instance_id and joins:
         options["group_instance_id"] = settings.kafka_group_instance_id
     return options
 
@@ -308,7 +311,7 @@ async def stream(
         bootstrap_servers=settings.bootstrap_servers,
         group_id=f"{settings.topic_prefix}{group}",
         **{
-            **group_options(settings, session_seconds),
+            **group_options(settings, session_seconds, joins=owns is None),
             "max_poll_records": settings.batch_max,
             **(consumer_options or {}),
         },
