@@ -485,6 +485,8 @@ class Results:
     code: Code
     replicas: int = 1
     bootstrap: str = ""
+    broker: str = "embedded"
+    """``embedded``, ``apache`` or the ``--bootstrap`` given."""
     raw_rate: float | None = None
     e2e_rate: float | None = None
     e2e_recorded: int = 0
@@ -1237,15 +1239,23 @@ def base_service(name: str) -> str:
     return head if head and tail.isdigit() else name
 
 
-def start_stack(settings: Settings, bootstrap: str, code: Code, replicas: int, cwd: Path) -> Stack:
+def start_stack(
+    settings: Settings, bootstrap: str, code: Code, replicas: int, cwd: Path, *, static: bool = False
+) -> Stack:
     """A Stack running ``code``'s services, started with ``cwd`` as working directory (outside the
-    project, so that ``python -m coffre.cli`` does not import the checkout it runs from)."""
+    project, so that ``python -m coffre.cli`` does not import the checkout it runs from). ``static``:
+    each child its own ``COFFRE_KAFKA_GROUP_INSTANCE_ID`` (its name: ``ingest-2``…), the same at
+    every restart, as a pod's name in Kubernetes."""
     extra = code.env()
     allowed = code.services
 
     class BenchStack(Stack):
         def env(self, *args: Any, **kwargs: Any) -> dict[str, str]:
-            return {**super().env(*args, **kwargs), **extra}
+            env = {**super().env(*args, **kwargs), **extra}
+            name = args[0] if args else kwargs.get("name")
+            if static and name:
+                env["COFFRE_KAFKA_GROUP_INSTANCE_ID"] = f"{settings.topic_prefix}{name}"
+            return env
 
         def spawn(self, name: str, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
             if (
@@ -1274,6 +1284,75 @@ def start_stack(settings: Settings, bootstrap: str, code: Code, replicas: int, c
     return stack
 
 
+class ApacheKafka:
+    """One Apache Kafka KRaft node (broker and controller) on free ports of 127.0.0.1, started with the
+    tests' helper (``tests/apache_kafka.py``: Kafka's jars fetched once with Maven), replication factor 1,
+    ``group.min.session.timeout.ms`` 1000 (coffre's short sessions are refused under Kafka's default 6 s).
+    :meth:`start` returns its bootstrap address; :meth:`stop` kills its process group."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.node: Any = None
+        self.pid: int | None = None
+
+    def start(self) -> str:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        import apache_kafka as ak  # the tests' helper (it imports pytest: a test dependency)
+
+        try:
+            libs = ak.kafka_libs()
+        except BaseException as exc:  # pytest's Skipped when java or mvn is missing
+            raise RuntimeError(f"Apache Kafka cannot run here: {exc}") from None
+        port = free_port_block(2)
+        controller = port + 1
+        config = {
+            **ak._common(1),
+            "controller.quorum.voters": f"1@{ak.HOST}:{controller}",
+            "listeners": f"PLAINTEXT://{ak.HOST}:{port},CONTROLLER://{ak.HOST}:{controller}",
+            "advertised.listeners": f"PLAINTEXT://{ak.HOST}:{port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": self.folder / "data",
+            "default.replication.factor": 1,
+            "min.insync.replicas": 1,
+            "offsets.topic.replication.factor": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.min.session.timeout.ms": 1000,
+        }
+        self.node = ak.Broker(1, self.folder, libs, config, {"PLAINTEXT": port, "CONTROLLER": controller})
+        self.node.format(ak.cluster_id())
+        self.node.start()
+        self.pid = self.node.process.pid
+        try:
+            self.node.wait_started()
+        except BaseException:
+            self.stop()
+            raise
+        return f"{ak.HOST}:{port}"
+
+    def stop(self) -> None:
+        if self.node is not None:
+            self.node.stop()
+            self.node = None
+
+
+def open_broker(kind: str, data: Path) -> tuple[Any, str]:
+    """A broker of ``kind`` (``embedded``: Tansu; ``apache``: :class:`ApacheKafka`) for one measure,
+    its logs under ``data``: the broker (``stop()``, ``pid``) and its bootstrap address."""
+    if kind == "apache":
+        broker: Any = ApacheKafka(data / "apache-kafka")
+    else:
+        broker = EmbeddedBroker(log_path=data / "logs" / "broker.log")
+    return broker, broker.start()
+
+
+BROKERS = {"embedded": ("embedded",), "apache": ("apache",), "both": ("embedded", "apache")}
+"""``--broker``'s choices: the brokers measured, in order."""
+
+
 def child_pids(stack: Stack, broker: EmbeddedBroker | None) -> dict[str, int]:
     pids = {name: child.pid for name, child in stack.children.items()}
     pids["bench"] = os.getpid()
@@ -1285,10 +1364,12 @@ def child_pids(stack: Stack, broker: EmbeddedBroker | None) -> dict[str, int]:
 # one measurement ------------------------------------------------------------------------------
 
 
-def measure(args: argparse.Namespace, code: Code) -> Results:
+def measure(args: argparse.Namespace, code: Code, broker_kind: str = "embedded") -> Results:
     """The whole measurement (raw, end to end, latency, both stress phases) for ``code``'s services,
-    on a broker of its own. Raises KeyboardInterrupt (after cleaning up) on Ctrl-C."""
+    on a broker of its own (``broker_kind``: see :func:`open_broker`) unless ``--bootstrap`` names
+    one. Raises KeyboardInterrupt (after cleaning up) on Ctrl-C."""
     results = Results(code)
+    results.broker = args.bootstrap or broker_kind
     results.replicas = args.ingest_replicas
     if args.ingest_replicas > 1 and not code.replicas:
         results.replicas = 1
@@ -1298,7 +1379,7 @@ def measure(args: argparse.Namespace, code: Code) -> Results:
     data = Path(tempfile.mkdtemp(prefix="coffre-bench-"))
     (data / "logs").mkdir()
     run = uuid.uuid4().hex[:8]
-    broker: EmbeddedBroker | None = None
+    broker: Any = None
     stacks: list[Stack] = []
     codes: dict[str, dict[str, int | None]] = {}
     say(
@@ -1307,9 +1388,8 @@ def measure(args: argparse.Namespace, code: Code) -> Results:
     try:
         code.verify_imports(data)
         if not args.bootstrap:
-            broker = EmbeddedBroker(log_path=data / "logs" / "broker.log")
-            results.bootstrap = broker.start()
-            say(f"embedded broker on {results.bootstrap} (pid {broker.pid})")
+            broker, results.bootstrap = open_broker(broker_kind, data)
+            say(f"{broker_kind} broker on {results.bootstrap} (pid {broker.pid})")
         else:
             results.bootstrap = args.bootstrap
         bootstrap = results.bootstrap
@@ -1414,7 +1494,7 @@ def to_json(results: Results, args: argparse.Namespace) -> dict[str, Any]:
         "uncommitted_changes": code.dirty,
         "ingest_replicas": results.replicas,
         "children": results.children,
-        "broker": results.bootstrap if args.bootstrap else "embedded",
+        "broker": results.broker,
         "raw_msgs_per_s": results.raw_rate,
         "e2e_events_per_s": results.e2e_rate,
         "e2e_seconds": results.e2e_seconds or None,
@@ -1786,6 +1866,20 @@ def compare(baseline: dict[str, Any], current: dict[str, Any], table: dict[str, 
             print("  ".join("-" * w for w in widths))
 
 
+def side_by_side(left_label: str, left: dict[str, Any], right_label: str, right: dict[str, Any]) -> None:
+    """Two measures of one run (the embedded broker and Apache Kafka), figure by figure."""
+    print()
+    print(f"side by side: {left_label} ({left['broker']}) and {right_label} ({right['broker']})")
+    rows = [("figure", left_label, right_label, f"{right_label} / {left_label}")]
+    for key, r in ratios(left, right).items():
+        rows.append((key, number(r["baseline"]), number(r["current"]), f"{r['current_over_baseline']:.2f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for n, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
 def profile_hints(stack: Stack, broker_pid: int | None) -> None:
     """How to look inside the processes of this run (nothing is profiled automatically)."""
     say("profiling (--profile): coffre has no built-in profiler (no COFFRE_PROFILE variable).")
@@ -1811,6 +1905,13 @@ def log_tails(data: Path, lines: int = 15) -> None:
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--broker",
+        choices=sorted(BROKERS),
+        default="embedded",
+        help="the embedded broker (Tansu), a single-node Apache Kafka (tests/apache_kafka.py), or both "
+        "one after the other, printed side by side",
+    )
     parser.add_argument("--events", type=int, default=20_000, help="events of the raw and end-to-end phases")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of the latency phase")
     parser.add_argument(
@@ -1899,6 +2000,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--profile", action="store_true", help="print how to profile the processes of the run"
     )
     args = parser.parse_args(argv)
+    if args.bootstrap and args.broker != "embedded":
+        parser.error("--bootstrap names the broker: leave --broker out")
     if args.stress_seconds is None:
         args.stress_seconds = args.seconds
     if args.evidence_rate is None:
@@ -1943,10 +2046,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_sigterm)
     event_size = len(event(0, args.coffres))
     sides: dict[str, dict[str, Any]] = {}
+    codes: dict[str, Code] = {}
     status = 0
     try:
         with text_to(sys.stderr if args.json else None), contextlib.ExitStack() as exits:
-            codes: dict[str, Code] = {}
             if args.baseline:
                 scratch = Path(exits.enter_context(tempfile.TemporaryDirectory(prefix="coffre-baseline-")))
                 try:
@@ -1959,13 +2062,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return 2
                 codes["baseline"] = Code.of(checkout)
             codes["current"] = Code.current()
-            for side, code in codes.items():
-                results = measure(args, code)
-                report(results, args, event_size)
-                sides[side] = to_json(results, args)
-                status = max(status, results.status)
-            if args.baseline:
-                compare(sides["baseline"], sides["current"], ratios(sides["baseline"], sides["current"]))
+            for broker in BROKERS[args.broker]:
+                for side, code in codes.items():
+                    results = measure(args, code, broker)
+                    report(results, args, event_size)
+                    sides[side if args.broker != "both" else f"{broker}/{side}"] = to_json(results, args)
+                    status = max(status, results.status)
+                if args.baseline:
+                    prefix = "" if args.broker != "both" else f"{broker}/"
+                    base, now = sides[f"{prefix}baseline"], sides[f"{prefix}current"]
+                    compare(base, now, ratios(base, now))
+            if args.broker == "both":
+                for side in codes:
+                    left, right = sides[f"embedded/{side}"], sides[f"apache/{side}"]
+                    print(f"\n== {side} ({left['revision']})")
+                    side_by_side("embedded", left, "apache", right)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -1973,7 +2084,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if args.json:
         arguments = {k: v for k, v in vars(args).items() if k not in ("json",)}
-        if args.baseline:
+        if args.broker == "both":
+            document = {"args": arguments, "status": status}
+            for broker in BROKERS["both"]:
+                document[broker] = {side: sides[f"{broker}/{side}"] for side in codes}
+            document["apache_over_embedded"] = {
+                side: ratios(sides[f"embedded/{side}"], sides[f"apache/{side}"]) for side in codes
+            }
+        elif args.baseline:
             document = {
                 "baseline": sides["baseline"],
                 "current": sides["current"],

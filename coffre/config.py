@@ -310,6 +310,23 @@ class Settings(BaseSettings):
         description="a file of record keys, one id:base64 per line (default: a development key in "
         "<data dir>/keys); every service of one install shares it",
     )
+    kafka_session_seconds: float | None = Field(
+        None,
+        ge=1,
+        le=60,
+        description="the consumer-group session of the vault and the acquittal service (default: "
+        "COFFRE_INGEST_SESSION_SECONDS): a member silent this long (killed, paused) is dropped from its "
+        "group, and a restarted member without COFFRE_KAFKA_GROUP_INSTANCE_ID joins about then; it "
+        "heartbeats every sixth of it; at least the brokers' group.min.session.timeout.ms",
+    )
+    kafka_group_instance_id: str | None = Field(
+        None,
+        description="static group membership: this process's name in its consumer groups, stable across "
+        "its restarts and unique among the replicas of its service (Kubernetes: the pod's name); a "
+        "restarted member takes its partitions back at once on Apache Kafka, without a rebalance, but "
+        "never leaves its group at SIGTERM (its partitions wait for its session); unset: dynamic "
+        "membership, the one to keep on the embedded broker (Tansu 0.6.0 holds each static join 6 s)",
+    )
 
     @property
     def topics(self) -> Topics:

@@ -268,6 +268,26 @@ async def publisher(settings: Settings, **options: Any) -> AsyncIterator[Publish
         await producer.stop()
 
 
+def group_options(
+    settings: Settings, session_seconds: float | None = None, *, joins: bool = True
+) -> dict[str, Any]:
+    """A service's consumer options (:data:`CONSUMER_TUNING`) with its group membership: a session of
+    ``session_seconds`` (default ``COFFRE_KAFKA_SESSION_SECONDS``, or ``COFFRE_INGEST_SESSION_SECONDS``
+    when unset), heartbeats every sixth of it, and ``COFFRE_KAFKA_GROUP_INSTANCE_ID`` as the static
+    member's name when set and the consumer ``joins`` its group (not one assigned its partitions by
+    hand, which is no member: docs/operations.md, "Timeouts after a hit")."""
+    seconds = session_seconds or settings.kafka_session_seconds or settings.ingest_session_seconds
+    session_ms = round(seconds * 1000)
+    options = {
+        **CONSUMER_TUNING,
+        "session_timeout_ms": session_ms,
+        "heartbeat_interval_ms": max(100, round(session_ms / 6)),
+    }
+    if settings.kafka_group_instance_id and joins:
+        options["group_instance_id"] = settings.kafka_group_instance_id
+    return options
+
+
 @asynccontextmanager
 async def stream(
     settings: Settings,
@@ -279,6 +299,7 @@ async def stream(
     producer_options: dict[str, Any] | None = None,
     leave_as_leader: bool = True,
     stop_timeout: float | None = None,
+    session_seconds: float | None = None,
 ) -> AsyncIterator[Stream]:
     """coffre's topics ensured, then a started consumer in the group ``<prefix><group>`` (offsets
     committed by the runner, nothing subscribed until :meth:`Stream.run`) and a producer; on exit,
@@ -287,12 +308,17 @@ async def stream(
 
     With ``owns``, the consumer is assigned the partitions it owns instead of joining the
     group's rebalancing (the group still keeps its committed offsets). ``commit_interval``: the
-    least time between two offset commits (see :class:`~coffre.adapters.kafka.OffsetCommitter`)."""
+    least time between two offset commits (see :class:`~coffre.adapters.kafka.OffsetCommitter`).
+    ``session_seconds``: the group session (default: :func:`group_options`')."""
     await ensure_coffre_topics(settings)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
         group_id=f"{settings.topic_prefix}{group}",
-        **{**CONSUMER_TUNING, "max_poll_records": settings.batch_max, **(consumer_options or {})},
+        **{
+            **group_options(settings, session_seconds, joins=owns is None),
+            "max_poll_records": settings.batch_max,
+            **(consumer_options or {}),
+        },
         **client_options(settings),
     )
     async with publisher(settings, **(producer_options or {})) as out:

@@ -17,12 +17,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aiokafka.errors import InvalidSessionTimeoutError
+
 from coffre import metrics
 from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import Batch, Record, run_stream, run_until_signalled
-from coffre.config import Settings, Topics
+from coffre.config import Settings, Topics, configuration_error
 from coffre.domain.authenticity import RecordKeys
 from coffre.domain.messages import Acquittal, ForeignRecord, Receipt, Rejection
 from coffre.logs import log_context
@@ -180,4 +182,11 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Acquit
 
 def run(settings: Settings) -> None:
     """``coffre acquittal``: until SIGTERM or SIGINT."""
-    run_until_signalled(serve, settings)
+    try:
+        run_until_signalled(serve, settings)
+    except InvalidSessionTimeoutError:
+        configuration_error(
+            "COFFRE_KAFKA_SESSION_SECONDS (default: COFFRE_INGEST_SESSION_SECONDS): the brokers refuse "
+            "this group session (below their group.min.session.timeout.ms, 6 s on Apache Kafka by "
+            "default): raise it, or lower the brokers' minimum"
+        )
