@@ -26,11 +26,19 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.kafka import COMMIT_INTERVAL, CONSUMER_TUNING
+from coffre.adapters.kafka import COMMIT_INTERVAL
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.storage import ArchiveStorage
-from coffre.adapters.stream import Batch, Record, Stream, host_ordinal, run_until_signalled, stream
+from coffre.adapters.stream import (
+    Batch,
+    Record,
+    Stream,
+    group_options,
+    host_ordinal,
+    run_until_signalled,
+    stream,
+)
 from coffre.config import Settings, configuration_error, paths
 from coffre.domain.messages import now_iso
 from coffre.domain.routing import coffre_partition
@@ -151,7 +159,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> Record
     ops.add_check("archive", in_thread(storage.probe))
     ops.add_check("signing_key", in_thread(key_check(key)))
     await ops.start()
-    lease = GroupLease(CONSUMER_TUNING["session_timeout_ms"])
+    lease = GroupLease(group_options(settings)["session_timeout_ms"])
     sealing = SealerThread(sealer, may_seal=lease.current)
     try:
         sealer.start()  # start-up recovery, before anything new is recorded
