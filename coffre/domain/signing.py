@@ -91,6 +91,11 @@ def _parse(document: bytes) -> etree._Element:
         root = etree.fromstring(bytes(document), _parser())
     except etree.XMLSyntaxError as exc:
         raise ValueError(f"not well-formed XML: {exc}") from exc
+    return _check_parsed(root)
+
+
+def _check_parsed(root: etree._Element) -> etree._Element:
+    """``root`` as :func:`_parse` returns it: ValueError for a DTD or an entity reference."""
     docinfo = root.getroottree().docinfo
     if docinfo.doctype or docinfo.internalDTD is not None or docinfo.externalDTD is not None:
         raise ValueError("DTDs and entity declarations are not accepted")
@@ -363,17 +368,23 @@ def _without_signature(root: etree._Element) -> etree._Element:
     return document
 
 
-def verify(document: bytes, trust: TrustStore, at: datetime) -> etree._Element:
+def verify(
+    document: bytes, trust: TrustStore, at: datetime, *, parsed: etree._Element | None = None
+) -> etree._Element:
     """The root element of ``document`` as covered by its signature, or :class:`SignatureInvalid`.
 
     ``at`` (timezone-aware) is when the document was signed: the signing certificate must be
     in ``trust`` and valid then. The returned element is rebuilt from the signed bytes (without
     the signature), never from an unsigned part of the input.
+
+    ``parsed`` is ``document`` already parsed by the caller with the same hardened parser
+    (:func:`coffre.domain.lot.parse_document`: ``coffre verify`` reads each lot's time before
+    its signature): it is not parsed again, and is not changed.
     """
     if at.tzinfo is None:
         raise ValueError("the verification time must be timezone-aware")
     try:
-        root = _parse(document)
+        root = _parse(document) if parsed is None else _check_parsed(parsed)
     except ValueError as exc:
         raise SignatureInvalid(str(exc)) from None
 

@@ -213,7 +213,7 @@ def _open_signed(
     except LotFormatError:
         at = datetime.now(UTC)
     try:
-        return _Opened(path, digest(document), verify(document, trust, at), True, [])
+        return _Opened(path, digest(document), verify(document, trust, at, parsed=unverified), True, [])
     except SignatureInvalid as exc:
         return _Opened(path, digest(document), unverified, False, [Failure(path, "signature", str(exc))])
 
