@@ -26,13 +26,14 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from hashlib import sha256 as _sha256
 from typing import overload
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from lxml import etree
 
-from .chain import GENESIS, chain_hash
+from .chain import GENESIS
 from .evidence import parse_evidence_name
 from .lot import (
     NO_DIGEST,
@@ -40,7 +41,6 @@ from .lot import (
     LotFormatError,
     LotHeader,
     digest,
-    event_leaf,
     format_time,
     parse_document,
     parse_lot_name,
@@ -54,6 +54,9 @@ from .signing import SignatureInvalid, TrustStore, verify
 from .timestamp import MAX_RESPONSE_BYTES, ImprintMismatch, TimestampInvalid, verify_token
 from .witness import CosignatureInvalid, cosigned_by, fingerprint, note_body, split_note
 from .witness import key_id as witness_key_id
+
+_LEAF = b"\x00"
+"""RFC 9162's leaf prefix (:func:`coffre.domain.merkle.leaf_hash`), inlined in the walk's loop."""
 
 SchemaCheck = Callable[[bytes], list[str]]
 """Schema errors of one event's canonical bytes (empty when it validates)."""
@@ -113,6 +116,12 @@ class Hashes(Sequence[bytes]):
     def extend(self, values: Iterable[bytes]) -> None:
         for value in values:
             self.append(value)
+
+    def extend_packed(self, packed: bytes | bytearray) -> None:
+        """Append hashes given end to end in one buffer (a multiple of 32 bytes)."""
+        if len(packed) % HASH_SIZE:
+            raise ValueError(f"{len(packed)} bytes are not whole {HASH_SIZE}-byte hashes")
+        self._data += packed
 
     def truncate(self, size: int) -> None:
         """Keep the first ``size`` hashes only."""
@@ -699,6 +708,7 @@ class CoffreWalk:
         _check_ids(report, path, h, [e.id_evt for e in lot.events])
         chain = h.previous_chain_hash
         leaves = []
+        chains = bytearray()
         tree = self.tree
         for event in lot.events:
             if event.stated != (h.id_oper, str(h.id_coffre), str(event.id_evt)):
@@ -712,19 +722,21 @@ class CoffreWalk:
                     f"its lot's and Evenement's {h.id_oper}/{h.id_coffre}/{event.id_evt}",
                     event.id_evt,
                 )
-            chain = chain_hash(chain, event.canonical)
+            canonical = event.canonical
+            chain = _sha256(chain + canonical).digest()  # chain_hash(chain, canonical)
             if chain != event.chain_hash:
                 report.fail(
                     path, "chain", "the chain hash does not recompute from the event's bytes", event.id_evt
                 )
                 chain = event.chain_hash  # report each broken link once, not every event after it
-            leaf = event_leaf(event.canonical)
+            leaf = _sha256(_LEAF + canonical).digest()  # event_leaf(canonical)
             leaves.append(leaf)
             tree.append(leaf)
-            report.chain.append(chain)
+            chains += chain
             if self.schema is not None:
                 for error in self.schema(event.canonical)[:3]:
                     report.fail(path, "schema", error, event.id_evt)
+        report.chain.extend_packed(chains)
         report.leaves.extend(leaves)
         report.spans.append((h.number, h.first_id_evt, h.last_id_evt))
         report.events += len(lot.events)
