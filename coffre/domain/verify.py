@@ -22,11 +22,15 @@ coffre, the regulator API extends it lot by lot before it gives a proof (one ver
 
 from __future__ import annotations
 
+import binascii
+import re
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
+from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from hashlib import sha256 as _sha256
+from itertools import repeat
 from typing import overload
 
 from cryptography import x509
@@ -36,10 +40,13 @@ from lxml import etree
 from .chain import GENESIS
 from .evidence import parse_evidence_name
 from .lot import (
+    MAX_LOT_EVENTS,
     NO_DIGEST,
     Checkpoint,
+    Lot,
     LotFormatError,
     LotHeader,
+    _stated_identity,
     digest,
     format_time,
     parse_document,
@@ -50,13 +57,15 @@ from .lot import (
 )
 from .merkle import HASH_SIZE, MerkleAccumulator
 from .merkle import root as merkle_root
-from .signing import SignatureInvalid, TrustStore, verify
+from .signing import SignatureInvalid, TrustStore, verify_canonical
 from .timestamp import MAX_RESPONSE_BYTES, ImprintMismatch, TimestampInvalid, verify_token
 from .witness import CosignatureInvalid, cosigned_by, fingerprint, note_body, split_note
 from .witness import key_id as witness_key_id
 
 _LEAF = b"\x00"
-"""RFC 9162's leaf prefix (:func:`coffre.domain.merkle.leaf_hash`), inlined in the walk's loop."""
+"""RFC 9162's leaf prefix (:func:`coffre.domain.merkle.leaf_hash`), inlined in the walk."""
+_NODE = b"\x01"
+"""RFC 9162's interior node prefix (:func:`coffre.domain.merkle.node_hash`), inlined likewise."""
 
 SchemaCheck = Callable[[bytes], list[str]]
 """Schema errors of one event's canonical bytes (empty when it validates)."""
@@ -204,6 +213,8 @@ class _Opened:
     root: etree._Element | None
     signed: bool
     failures: list[Failure]
+    canonical: bytes | None = None
+    """The exclusive C14N of ``root`` the signature covers, when it holds."""
 
 
 def _open_signed(
@@ -222,7 +233,8 @@ def _open_signed(
     except LotFormatError:
         at = datetime.now(UTC)
     try:
-        return _Opened(path, digest(document), verify(document, trust, at, parsed=unverified), True, [])
+        root, canonical = verify_canonical(document, trust, at, parsed=unverified, take=True)
+        return _Opened(path, digest(document), root, True, [], canonical)
     except SignatureInvalid as exc:
         return _Opened(path, digest(document), unverified, False, [Failure(path, "signature", str(exc))])
 
@@ -314,7 +326,9 @@ def _read_checkpoint(
             checkpoint = read_checkpoint(opened.root)
         except LotFormatError as exc:
             opened.failures.append(Failure(path, "format", str(exc)))
-        opened.root = None  # what it says is kept, not its tree: a coffre may have many checkpoints
+        opened.root = opened.canonical = (
+            None  # what it says is kept, not its tree: a coffre may have many checkpoints
+        )
     read = _ReadCheckpoint(opened, checkpoint, parsed[2] if parsed else None)
     if checkpoint is not None and (checkpoint.id_oper, checkpoint.id_coffre) != (
         report.id_oper,
@@ -544,6 +558,184 @@ class _Previous:
     sealed_chains: frozenset[bytes] = frozenset()
 
 
+# -- a lot's events, read from the signed bytes ----------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Events:
+    """A lot's header and events as parallel lists (IDEvt, chain hash as the lot gives it,
+    canonical bytes), however they were read."""
+
+    header: LotHeader
+    ids: list[int]
+    claimed: list[bytes]
+    canonical: list[bytes]
+    identities: list[tuple[str | None, str | None, str | None] | None] | None = None
+    """Each event's own IDOper/IDCoffre/IDEvt (:attr:`LotEvent.stated`); None when they were
+    proven, all of them, to be the lot's and the Evenement's (:func:`_read_events_fast`)."""
+    holders: etree._Element | None = None
+    """The lot's ``Evenements`` element, to read the identities from when they were not proven."""
+    leaves: list[bytes] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, lot: Lot) -> _Events:
+        events = lot.events
+        return cls(
+            lot.header,
+            [e.id_evt for e in events],
+            [e.chain_hash for e in events],
+            [e.canonical for e in events],
+            [e.stated for e in events],
+        )
+
+    def stated(self, index: int) -> tuple[str | None, str | None, str | None] | None:
+        if self.identities is None:
+            if self.holders is None:  # proven: the lot's and the Evenement's
+                return self.header.id_oper, str(self.header.id_coffre), str(self.ids[index])
+            self.identities = [_stated_identity(holder[0]) for holder in self.holders]
+        return self.identities[index]
+
+    def strangers(self, h: LotHeader) -> list[int]:
+        """The indices of the events whose own identity is not their lot's and Evenement's."""
+        if self.identities is None and self.holders is None:
+            return []
+        oper, coffre = h.id_oper, str(h.id_coffre)
+        return [
+            index
+            for index, id_evt in enumerate(self.ids)
+            if self.stated(index) != (oper, coffre, str(id_evt))
+        ]
+
+
+_LOT_START = b'<LotCoffre version="1">'
+_BODY_START = b"</Entete>\n<Evenements>\n"
+_BODY_END = b"</Evenements>\n</LotCoffre>"
+_HOLDER_START = b'<Evenement HashChaine="'
+_HOLDER_END = b"</Evenement>"
+_HOLDER_SEPARATOR = _HOLDER_END + b"\n"
+_HOLDER_FIXED = len(b'<Evenement HashChaine="" IDEvt="">') + 64
+"""The bytes of an Evenement's start tag but its IDEvt's digits."""
+_IDENTITY_TAGS = re.compile(rb"<ID(?:Oper|Coffre|Evt)[ >]")
+_HOLDER_NODES = etree.XPath("count(Evenement/node())")
+_event_heads: dict[tuple[str, int], re.Pattern[bytes]] = {}
+
+
+def _event_head(id_oper: str, id_coffre: int) -> re.Pattern[bytes]:
+    """The beginning of one ``Evenement`` in a lot's canonical bytes as the sealer writes it: its
+    start tag (HashChaine, IDEvt), the start tag of its event (no attribute, no namespace) and,
+    when group 3 matches, the event's first children: IDOper and IDCoffre (the lot's), DateEvt,
+    and IDEvt (the Evenement's)."""
+    key = (id_oper, id_coffre)
+    pattern = _event_heads.get(key)
+    if pattern is None:
+        if len(_event_heads) > 1024:
+            _event_heads.clear()
+        pattern = _event_heads[key] = re.compile(
+            re.escape(_HOLDER_START) + rb'([0-9a-f]{64})" IDEvt="([1-9][0-9]{0,18})">'
+            rb"<[^\s:/>?!<]+>"
+            rb"(<IDOper>" + re.escape(id_oper.encode()) + rb"</IDOper>"
+            rb"<IDCoffre>" + str(id_coffre).encode() + rb"</IDCoffre>"
+            rb"<DateEvt>[^<]*</DateEvt><IDEvt>\2</IDEvt>)?"
+        )
+    return pattern
+
+
+def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
+    """The lot's events read from ``canonical`` (the signed bytes: the exclusive C14N of ``root``)
+    by slicing, when that is provably what :func:`read_lot` reads from ``root`` event by event;
+    None otherwise (the caller then reads the lot with :func:`read_lot`).
+
+    The proof, for a lot as the sealer writes it: in canonical XML every ``<`` is markup (text
+    and attribute values escape it) and, without processing instructions, is a start or an end
+    tag. ``root`` and ``Evenements`` render with no attribute or namespace declaration beyond
+    ``version``, so an event inherits nothing from them. ``</Evenement>`` appears exactly once
+    per child of ``Evenements``, each time followed by a line feed and then by
+    ``<Evenement HashChaine="`` (or the end of the body), which the body also starts with: so the
+    body is those children one after the other, each an ``Evenement`` (nothing nests in another)
+    whose start tag has exactly HashChaine and IDEvt (the pattern), holding one node (counted in
+    the tree) that is an element with no attribute nor namespace of its own; its bytes between
+    the tags are its exclusive C14N, the bytes :func:`read_lot` computes for it alone. The header
+    is read by :func:`read_lot` itself (on a copy of the root without the events). The events'
+    own IDOper, IDCoffre and IDEvt are proven the lot's and the Evenement's when each event
+    begins with them (the pattern) and the body holds no other element of those names; otherwise
+    they are read from the tree (:attr:`_Events.identities`)."""
+    if (
+        b"<?" in canonical
+        or not canonical.startswith(_LOT_START)
+        or not canonical.endswith(_BODY_END)
+        or len(root) != 2
+    ):
+        return None
+    start = canonical.find(_BODY_START)
+    if start < 0 or canonical.find(b"</Entete>") != start:
+        return None
+    holders = root[1]
+    if holders.tag != "Evenements" or len(holders) > MAX_LOT_EVENTS:
+        return None
+    # The header as read_lot reads it: the same root, its first child as it is, no events.
+    alone = etree.Element(root.tag, dict(root.attrib))
+    alone.append(deepcopy(root[0]))
+    etree.SubElement(alone, "Evenements")
+    try:
+        header = read_lot(alone).header
+    except LotFormatError:
+        return None
+    body = canonical[start + len(_BODY_START) : len(canonical) - len(_BODY_END)]
+    count = len(holders)
+    pieces = body.split(_HOLDER_SEPARATOR)
+    if (
+        pieces.pop()
+        or len(pieces) != count
+        or body.count(_HOLDER_END) != count
+        or sum(map(bytes.startswith, pieces, repeat(_HOLDER_START))) != count
+        or _HOLDER_NODES(holders) != count
+    ):
+        return None
+    heads = _event_head(header.id_oper, header.id_coffre).findall(body)
+    if len(heads) != count:
+        return None
+    events = [piece[_HOLDER_FIXED + len(head[1]) :] for piece, head in zip(pieces, heads, strict=True)]
+    proven = all(head[2] for head in heads) and len(_IDENTITY_TAGS.findall(body)) == 3 * count
+    packed = binascii.unhexlify(b"".join(head[0] for head in heads))
+    return _Events(
+        header,
+        [int(head[1]) for head in heads],
+        [packed[i : i + HASH_SIZE] for i in range(0, len(packed), HASH_SIZE)],
+        events,
+        None,
+        None if proven else holders,
+    )
+
+
+def _lot_root(leaves: list[bytes]) -> bytes:
+    """RFC 9162's MTH over ``leaves``, level by level (an odd last node goes up as it is): the
+    same root as :func:`coffre.domain.merkle.root`, with the hashing in comprehensions."""
+    if not leaves:
+        return merkle_root(leaves)
+    level = leaves
+    while len(level) > 1:
+        odd = [level[-1]] if len(level) & 1 else []
+        level = [
+            _sha256(_NODE + left + right).digest()
+            for left, right in zip(level[::2], level[1::2], strict=False)
+        ] + odd
+    return level[0]
+
+
+def _extend_tree(tree: MerkleAccumulator, leaves: list[bytes]) -> None:
+    """:meth:`MerkleAccumulator.append` of each leaf, inlined (the walk's leaves are digests)."""
+    frontier = tree._frontier
+    size = tree._size
+    for leaf in leaves:
+        count = size
+        while count & 1:
+            leaf = _sha256(_NODE + frontier.pop() + leaf).digest()
+            count >>= 1
+        frontier.append(leaf)
+        size += 1
+    tree._size = size
+
+
 def verify_coffre(
     id_oper: str,
     id_coffre: int,
@@ -677,7 +869,10 @@ class CoffreWalk:
         try:
             if opened.root is None:
                 raise LotFormatError("unreadable")
-            lot = read_lot(opened.root)
+            events = _read_events_fast(opened.root, opened.canonical) if opened.canonical else None
+            if events is None:
+                events = _Events.of(read_lot(opened.root))
+            h = events.header
         except LotFormatError as exc:
             if opened.root is not None:
                 report.fail(path, "format", str(exc))
@@ -686,7 +881,7 @@ class CoffreWalk:
             self.expected_number, self.rebase = number + 1, True
             report.complete = False
             return
-        h = lot.header
+        opened.root = opened.canonical = None
         self.last_number = max(self.last_number, number)
         if self.rebase:
             self.previous = _Previous(h.previous_lot_digest, h.previous_chain_hash)
@@ -705,45 +900,15 @@ class CoffreWalk:
                 "IDEvt continuity",
                 f"the lot starts at IDEvt {h.first_id_evt}, expected {self.expected_id}",
             )
-        _check_ids(report, path, h, [e.id_evt for e in lot.events])
-        chain = h.previous_chain_hash
-        leaves = []
-        chains = bytearray()
-        tree = self.tree
-        for event in lot.events:
-            if event.stated != (h.id_oper, str(h.id_coffre), str(event.id_evt)):
-                oper, coffre, id_evt = (
-                    value if value is not None else "?" for value in event.stated or (None,) * 3
-                )
-                report.fail(
-                    path,
-                    "event identity",
-                    f"the event's own IDOper/IDCoffre/IDEvt are {oper}/{coffre}/{id_evt}, "
-                    f"its lot's and Evenement's {h.id_oper}/{h.id_coffre}/{event.id_evt}",
-                    event.id_evt,
-                )
-            canonical = event.canonical
-            chain = _sha256(chain + canonical).digest()  # chain_hash(chain, canonical)
-            if chain != event.chain_hash:
-                report.fail(
-                    path, "chain", "the chain hash does not recompute from the event's bytes", event.id_evt
-                )
-                chain = event.chain_hash  # report each broken link once, not every event after it
-            leaf = _sha256(_LEAF + canonical).digest()  # event_leaf(canonical)
-            leaves.append(leaf)
-            tree.append(leaf)
-            chains += chain
-            if self.schema is not None:
-                for error in self.schema(event.canonical)[:3]:
-                    report.fail(path, "schema", error, event.id_evt)
-        report.chain.extend_packed(chains)
-        report.leaves.extend(leaves)
+        _check_ids(report, path, h, events.ids)
+        self._check_events(path, h, events)
+        report.events += len(events.ids)
         report.spans.append((h.number, h.first_id_evt, h.last_id_evt))
-        report.events += len(lot.events)
-        if lot.events and h.last_chain_hash != lot.events[-1].chain_hash:
+        if events.ids and h.last_chain_hash != events.claimed[-1]:
             report.fail(path, "chain", "HashChaineDernier is not the last event's chain hash", h.last_id_evt)
-        if merkle_root(leaves) != h.merkle_root:
+        if _lot_root(events.leaves) != h.merkle_root:
             report.fail(path, "merkle root", "RacineMerkle does not recompute from the lot's events")
+        tree = self.tree
         report.roots[tree.size] = tree.root()
         if (
             report.complete
@@ -782,6 +947,54 @@ class CoffreWalk:
             frozenset(c.chain_hash for c in sealed),
         )
         self.expected_id = max(self.expected_id, h.last_id_evt) + 1
+
+    def _check_events(self, path: str, h: LotHeader, events: _Events) -> None:
+        """Each event's identity, chain hash and schema (its failures in that order, event after
+        event), then its leaf in the coffre's tree and its chain hash in the report.
+
+        The chain hash recomputed for an event always starts from the chain hash the lot gives the
+        event before it (the lot's HashChainePrecedent for the first): where that one did not
+        recompute, it is reported and the chain goes on from it, so that each broken link is
+        reported once. Hence each event's link is checked on its own, and the report's chain is
+        the lot's own."""
+        report, canon, claimed = self.report, events.canonical, events.claimed
+        links = [h.previous_chain_hash, *claimed[:-1]]
+        computed = [_sha256(chain + event).digest() for chain, event in zip(links, canon, strict=True)]
+        found: dict[int, list[Failure]] = {}
+        for index in events.strangers(h):
+            oper, coffre, id_evt = (
+                value if value is not None else "?" for value in events.stated(index) or (None,) * 3
+            )
+            found.setdefault(index, []).append(
+                Failure(
+                    path,
+                    "event identity",
+                    f"the event's own IDOper/IDCoffre/IDEvt are {oper}/{coffre}/{id_evt}, "
+                    f"its lot's and Evenement's {h.id_oper}/{h.id_coffre}/{events.ids[index]}",
+                    events.ids[index],
+                )
+            )
+        if computed != claimed:
+            for index, (again, given) in enumerate(zip(computed, claimed, strict=True)):
+                if again != given:
+                    found.setdefault(index, []).append(
+                        Failure(
+                            path,
+                            "chain",
+                            "the chain hash does not recompute from the event's bytes",
+                            events.ids[index],
+                        )
+                    )
+        if self.schema is not None:
+            for index, event in enumerate(canon):
+                for error in self.schema(event)[:3]:
+                    found.setdefault(index, []).append(Failure(path, "schema", error, events.ids[index]))
+        for index in sorted(found):
+            report.failures += found[index]
+        leaves = events.leaves = [_sha256(_LEAF + event).digest() for event in canon]
+        _extend_tree(self.tree, leaves)
+        report.leaves.extend_packed(b"".join(leaves))
+        report.chain.extend_packed(b"".join(claimed))
 
     def finish(self, checkpoints: Iterable[_ReadCheckpoint]) -> None:
         """Check the checkpoints no lot checked: an older one, or one whose lot is not there."""
