@@ -30,7 +30,6 @@ from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from hashlib import sha256 as _sha256
-from itertools import repeat
 from typing import overload
 
 from cryptography import x509
@@ -612,30 +611,30 @@ _BODY_START = b"</Entete>\n<Evenements>\n"
 _BODY_END = b"</Evenements>\n</LotCoffre>"
 _HOLDER_START = b'<Evenement HashChaine="'
 _HOLDER_END = b"</Evenement>"
-_HOLDER_SEPARATOR = _HOLDER_END + b"\n"
-_HOLDER_FIXED = len(b'<Evenement HashChaine="" IDEvt="">') + 64
-"""The bytes of an Evenement's start tag but its IDEvt's digits."""
+_HOLDER_FIXED = len(b'<Evenement HashChaine="" IDEvt=""></Evenement>\n') + 64
+"""The bytes of an Evenement but its IDEvt's digits and its event."""
 _IDENTITY_TAGS = re.compile(rb"<ID(?:Oper|Coffre|Evt)[ >]")
 _HOLDER_NODES = etree.XPath("count(Evenement/node())")
-_event_heads: dict[tuple[str, int], re.Pattern[bytes]] = {}
+_event_patterns: dict[tuple[str, int], re.Pattern[bytes]] = {}
 
 
-def _event_head(id_oper: str, id_coffre: int) -> re.Pattern[bytes]:
-    """The beginning of one ``Evenement`` in a lot's canonical bytes as the sealer writes it: its
-    start tag (HashChaine, IDEvt), the start tag of its event (no attribute, no namespace) and,
-    when group 3 matches, the event's first children: IDOper and IDCoffre (the lot's), DateEvt,
-    and IDEvt (the Evenement's)."""
+def _event_pattern(id_oper: str, id_coffre: int) -> re.Pattern[bytes]:
+    """One ``Evenement`` on one line of a lot's canonical bytes, as the sealer writes it: its
+    start tag (HashChaine, IDEvt), its event (group 4) whose start tag has no attribute nor
+    namespace and whose first children are, when group 3 matches, IDOper and IDCoffre (the
+    lot's), DateEvt and IDEvt (the Evenement's); then its end tag and a line feed."""
     key = (id_oper, id_coffre)
-    pattern = _event_heads.get(key)
+    pattern = _event_patterns.get(key)
     if pattern is None:
-        if len(_event_heads) > 1024:
-            _event_heads.clear()
-        pattern = _event_heads[key] = re.compile(
+        if len(_event_patterns) > 1024:
+            _event_patterns.clear()
+        pattern = _event_patterns[key] = re.compile(
             re.escape(_HOLDER_START) + rb'([0-9a-f]{64})" IDEvt="([1-9][0-9]{0,18})">'
-            rb"<[^\s:/>?!<]+>"
+            rb"(?=(<[^\s:/>?!<]+>"
             rb"(<IDOper>" + re.escape(id_oper.encode()) + rb"</IDOper>"
             rb"<IDCoffre>" + str(id_coffre).encode() + rb"</IDCoffre>"
-            rb"<DateEvt>[^<]*</DateEvt><IDEvt>\2</IDEvt>)?"
+            rb"<DateEvt>[^<]*</DateEvt><IDEvt>\2</IDEvt>)?))"
+            rb"([^\n]*)</Evenement>\n"
         )
     return pattern
 
@@ -645,25 +644,25 @@ def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
     by slicing, when that is provably what :func:`read_lot` reads from ``root`` event by event;
     None otherwise (the caller then reads the lot with :func:`read_lot`).
 
-    The proof, for a lot as the sealer writes it: in canonical XML every ``<`` is markup (text
-    and attribute values escape it) and, without processing instructions, is a start or an end
-    tag. ``root`` and ``Evenements`` render with no attribute or namespace declaration beyond
-    ``version``, so an event inherits nothing from them. ``</Evenement>`` appears exactly once
-    per child of ``Evenements``, each time followed by a line feed and then by
-    ``<Evenement HashChaine="`` (or the end of the body), which the body also starts with: so the
-    body is those children one after the other, each an ``Evenement`` (nothing nests in another)
-    whose start tag has exactly HashChaine and IDEvt (the pattern), holding one node (counted in
-    the tree) that is an element with no attribute nor namespace of its own; its bytes between
+    The proof, for a lot as the sealer writes it: without processing instructions (none in the
+    tree), every ``<`` of canonical XML is a start or an end tag (text and attribute values escape
+    it). ``root`` and ``Evenements`` render with no attribute or namespace declaration beyond
+    ``version``, so an event inherits nothing from them. ``</Evenement>`` appears exactly once per
+    child of ``Evenements``, and the body is, from its first byte to its last, as many matches of
+    the pattern one after the other: so the body is those children, each an ``Evenement`` (none
+    nests in another) whose start tag has exactly HashChaine and IDEvt, holding one node (counted
+    in the tree) that is an element with no attribute nor namespace of its own; its bytes between
     the tags are its exclusive C14N, the bytes :func:`read_lot` computes for it alone. The header
     is read by :func:`read_lot` itself (on a copy of the root without the events). The events'
     own IDOper, IDCoffre and IDEvt are proven the lot's and the Evenement's when each event
     begins with them (the pattern) and the body holds no other element of those names; otherwise
-    they are read from the tree (:attr:`_Events.identities`)."""
+    they are read from the tree (:attr:`_Events.identities`). An event whose bytes hold a line
+    feed makes the lot decline (read the slow way)."""
     if (
-        b"<?" in canonical
-        or not canonical.startswith(_LOT_START)
+        not canonical.startswith(_LOT_START)
         or not canonical.endswith(_BODY_END)
         or len(root) != 2
+        or next(root.iter(etree.PI), None) is not None
     ):
         return None
     start = canonical.find(_BODY_START)
@@ -682,24 +681,21 @@ def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
         return None
     body = canonical[start + len(_BODY_START) : len(canonical) - len(_BODY_END)]
     count = len(holders)
-    pieces = body.split(_HOLDER_SEPARATOR)
-    if (
-        pieces.pop()
-        or len(pieces) != count
-        or body.count(_HOLDER_END) != count
-        or sum(map(bytes.startswith, pieces, repeat(_HOLDER_START))) != count
-        or _HOLDER_NODES(holders) != count
-    ):
+    if body.count(_HOLDER_END) != count or _HOLDER_NODES(holders) != count:
         return None
-    heads = _event_head(header.id_oper, header.id_coffre).findall(body)
-    if len(heads) != count:
+    found = _event_pattern(header.id_oper, header.id_coffre).findall(body)
+    if len(found) != count:
         return None
-    events = [piece[_HOLDER_FIXED + len(head[1]) :] for piece, head in zip(pieces, heads, strict=True)]
-    proven = all(head[2] for head in heads) and len(_IDENTITY_TAGS.findall(body)) == 3 * count
-    packed = binascii.unhexlify(b"".join(head[0] for head in heads))
+    events = [event[4] for event in found]
+    if _HOLDER_FIXED * count + sum(len(event[1]) for event in found) + sum(map(len, events)) != len(body):
+        return None  # the matches do not tile the body
+    if not all(event[2] for event in found):
+        return None  # an event that is not one start tag without attribute, then its content
+    proven = all(event[3] for event in found) and len(_IDENTITY_TAGS.findall(body)) == 3 * count
+    packed = binascii.unhexlify(b"".join(event[0] for event in found))
     return _Events(
         header,
-        [int(head[1]) for head in heads],
+        [int(event[1]) for event in found],
         [packed[i : i + HASH_SIZE] for i in range(0, len(packed), HASH_SIZE)],
         events,
         None,
