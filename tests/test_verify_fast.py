@@ -106,14 +106,22 @@ def test_a_lot_as_the_sealer_writes_it_is_read_by_slicing(signer):
     assert_same(fast, slow)
 
 
-def test_the_lot_root_is_rfc9162s_mth():
-    leaves = [leaf_hash(bytes([i])) for i in range(70)]
-    for n in range(1, 70):
-        assert verify_module._lot_root(leaves[:n]) == merkle_root(leaves[:n])
-    tree = MerkleAccumulator()
-    verify_module._extend_tree(tree, leaves[:13])
-    verify_module._extend_tree(tree, leaves[13:])
-    assert tree.root() == merkle_root(leaves) and tree.size == 70
+def test_a_lot_s_root_and_the_coffre_s_tree_are_rfc9162s():
+    """The lot's root is MTH over its leaves, and the coffre's tree extended by them is the one
+    MerkleAccumulator.append gives, whatever the lot's size and where it starts."""
+    leaves = [leaf_hash(i.to_bytes(2, "big")) for i in range(300)]
+    for before in (0, 1, 2, 3, 7, 8, 24, 100, 128):
+        for size in (1, 2, 3, 5, 8, 13, 64, 100, 171):
+            tree, expected = MerkleAccumulator(), MerkleAccumulator()
+            for leaf in leaves[:before]:
+                tree.append(leaf)
+                expected.append(leaf)
+            lot = leaves[before : before + size]
+            for leaf in lot:
+                expected.append(leaf)
+            assert verify_module._lot_root_and_extend(tree, lot) == merkle_root(lot)
+            assert (tree.size, tree.root()) == (expected.size, expected.root()), (before, size)
+            assert tree._frontier == expected._frontier
 
 
 def nested(extra: str) -> list[bytes]:

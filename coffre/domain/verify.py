@@ -574,7 +574,8 @@ class _Events:
     proven, all of them, to be the lot's and the Evenement's (:func:`_read_events_fast`)."""
     holders: etree._Element | None = None
     """The lot's ``Evenements`` element, to read the identities from when they were not proven."""
-    leaves: list[bytes] = field(default_factory=list)
+    lot_root: bytes = b""
+    """The RFC 9162 root of the lot's events, once hashed (:meth:`CoffreWalk._check_events`)."""
 
     @classmethod
     def of(cls, lot: Lot) -> _Events:
@@ -703,33 +704,52 @@ def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
     )
 
 
-def _lot_root(leaves: list[bytes]) -> bytes:
-    """RFC 9162's MTH over ``leaves``, level by level (an odd last node goes up as it is): the
-    same root as :func:`coffre.domain.merkle.root`, with the hashing in comprehensions."""
+def _lot_root_and_extend(tree: MerkleAccumulator, leaves: list[bytes]) -> bytes:
+    """RFC 9162's MTH over ``leaves`` (the lot's root), and ``tree`` (the coffre's) extended by
+    them, as :meth:`MerkleAccumulator.append` of each would.
+
+    The lot's tree is hashed level by level (an odd last node goes up as it is: the same root as
+    :func:`coffre.domain.merkle.root`); the coffre's takes the lot's leaves in the largest
+    aligned perfect blocks, each one's root taken from the lot's levels where the lot's and the
+    coffre's alignments agree (lots of 1,000 start on multiples of 8: seven hashes in eight are
+    shared), else folded from the largest level where they do."""
     if not leaves:
         return merkle_root(leaves)
+    levels = [leaves]
     level = leaves
     while len(level) > 1:
-        odd = [level[-1]] if len(level) & 1 else []
-        level = [
+        up = [
             _sha256(_NODE + left + right).digest()
             for left, right in zip(level[::2], level[1::2], strict=False)
-        ] + odd
-    return level[0]
-
-
-def _extend_tree(tree: MerkleAccumulator, leaves: list[bytes]) -> None:
-    """:meth:`MerkleAccumulator.append` of each leaf, inlined (the walk's leaves are digests)."""
-    frontier = tree._frontier
-    size = tree._size
-    for leaf in leaves:
-        count = size
-        while count & 1:
-            leaf = _sha256(_NODE + frontier.pop() + leaf).digest()
-            count >>= 1
-        frontier.append(leaf)
-        size += 1
+        ]
+        if len(level) & 1:
+            up.append(level[-1])
+        levels.append(up)
+        level = up
+    frontier, size = tree._frontier, tree._size
+    start = position = size
+    end = start + len(leaves)
+    while position < end:
+        j = (position & -position).bit_length() - 1 if position else len(levels) - 1
+        while position + (1 << j) > end:
+            j -= 1
+        offset = position - start
+        shared = min(j, (offset & -offset).bit_length() - 1) if offset else j
+        block = levels[shared][offset >> shared : (offset >> shared) + (1 << (j - shared))]
+        while len(block) > 1:
+            block = [
+                _sha256(_NODE + left + right).digest()
+                for left, right in zip(block[::2], block[1::2], strict=True)
+            ]
+        node, carry = block[0], size >> j
+        while carry & 1:
+            node = _sha256(_NODE + frontier.pop() + node).digest()
+            carry >>= 1
+        frontier.append(node)
+        size += 1 << j
+        position += 1 << j
     tree._size = size
+    return level[0]
 
 
 def verify_coffre(
@@ -902,7 +922,7 @@ class CoffreWalk:
         report.spans.append((h.number, h.first_id_evt, h.last_id_evt))
         if events.ids and h.last_chain_hash != events.claimed[-1]:
             report.fail(path, "chain", "HashChaineDernier is not the last event's chain hash", h.last_id_evt)
-        if _lot_root(events.leaves) != h.merkle_root:
+        if events.lot_root != h.merkle_root:
             report.fail(path, "merkle root", "RacineMerkle does not recompute from the lot's events")
         tree = self.tree
         report.roots[tree.size] = tree.root()
@@ -987,8 +1007,8 @@ class CoffreWalk:
                     found.setdefault(index, []).append(Failure(path, "schema", error, events.ids[index]))
         for index in sorted(found):
             report.failures += found[index]
-        leaves = events.leaves = [_sha256(_LEAF + event).digest() for event in canon]
-        _extend_tree(self.tree, leaves)
+        leaves = [_sha256(_LEAF + event).digest() for event in canon]
+        events.lot_root = _lot_root_and_extend(self.tree, leaves)
         report.leaves.extend_packed(b"".join(leaves))
         report.chain.extend_packed(b"".join(claimed))
 
