@@ -245,6 +245,36 @@ CASES = {
         None,
         None,
     ),
+    "identities in another order (CLOTUREPOINTDEVENTE)": (
+        [
+            poinscrit(1),
+            c14n(
+                "<CLOTUREPOINTDEVENTE><IDOper>0099</IDOper><DateEvt>261231160000</DateEvt><IDEvt>2</IDEvt>"
+                "<IDCoffre>7</IDCoffre><Info>x</Info></CLOTUREPOINTDEVENTE>"
+            ),
+            poinscrit(3),
+        ],
+        None,
+        None,
+    ),
+    "an identity after a child with children": (
+        [
+            poinscrit(1),
+            c14n("<P><IDOper>0099</IDOper><A><B>1</B></A><IDCoffre>7</IDCoffre><IDEvt>2</IDEvt></P>"),
+            poinscrit(3),
+        ],
+        None,
+        None,
+    ),
+    "an identity twice, the second one right": (
+        [
+            poinscrit(1),
+            c14n("<P><IDOper>0098</IDOper><IDOper>0099</IDOper><IDCoffre>7</IDCoffre><IDEvt>2</IDEvt></P>"),
+            poinscrit(3),
+        ],
+        None,
+        None,
+    ),
     "text escaped in an event": (nested("<T>&lt;/Evenement&gt;\n&amp;&#13;</T>"), None, None),
 }
 

@@ -621,20 +621,29 @@ _event_patterns: dict[tuple[str, int], re.Pattern[bytes]] = {}
 
 def _event_pattern(id_oper: str, id_coffre: int) -> re.Pattern[bytes]:
     """One ``Evenement`` on one line of a lot's canonical bytes, as the sealer writes it: its
-    start tag (HashChaine, IDEvt), its event (group 4) whose start tag has no attribute nor
-    namespace and whose first children are, when group 3 matches, IDOper and IDCoffre (the
-    lot's), DateEvt and IDEvt (the Evenement's); then its end tag and a line feed."""
+    start tag (HashChaine: group 1, IDEvt: group 2), its event (group 7) whose start tag has no
+    attribute nor namespace, then its end tag and a line feed. Group 6 is ``<`` when the event's
+    IDOper and IDCoffre are the lot's and its IDEvt the Evenement's, each a child of the event
+    among a first run of children that hold text only (whatever their order)."""
     key = (id_oper, id_coffre)
     pattern = _event_patterns.get(key)
     if pattern is None:
         if len(_event_patterns) > 1024:
             _event_patterns.clear()
+        start = rb"<[^\s:/>?!<]+>"
+
+        def child(group: int, tag: bytes, text: bytes) -> bytes:
+            run = rb"(?:<(\w+)>[^<]*</\%d>)*?" % group
+            return rb"(?=" + start + run + b"<" + tag + b">" + text + b"</" + tag + b">)"
+
         pattern = _event_patterns[key] = re.compile(
             re.escape(_HOLDER_START) + rb'([0-9a-f]{64})" IDEvt="([1-9][0-9]{0,18})">'
-            rb"(?=(<[^\s:/>?!<]+>"
-            rb"(<IDOper>" + re.escape(id_oper.encode()) + rb"</IDOper>"
-            rb"<IDCoffre>" + str(id_coffre).encode() + rb"</IDCoffre>"
-            rb"<DateEvt>[^<]*</DateEvt><IDEvt>\2</IDEvt>)?))"
+            rb"(?=" + start + rb")"
+            rb"(?:"
+            + child(3, b"IDOper", re.escape(id_oper.encode()))
+            + child(4, b"IDCoffre", str(id_coffre).encode())
+            + child(5, b"IDEvt", rb"\2")
+            + rb"(?=(<)))?"
             rb"([^\n]*)</Evenement>\n"
         )
     return pattern
@@ -655,8 +664,9 @@ def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
     in the tree) that is an element with no attribute nor namespace of its own; its bytes between
     the tags are its exclusive C14N, the bytes :func:`read_lot` computes for it alone. The header
     is read by :func:`read_lot` itself (on a copy of the root without the events). The events'
-    own IDOper, IDCoffre and IDEvt are proven the lot's and the Evenement's when each event
-    begins with them (the pattern) and the body holds no other element of those names; otherwise
+    own IDOper, IDCoffre and IDEvt are proven the lot's and the Evenement's when each event has
+    them among its first children (the pattern) and the body holds no other element of those
+    names; otherwise
     they are read from the tree (:attr:`_Events.identities`). An event whose bytes hold a line
     feed makes the lot decline (read the slow way)."""
     if (
@@ -687,12 +697,10 @@ def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
     found = _event_pattern(header.id_oper, header.id_coffre).findall(body)
     if len(found) != count:
         return None
-    events = [event[4] for event in found]
+    events = [event[6] for event in found]
     if _HOLDER_FIXED * count + sum(len(event[1]) for event in found) + sum(map(len, events)) != len(body):
         return None  # the matches do not tile the body
-    if not all(event[2] for event in found):
-        return None  # an event that is not one start tag without attribute, then its content
-    proven = all(event[3] for event in found) and len(_IDENTITY_TAGS.findall(body)) == 3 * count
+    proven = all(event[5] for event in found) and len(_IDENTITY_TAGS.findall(body)) == 3 * count
     packed = binascii.unhexlify(b"".join(event[0] for event in found))
     return _Events(
         header,
