@@ -621,8 +621,8 @@ _event_patterns: dict[tuple[str, int], re.Pattern[bytes]] = {}
 
 def _event_pattern(id_oper: str, id_coffre: int) -> re.Pattern[bytes]:
     """One ``Evenement`` on one line of a lot's canonical bytes, as the sealer writes it: its
-    start tag (HashChaine: group 1, IDEvt: group 2), its event (group 7) whose start tag has no
-    attribute nor namespace, then its end tag and a line feed. Group 6 is ``<`` when the event's
+    start tag (HashChaine: group 1, IDEvt: group 2), its event (group 8) whose start tag has no
+    attribute nor namespace, then its end tag and a line feed. Group 3 or 7 is ``<`` when the event's
     IDOper and IDCoffre are the lot's and its IDEvt the Evenement's, each a child of the event
     among a first run of children that hold text only (whatever their order)."""
     key = (id_oper, id_coffre)
@@ -636,13 +636,17 @@ def _event_pattern(id_oper: str, id_coffre: int) -> re.Pattern[bytes]:
             run = rb"(?:<(\w+)>[^<]*</\%d>)*?" % group
             return rb"(?=" + start + run + b"<" + tag + b">" + text + b"</" + tag + b">)"
 
+        oper, coffre = re.escape(id_oper.encode()), str(id_coffre).encode()
         pattern = _event_patterns[key] = re.compile(
             re.escape(_HOLDER_START) + rb'([0-9a-f]{64})" IDEvt="([1-9][0-9]{0,18})">'
             rb"(?=" + start + rb")"
-            rb"(?:"
-            + child(3, b"IDOper", re.escape(id_oper.encode()))
-            + child(4, b"IDCoffre", str(id_coffre).encode())
-            + child(5, b"IDEvt", rb"\2")
+            # the order of most events, first (one look), then any order
+            rb"(?:(?=" + start + rb"<IDOper>" + oper + rb"</IDOper><IDCoffre>" + coffre + rb"</IDCoffre>"
+            rb"<DateEvt>[^<]*</DateEvt><IDEvt>\2</IDEvt>)(?=(<))"
+            rb"|"
+            + child(4, b"IDOper", oper)
+            + child(5, b"IDCoffre", coffre)
+            + child(6, b"IDEvt", rb"\2")
             + rb"(?=(<)))?"
             rb"([^\n]*)</Evenement>\n"
         )
@@ -697,10 +701,10 @@ def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
     found = _event_pattern(header.id_oper, header.id_coffre).findall(body)
     if len(found) != count:
         return None
-    events = [event[6] for event in found]
+    events = [event[7] for event in found]
     if _HOLDER_FIXED * count + sum(len(event[1]) for event in found) + sum(map(len, events)) != len(body):
         return None  # the matches do not tile the body
-    proven = all(event[5] for event in found) and len(_IDENTITY_TAGS.findall(body)) == 3 * count
+    proven = all(event[2] or event[6] for event in found) and len(_IDENTITY_TAGS.findall(body)) == 3 * count
     packed = binascii.unhexlify(b"".join(event[0] for event in found))
     return _Events(
         header,
