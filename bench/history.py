@@ -31,6 +31,16 @@ a synthetic history of one vault is built, then measured, without Kafka:
    one coffre, first call (a fresh index: the coffre's lots are read and verified) and warm (the
    median of ``--warm`` calls on the same index).
 
+``--direct`` builds an archive only, fast enough for the issue's 100 million events: small events
+(a shortened CLOTUREPOINTDEVENTE of 222 canonical bytes, the first of each coffre checked against
+``normalize``), each lot built by coffre's own lot builder (``lot_header_from_events``,
+``build_lot``) and signed by its ``Signer`` with its checkpoint, written where the sealer writes
+them, one process per coffre (``--jobs``); no journal, so no start-up or restore phase. It then
+measures ``coffre verify --jobs N`` (``--verify-jobs``, 2 by default: the CLI, wall and CPU time),
+the proofs as above (``--warm`` calls) and the regulator API's export of the newest day
+(``ArchiveIndex.export_day``, what ``GET /v1/exports/{day}`` streams). About 350 bytes of archive
+per event: ``--events 100000000`` needs about 35 GB (``--base`` puts it on a disk that has them).
+
 ``--json`` prints one JSON object on stdout (the table and progress go to stderr). Exit status: 0
 when everything was measured, 1 when a phase failed, 130 on Ctrl-C. About 4 minutes for 1,000,000
 events on 2 cores, and 2 GB of disk (``--keep`` keeps the temporary folder).
@@ -493,8 +503,10 @@ def child_verify(work: Path, lot_events: int) -> dict[str, Any]:
     }
 
 
-def child_proofs(work: Path, lot_events: int, warm: int = 20) -> dict[str, Any]:
+def child_proofs(work: Path, lot_events: int) -> dict[str, Any]:
     from coffre_regulator.archive_index import ArchiveIndex
+
+    warm = int(os.environ.get("COFFRE_BENCH_WARM", "20"))
 
     storage = LocalStorage(work / "archive")
     trust = TrustStore.from_pem_files([work / "cert.pem"])
@@ -637,7 +649,7 @@ def measure(work: Path, events: int, args: argparse.Namespace, say: Callable[[st
         verify["events_per_second"] = events / verify["seconds"]
         verify["events_per_cpu_second"] = events / verify["cpu_seconds"] if verify["cpu_seconds"] else None
         say(f"{events:,} events: regulator API proofs…")
-        result["proofs"] = run_child("proofs", work, args.lot_events)
+        result["proofs"] = run_child("proofs", work, args.lot_events, {"COFFRE_BENCH_WARM": str(args.warm)})
         say(f"{events:,} events: regulator API export of a day…")
         result["export"] = run_child("export", work, args.lot_events)
         return result
@@ -814,6 +826,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "(no journal: no start-up nor restore), then coffre verify --jobs, proofs and a day's export",
     )
     parser.add_argument("--verify-jobs", type=int, default=2, help="coffre verify --jobs with --direct")
+    parser.add_argument(
+        "--warm", type=int, default=20, help="warm proofs measured (their median) with --direct"
+    )
     parser.add_argument(
         "--base", type=Path, default=None, help="the folder to build in (default: a temporary one)"
     )
