@@ -211,7 +211,7 @@ def check_seal_notes(coffre: CoffreReport, notes: Sequence[tuple[str, Path]]) ->
     newest = max(spans, default=0)
     for relative, file in sorted(notes):
         try:
-            note = SealNote.decode(_raw_reader(file, MAX_NOTE_BYTES + 1)())
+            note = SealNote.decode(_RawReader(file, MAX_NOTE_BYTES + 1)())
             note.tree()
         except (SealNoteError, LotFormatError) as exc:
             coffre.fail(relative, "seal-note", str(exc))
