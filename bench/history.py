@@ -31,6 +31,16 @@ a synthetic history of one vault is built, then measured, without Kafka:
    one coffre, first call (a fresh index: the coffre's lots are read and verified) and warm (the
    median of ``--warm`` calls on the same index).
 
+``--direct`` builds an archive only, fast enough for the issue's 100 million events: small events
+(a shortened CLOTUREPOINTDEVENTE of 222 canonical bytes, the first of each coffre checked against
+``normalize``), each lot built by coffre's own lot builder (``lot_header_from_events``,
+``build_lot``) and signed by its ``Signer`` with its checkpoint, written where the sealer writes
+them, one process per coffre (``--jobs``); no journal, so no start-up or restore phase. It then
+measures ``coffre verify --jobs N`` (``--verify-jobs``, 2 by default: the CLI, wall and CPU time),
+the proofs as above (``--warm`` calls) and the regulator API's export of the newest day
+(``ArchiveIndex.export_day``, what ``GET /v1/exports/{day}`` streams). About 350 bytes of archive
+per event: ``--events 100000000`` needs about 35 GB (``--base`` puts it on a disk that has them).
+
 ``--json`` prints one JSON object on stdout (the table and progress go to stderr). Exit status: 0
 when everything was measured, 1 when a phase failed, 130 on Ctrl-C. About 4 minutes for 1,000,000
 events on 2 cores, and 2 GB of disk (``--keep`` keeps the temporary folder).
@@ -241,6 +251,171 @@ def build(work: Path, events: int, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# -- building an archive directly (--direct): lots written by coffre's own lot builder and signer ---
+
+SMALL_EVENT = (
+    b"<CLOTUREPOINTDEVENTE><IDOper>0099</IDOper><DateEvt>261231160000</DateEvt><IDEvt>1</IDEvt>"
+    b"<IDCoffre>21</IDCoffre><IDPointDeVente>P1</IDPointDeVente>"
+    b"<DateClotureEffective>20261231</DateClotureEffective></CLOTUREPOINTDEVENTE>"
+)
+"""A small real event (tests/fixtures' CLOTUREPOINTDEVENTE, shortened): about 230 canonical bytes."""
+
+
+def small_reference(id_coffre: int, id_evt: int) -> bytes:
+    raw = SMALL_EVENT.replace(b"<IDCoffre>21<", b"<IDCoffre>%d<" % id_coffre)
+    return canonical_bytes(normalize(raw, id_evt=id_evt))
+
+
+def small_template() -> bytes:
+    """A %-format of the small event's canonical bytes: %(c)d its IDCoffre, %(e)d its IDEvt."""
+    form = small_reference(FIRST_COFFRE, 1).replace(b"%", b"%%")
+    for found, put in (
+        (b"<IDCoffre>%d</IDCoffre>" % FIRST_COFFRE, b"<IDCoffre>%(c)d</IDCoffre>"),
+        (b"<IDEvt>1</IDEvt>", b"<IDEvt>%(e)d</IDEvt>"),
+    ):
+        if form.count(found) != 1:
+            raise RuntimeError(f"the small event does not hold {found!r} once")
+        form = form.replace(found, put)
+    return form
+
+
+def build_coffre_direct(
+    work: str, form: bytes, index: int, count: int, lot_events: int, start: str, step_seconds: float
+) -> dict[str, Any]:
+    """Coffre ``FIRST_COFFRE + index`` (a worker process): ``count`` events in lots of
+    ``lot_events``, each lot built by :func:`coffre.domain.lot.build_lot` under the header
+    :func:`~coffre.domain.lot.lot_header_from_events` gives, signed by :class:`Signer`, with its
+    checkpoint, written where the sealer writes them (``lot_key``, ``checkpoint_key``): the
+    archive a vault would have sealed, without a journal or a recorder."""
+    from coffre_vault.sealer import serialize
+
+    from coffre.domain.chain import GENESIS, chain_hash
+    from coffre.domain.lot import (
+        NO_DIGEST,
+        LotEvent,
+        build_checkpoint,
+        build_lot,
+        checkpoint_after,
+        checkpoint_key,
+        digest,
+        lot_header_from_events,
+        lot_key,
+    )
+    from coffre.domain.merkle import MerkleAccumulator, leaf_hash
+
+    root = Path(work)
+    archive = root / "archive"
+    signer = Signer.from_pem((root / "key.pem").read_bytes(), (root / "cert.pem").read_bytes())
+    id_coffre = FIRST_COFFRE + index
+    for id_evt in range(1, min(count, CHECKED) + 1):
+        if form % {b"c": id_coffre, b"e": id_evt} != small_reference(id_coffre, id_evt):
+            raise RuntimeError(
+                f"coffre {id_coffre} IDEvt {id_evt}: the template's bytes are not the normalizer's"
+            )
+    began = time.perf_counter()
+    first_at = datetime.fromisoformat(start)
+    step = timedelta(seconds=step_seconds)
+    tree = MerkleAccumulator()
+    chain, previous_digest, number, written = GENESIS, NO_DIGEST, 0, 0
+    folders: set[Path] = set()
+
+    def write(key: str, data: bytes) -> None:
+        path = archive / key
+        if path.parent not in folders:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            folders.add(path.parent)
+        path.write_bytes(data)
+
+    for first in range(1, count + 1, lot_events):
+        number += 1
+        previous_chain = chain
+        events, leaves = [], []
+        for id_evt in range(first, min(first + lot_events, count + 1)):
+            canonical = form % {b"c": id_coffre, b"e": id_evt}
+            chain = chain_hash(chain, canonical)
+            events.append(LotEvent(id_evt, chain, canonical))
+            leaf = leaf_hash(canonical)
+            leaves.append(leaf)
+            tree.append(leaf)
+        at = first_at + step * number
+        sealed_at = at.replace(microsecond=at.microsecond // 1000 * 1000)
+        header = lot_header_from_events(
+            id_oper=ID_OPER,
+            id_coffre=id_coffre,
+            number=number,
+            events=events,
+            previous_chain_hash=previous_chain,
+            previous_lot_digest=previous_digest,
+            tree_root=tree.root(),
+            sealed_at=sealed_at,
+            leaves=leaves,
+        )
+        data = serialize(signer.sign(build_lot(header, events)))
+        write(lot_key(ID_OPER, id_coffre, number, sealed_at), data)
+        previous_digest = digest(data)
+        checkpoint = checkpoint_after(header, previous_digest, sealed_at)
+        write(
+            checkpoint_key(ID_OPER, id_coffre, number), serialize(signer.sign(build_checkpoint(checkpoint)))
+        )
+        written += len(data)
+    return {
+        "coffre": id_coffre,
+        "seal_seconds": time.perf_counter() - began,
+        "lots": number,
+        "bytes": written,
+    }
+
+
+def build_direct(work: Path, events: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The archive of ``events`` small events under ``work``, over ``--coffres`` coffres, one
+    worker process per coffre at a time (``--jobs``); no journal."""
+    work.mkdir(parents=True)
+    (work / "archive").mkdir()
+    days = max(args.days, 1)
+    began_at = datetime.now(UTC) - timedelta(days=days, hours=2)
+    key, cert = generate_key_and_certificate(
+        "bench-history", "ecdsa", days=days + 3650, not_before=began_at - timedelta(days=1)
+    )
+    (work / "key.pem").write_bytes(key)
+    (work / "cert.pem").write_bytes(cert)
+    form = small_template()
+    per = [events // args.coffres + (1 if i < events % args.coffres else 0) for i in range(args.coffres)]
+    lots_per_coffre = max(1, -(-max(per) // args.lot_events))
+    step = timedelta(days=days) / (lots_per_coffre + 1)
+    began = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=min(args.jobs, args.coffres)) as pool:
+        futures = [
+            pool.submit(
+                build_coffre_direct,
+                str(work),
+                form,
+                i,
+                per[i],
+                args.lot_events,
+                began_at.isoformat(),
+                step.total_seconds(),
+            )
+            for i in range(args.coffres)
+        ]
+        coffres = [future.result() for future in futures]
+    seconds = time.perf_counter() - began
+    archive_bytes = sum(p.stat().st_size for p in (work / "archive").rglob("*") if p.is_file())
+    return {
+        "seconds": seconds,
+        "events_per_second": events / seconds,
+        "journal_seconds_max": 0.0,
+        "seal_seconds_max": max(c["seal_seconds"] for c in coffres),
+        "lots": sum(c["lots"] for c in coffres),
+        "sealed_events": events,
+        "tail_events": 0,
+        "event_bytes": len(form % {b"c": FIRST_COFFRE, b"e": 1}),
+        "journal_bytes": 0,
+        "archive_bytes": archive_bytes,
+        "days": days,
+        "direct": True,
+    }
+
+
 # -- the measures, each in a fresh process --------------------------------------------------------
 
 
@@ -328,8 +503,10 @@ def child_verify(work: Path, lot_events: int) -> dict[str, Any]:
     }
 
 
-def child_proofs(work: Path, lot_events: int, warm: int = 20) -> dict[str, Any]:
+def child_proofs(work: Path, lot_events: int) -> dict[str, Any]:
     from coffre_regulator.archive_index import ArchiveIndex
+
+    warm = int(os.environ.get("COFFRE_BENCH_WARM", "20"))
 
     storage = LocalStorage(work / "archive")
     trust = TrustStore.from_pem_files([work / "cert.pem"])
@@ -369,11 +546,64 @@ def child_proofs(work: Path, lot_events: int, warm: int = 20) -> dict[str, Any]:
     }
 
 
+def child_verify_cli(work: Path, lot_events: int) -> dict[str, Any]:
+    """``coffre verify --jobs N`` of the whole archive (N: ``COFFRE_BENCH_VERIFY_JOBS``), as an
+    operator runs it: wall time, and the CPU time of the command and its workers."""
+    jobs = int(os.environ.get("COFFRE_BENCH_VERIFY_JOBS", "2"))
+    command = [str(Path(sys.executable).with_name("coffre")), "verify", str(work / "archive")]
+    command += ["--cert", str(work / "cert.pem"), "--jobs", str(jobs)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "jobs": jobs,
+        "ok": done.returncode == 0,
+        "problems": (done.stdout + done.stderr).strip().splitlines()[-5:] if done.returncode else [],
+        "maxrss_mb": after.ru_maxrss / 1024,
+        "baseline_rss_mb": 0.0,
+    }
+
+
+def child_export(work: Path, lot_events: int) -> dict[str, Any]:
+    """The regulator API's daily export (``ArchiveIndex.export_day``, what ``GET /v1/exports/{day}``
+    streams) of the newest day of the archive, every coffre, to a file: time and size."""
+    from coffre_regulator.archive_index import ArchiveIndex
+
+    storage = LocalStorage(work / "archive")
+    trust = TrustStore.from_pem_files([work / "cert.pem"])
+    signer = Signer.from_pem((work / "key.pem").read_bytes(), (work / "cert.pem").read_bytes())
+    folder = work / "archive" / ID_OPER / str(FIRST_COFFRE)
+    days = sorted(p for p in folder.glob("[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]") if p.is_dir())
+    newest = days[-1].relative_to(folder).parts
+    day = datetime(int(newest[0]), int(newest[1]), int(newest[2]), tzinfo=UTC).date()
+    index = ArchiveIndex(storage, trust, signer)
+    try:
+        with tempfile.TemporaryFile(dir=work) as out:
+            began = time.perf_counter()
+            index.export_day(day, None, out)
+            seconds = time.perf_counter() - began
+            size = out.tell()
+    finally:
+        index.close()
+    lots = sum(
+        len(list((work / "archive" / ID_OPER / c.name).glob("/".join(newest) + "/*.xml")))
+        for c in (work / "archive" / ID_OPER).iterdir()
+    )
+    return {"day": day.isoformat(), "lots": lots, "bytes": size, "seconds": seconds, "maxrss_mb": maxrss_mb()}
+
+
 CHILDREN: dict[str, Callable[[Path, int], dict[str, Any]]] = {
     "startup": child_startup,
     "restore": child_restore,
     "verify": child_verify,
+    "verify_cli": child_verify_cli,
     "proofs": child_proofs,
+    "export": child_export,
 }
 
 
@@ -389,12 +619,13 @@ def evict(work: Path) -> None:
                     os.close(fd)
 
 
-def run_child(phase: str, work: Path, lot_events: int) -> dict[str, Any]:
+def run_child(phase: str, work: Path, lot_events: int, env: dict[str, str] | None = None) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, __file__, "--child", phase, "--work", str(work), "--lot-events", str(lot_events)],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
     )
     if done.returncode != 0:
         raise RuntimeError(f"{phase} failed: {done.stderr.strip()[-2000:]}")
@@ -406,6 +637,22 @@ def run_child(phase: str, work: Path, lot_events: int) -> dict[str, Any]:
 
 def measure(work: Path, events: int, args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
     result: dict[str, Any] = {"events": events}
+    if args.direct:
+        say(f"{events:,} events: building the archive, lots written directly…")
+        result["build"] = build_direct(work, events, args)
+        say(f"{events:,} events: coffre verify --jobs {args.verify_jobs}…")
+        jobs = {"COFFRE_BENCH_VERIFY_JOBS": str(args.verify_jobs)}
+        result["verify_cli"] = verify = run_child("verify_cli", work, args.lot_events, jobs)
+        if not verify["ok"]:
+            raise RuntimeError(f"the archive does not verify: {verify['problems']}")
+        verify["events"] = events
+        verify["events_per_second"] = events / verify["seconds"]
+        verify["events_per_cpu_second"] = events / verify["cpu_seconds"] if verify["cpu_seconds"] else None
+        say(f"{events:,} events: regulator API proofs…")
+        result["proofs"] = run_child("proofs", work, args.lot_events, {"COFFRE_BENCH_WARM": str(args.warm)})
+        say(f"{events:,} events: regulator API export of a day…")
+        result["export"] = run_child("export", work, args.lot_events)
+        return result
     say(f"{events:,} events: building the journals and the archive…")
     result["build"] = build(work, events, args)
     say(f"{events:,} events: vault start-up, page cache warm…")
@@ -484,6 +731,16 @@ def rows(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
             col(lambda r: f"{fmt_s(r['verify']['seconds'])} ({r['verify']['events_per_second']:,.0f} ev/s)"),
         ),
         ("  peak RSS", col(lambda r: f"{r['verify']['maxrss_mb']:,.0f} MB")),
+        (
+            "coffre verify --jobs N (CLI)",
+            col(
+                lambda r: (
+                    f"{fmt_s(r['verify_cli']['seconds'])} ({r['verify_cli']['events_per_second']:,.0f} ev/s, "
+                    f"N={r['verify_cli']['jobs']})"
+                )
+            ),
+        ),
+        ("  events per CPU-second", col(lambda r: f"{r['verify_cli']['events_per_cpu_second']:,.0f}")),
         ("proof API, coffre of", col(lambda r: f"{r['proofs']['coffre_events']:,} events")),
         (
             "  inclusion, first / warm",
@@ -502,7 +759,35 @@ def rows(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
             ),
         ),
         ("  peak RSS", col(lambda r: f"{r['proofs']['maxrss_mb']:,.0f} MB")),
+        (
+            "export of a day (every coffre)",
+            col(
+                lambda r: (
+                    f"{fmt_s(r['export']['seconds'])} ({r['export']['lots']:,} lots, "
+                    f"{r['export']['bytes'] / 1e6:,.1f} MB)"
+                )
+            ),
+        ),
     ]
+    if all(
+        "direct" in r.get("build", {}) for r in runs
+    ):  # no journal: no start-up, restore or in-process verify
+        table = [
+            row
+            for row in table
+            if not any(
+                word in row[0]
+                for word in (
+                    "start-up",
+                    "JournalSet",
+                    "Sealer",
+                    "journal writing",
+                    "restore",
+                    "verify, 1 core",
+                )
+            )
+        ]
+        table = [row for row in table if row[1] != ["n/a"] * len(runs)]
     return table
 
 
@@ -534,6 +819,19 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build processes")
     parser.add_argument("--no-restore", action="store_true", help="skip coffre restore")
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="only an archive of small events, its lots written directly by the lot builder and signer "
+        "(no journal: no start-up nor restore), then coffre verify --jobs, proofs and a day's export",
+    )
+    parser.add_argument("--verify-jobs", type=int, default=2, help="coffre verify --jobs with --direct")
+    parser.add_argument(
+        "--warm", type=int, default=20, help="warm proofs measured (their median) with --direct"
+    )
+    parser.add_argument(
+        "--base", type=Path, default=None, help="the folder to build in (default: a temporary one)"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
@@ -564,7 +862,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(text: str) -> None:
         print(text, file=out, flush=True)
 
-    base = Path(tempfile.mkdtemp(prefix="coffre-bench-history-"))
+    base = Path(tempfile.mkdtemp(prefix="coffre-bench-history-", dir=args.base))
     runs: list[dict[str, Any]] = []
     errors: list[str] = []
     status = 0

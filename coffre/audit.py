@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -96,6 +98,7 @@ def verify_archive(
     witness_keys: Sequence[Path] = (),
     witness: Sequence[WitnessedCheckpoint] | None = None,
     witness_name: str = "--witness",
+    jobs: int = 1,
 ) -> ArchiveReport:
     """Every coffre whose lots are under ``path`` (the archive's root, or any folder inside it).
 
@@ -108,7 +111,10 @@ def verify_archive(
     ``tsa_certs`` (trusted TSA roots, PEM) and ``witness_keys`` (Ed25519 public keys, PEM) have
     the evidence beside each checkpoint checked; ``witness`` is what a witness says it cosigned
     last for each coffre (:meth:`WitnessClient.checkpoints`, reported as ``witness_name``): the
-    archive must extend each of those checkpoints."""
+    archive must extend each of those checkpoints.
+
+    ``jobs`` above 1 verifies the coffres in that many worker processes (``coffre verify --jobs``):
+    each worker reads and checks whole coffres, and the report is the serial one, line for line."""
     report = ArchiveReport()
     trust = TrustStore.from_pem_files(list(certificates))
     keys = [key for file in witness_keys for key in load_public_keys(Path(file).read_bytes())]
@@ -132,7 +138,7 @@ def verify_archive(
             if name is None:
                 report.problems.append(f"{relative}: location: not an evidence file name")
             else:
-                evidence.setdefault((name.id_oper, name.id_coffre), []).append((relative, _raw_reader(file)))
+                evidence.setdefault((name.id_oper, name.id_coffre), []).append((relative, _RawReader(file)))
             continue
         if file.suffix == ".json" and file.parent.name == "seals":
             seal_notes.setdefault(tuple(file.parent.parent.parts[-2:]), []).append((relative, file))
@@ -145,7 +151,7 @@ def verify_archive(
             report.problems.append(f"{relative}: location: not a lot or checkpoint file name")
             continue
         into = checkpoints if file.parent.name == "checkpoints" else lots
-        into.setdefault((parsed[0], parsed[1]), []).append((relative, _reader(file)))
+        into.setdefault((parsed[0], parsed[1]), []).append((relative, _Reader(file)))
     older: dict[tuple[str, int], tuple[str, bytes]] = {}
     if older_checkpoint is not None:
         try:
@@ -156,19 +162,32 @@ def verify_archive(
         else:
             older[(checkpoint.id_oper, checkpoint.id_coffre)] = (str(older_checkpoint), document)
     witnessed = {(entry.id_oper, entry.id_coffre): entry for entry in witness or ()}
-    schema = schema_check(xsd_dir) if xsd_dir is not None else None
-    for key in sorted(lots.keys() | checkpoints.keys() | older.keys() | evidence.keys() | witnessed.keys()):
-        coffre = verify_coffre(
-            key[0],
-            key[1],
+    keys_in_order = sorted(
+        lots.keys() | checkpoints.keys() | older.keys() | evidence.keys() | witnessed.keys()
+    )
+    tasks = [
+        _CoffreTask(
+            key,
             lots.get(key, []),
             checkpoints.get(key, []),
-            trust,
-            older_checkpoint=older.get(key),
-            schema=schema,
-            evidence=evidence.get(key, []),
-            policy=policy,
+            older.get(key),
+            evidence.get(key, []),
         )
+        for key in keys_in_order
+    ]
+    setting = _Setting(
+        tuple(Path(c) for c in certificates),
+        tuple(Path(c) for c in tsa_certs),
+        tsa_max_delay,
+        tuple(Path(k) for k in witness_keys),
+        xsd_dir,
+    )
+    if jobs > 1 and len(tasks) > 1:
+        coffres = _verify_in_workers(setting, tasks, jobs)
+    else:
+        schema = schema_check(xsd_dir) if xsd_dir is not None else None
+        coffres = (task.run(trust, schema, policy) for task in tasks)
+    for key, coffre in zip(keys_in_order, coffres, strict=True):
         if key in witnessed:
             check_witnessed(coffre, witnessed[key], keys, witness_name)
         check_seal_notes(coffre, seal_notes.pop((key[0], str(key[1])), []))
@@ -192,7 +211,7 @@ def check_seal_notes(coffre: CoffreReport, notes: Sequence[tuple[str, Path]]) ->
     newest = max(spans, default=0)
     for relative, file in sorted(notes):
         try:
-            note = SealNote.decode(_raw_reader(file, MAX_NOTE_BYTES + 1)())
+            note = SealNote.decode(_RawReader(file, MAX_NOTE_BYTES + 1)())
             note.tree()
         except (SealNoteError, LotFormatError) as exc:
             coffre.fail(relative, "seal-note", str(exc))
@@ -271,27 +290,108 @@ def check_witnessed(
         )
 
 
-def _raw_reader(file: Path, limit: int = 64 * 1024) -> Callable[[], bytes]:
+@dataclass(frozen=True, slots=True)
+class _RawReader:
     """Reads an evidence file when called, refusing one larger than ``limit`` (a token or a
-    cosigned note is a few KiB)."""
+    cosigned note is a few KiB). A class, not a closure: it is sent to a ``--jobs`` worker."""
 
-    def read() -> bytes:
-        size = file.stat().st_size
-        if size > limit:
-            raise LotFormatError(f"{size} bytes, more than the {limit} an evidence file may hold")
-        return file.read_bytes()
+    file: Path
+    limit: int = 64 * 1024
 
-    return read
+    def __call__(self) -> bytes:
+        size = self.file.stat().st_size
+        if size > self.limit:
+            raise LotFormatError(f"{size} bytes, more than the {self.limit} an evidence file may hold")
+        return self.file.read_bytes()
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """Reads ``file`` when called, refusing (``format``) one larger than any lot may be."""
+
+    file: Path
+
+    def __call__(self) -> bytes:
+        check_document_size(self.file.stat().st_size)
+        return self.file.read_bytes()
 
 
 def _reader(file: Path) -> Callable[[], bytes]:
-    """Reads ``file`` when called, refusing (``format``) one larger than any lot may be."""
+    return _Reader(file)
 
-    def read() -> bytes:
-        check_document_size(file.stat().st_size)
-        return file.read_bytes()
 
-    return read
+# -- ``--jobs``: coffres verified in worker processes ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """What every coffre is checked with, as files: a worker loads them once (certificates and
+    keys are not sent between processes)."""
+
+    certificates: tuple[Path, ...]
+    tsa_certs: tuple[Path, ...]
+    tsa_max_delay: timedelta
+    witness_keys: tuple[Path, ...]
+    xsd_dir: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class _CoffreTask:
+    """One coffre's files (bytes read when the check reaches them), verified by :meth:`run`."""
+
+    key: tuple[str, int]
+    lots: list[tuple[str, Source]]
+    checkpoints: list[tuple[str, Source]]
+    older: tuple[str, bytes] | None
+    evidence: list[tuple[str, Source]]
+
+    def run(self, trust: TrustStore, schema: SchemaCheck | None, policy: EvidencePolicy) -> CoffreReport:
+        return verify_coffre(
+            self.key[0],
+            self.key[1],
+            self.lots,
+            self.checkpoints,
+            trust,
+            older_checkpoint=self.older,
+            schema=schema,
+            evidence=self.evidence,
+            policy=policy,
+        )
+
+
+_worker: tuple[TrustStore, SchemaCheck | None, EvidencePolicy] | None = None
+
+
+def _init_worker(setting: _Setting) -> None:
+    global _worker
+    keys = [key for file in setting.witness_keys for key in load_public_keys(Path(file).read_bytes())]
+    policy = EvidencePolicy(
+        tsa_roots=load_trust_files(setting.tsa_certs) if setting.tsa_certs else (),
+        tsa_max_delay=setting.tsa_max_delay,
+        witness_keys=keys,
+    )
+    schema = schema_check(setting.xsd_dir) if setting.xsd_dir is not None else None
+    _worker = (TrustStore.from_pem_files(list(setting.certificates)), schema, policy)
+
+
+def _run_in_worker(task: _CoffreTask) -> CoffreReport:
+    assert _worker is not None
+    return task.run(*_worker)
+
+
+def _verify_in_workers(setting: _Setting, tasks: list[_CoffreTask], jobs: int) -> Iterator[CoffreReport]:
+    """Each coffre's report, in the order of ``tasks``, from ``jobs`` worker processes (the
+    largest coffres first, so that none is left to run alone at the end)."""
+    from .audit_workers import start_method
+
+    context = multiprocessing.get_context(start_method())
+    with ProcessPoolExecutor(
+        min(jobs, len(tasks)), mp_context=context, initializer=_init_worker, initargs=(setting,)
+    ) as executor:
+        order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].lots))
+        futures = {i: executor.submit(_run_in_worker, tasks[i]) for i in order}
+        for i in range(len(tasks)):
+            yield futures[i].result()
 
 
 def archive_proof(

@@ -477,6 +477,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.tsa_max_delay < 0:
         print("coffre verify: --tsa-max-delay is a number of seconds, at least 0", file=sys.stderr)
         return 2
+    if args.jobs is not None and args.jobs < 1:
+        print("coffre verify: --jobs must be 1 or more", file=sys.stderr)
+        return 2
+    from .audit_command import available_cpus
+
     witnessed = None
     if args.witness:
         try:
@@ -496,6 +501,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             witness_keys=[Path(k) for k in args.witness_key],
             witness=witnessed,
             witness_name=args.witness or "--witness",
+            jobs=args.jobs if args.jobs is not None else available_cpus(),
         )
     except ValueError as exc:  # an unreadable --tsa-cert or --witness-key
         print(f"coffre verify: {exc}", file=sys.stderr)
@@ -719,6 +725,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a witness (https://…): the archive must extend the newest checkpoint it cosigned per coffre",
     )
     p.add_argument("--witness-ca", default=None, metavar="PEM", help="the CA bundle of the witness's TLS")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes that verify the coffres, one coffre each at a time (default: the CPUs available; "
+        "the report is the same whatever N)",
+    )
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(

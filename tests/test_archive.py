@@ -338,6 +338,39 @@ def test_a_removed_lot(archive, trusted):
     assert any("0000000003.xml: lot link:" in line for line in found)
 
 
+def test_the_coffres_verified_in_workers_give_the_serial_report(archive, trusted):
+    """``coffre verify --jobs N``: each coffre in a worker process, the report line for line the
+    serial one, on an archive tampered in both coffres and around them."""
+    path = lots(archive)[1]
+    path.write_bytes(path.read_bytes().replace(b"a-7-5<", b"a-7-X<"))
+    lots(archive, 8)[2].unlink()
+    checkpoint_files(archive, 8)[0].unlink()
+    (archive / "0099" / "8" / "notes.txt").write_text("not part of the archive")
+    (archive / "0099" / "9").mkdir()
+    shutil.copy(lots(archive, 7)[0], archive / "0099" / "9" / "0099-9-0000000001.xml")
+    serial = verify_archive(archive, [trusted[1]])
+    assert not serial.ok
+    assert {c.id_coffre for c in serial.coffres} == {7, 8, 9}
+    for jobs in (2, 3, 8):
+        parallel = verify_archive(archive, [trusted[1]], jobs=jobs)
+        assert parallel.lines() == serial.lines()
+        for one, other in zip(serial.coffres, parallel.coffres, strict=True):
+            assert (list(one.leaves), list(one.chain), one.roots, one.spans) == (
+                list(other.leaves),
+                list(other.chain),
+                other.roots,
+                other.spans,
+            )
+    run = [sys.executable, "-m", "coffre.cli", "verify", str(archive), "--cert", str(trusted[1])]
+    one = subprocess.run([*run, "--jobs", "1"], capture_output=True, text=True, timeout=120)
+    every = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert (
+        (every.returncode, every.stdout)
+        == (one.returncode, one.stdout)
+        == (1, "\n".join(serial.lines()) + "\n")
+    )
+
+
 def test_two_lots_swapped(archive, trusted):
     second, third = lots(archive)[1:3]
     a, b = second.read_bytes(), third.read_bytes()

@@ -94,3 +94,74 @@ def test_a_tiny_history_is_built_and_measured_at_two_sizes() -> None:
         assert run["proofs"]["coffre_events"] == events // 3
     # the table is printed too (on stderr with --json)
     assert "vault start-up, cache warm" in done.stderr and "1,200 events" in done.stderr
+
+
+DIRECT = {
+    "build": {
+        "seconds",
+        "events_per_second",
+        "seal_seconds_max",
+        "lots",
+        "sealed_events",
+        "event_bytes",
+        "archive_bytes",
+    },
+    "verify_cli": {
+        "seconds",
+        "cpu_seconds",
+        "jobs",
+        "ok",
+        "events",
+        "events_per_second",
+        "events_per_cpu_second",
+    },
+    "proofs": {
+        "coffre_events",
+        "inclusion_first_seconds",
+        "inclusion_warm_seconds",
+        "consistency_first_seconds",
+    },
+    "export": {"day", "lots", "bytes", "seconds"},
+}
+
+
+def test_an_archive_written_directly_is_verified_by_coffre_verify_jobs_and_proved() -> None:
+    """--direct: lots of small events written by the lot builder and signer, no journal; the archive
+    passes ``coffre verify --jobs 2`` (which would fail the run otherwise), and the regulator API
+    proves an event and exports a day of it."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "history.py"),
+            "--json",
+            "--direct",
+            "--events",
+            "2000",
+            "--coffres",
+            "3",
+            "--lot-events",
+            "150",
+            "--days",
+            "10",
+            "--verify-jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out: dict[str, Any] = json.loads(done.stdout)
+    assert out["errors"] == [] and out["status"] == 0
+    (run,) = out["runs"]
+    assert set(run) == {"events", *DIRECT}
+    for phase, keys in DIRECT.items():
+        assert keys <= set(run[phase]), (phase, keys - set(run[phase]))
+    build = run["build"]
+    assert build["sealed_events"] == 2000 and build["lots"] == 3 * 5  # 667, 667, 666: 5 lots of <= 150 each
+    assert 200 <= build["event_bytes"] <= 260
+    assert run["verify_cli"]["ok"] and run["verify_cli"]["jobs"] == 2 and run["verify_cli"]["events"] == 2000
+    assert run["proofs"]["coffre_events"] == 667
+    assert run["export"]["lots"] >= 1 and run["export"]["bytes"] > 0
+    assert "coffre verify --jobs N (CLI)" in done.stderr and "export of a day" in done.stderr

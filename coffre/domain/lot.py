@@ -283,13 +283,20 @@ def _stated_identity(event: etree._Element) -> tuple[str | None, str | None, str
     holds more than text."""
     found: dict[str, etree._Element | None] = {}
     for child in event:
-        if child.tag in _IDENTITY:
-            found[child.tag] = None if child.tag in found else child
-    texts = [
-        element.text or "" if element is not None and not len(element) else None
-        for element in (found.get(name) for name in _IDENTITY)
-    ]
-    return texts[0], texts[1], texts[2]
+        tag = child.tag
+        if tag in _IDENTITY:
+            found[tag] = None if tag in found else child
+    return (
+        _identity_text(found.get("IDOper")),
+        _identity_text(found.get("IDCoffre")),
+        _identity_text(found.get("IDEvt")),
+    )
+
+
+def _identity_text(element: etree._Element | None) -> str | None:
+    if element is None or len(element):
+        return None
+    return element.text or ""
 
 
 # -- checkpoints -----------------------------------------------------------------------------
@@ -415,14 +422,18 @@ def _header_values(parent: etree._Element, fields: tuple[tuple[str, str | None],
     return {child.tag: child.text or "" for child in elements}
 
 
+_INT = re.compile(r"0|[1-9][0-9]{0,18}").fullmatch
+_HEX_HASH = re.compile(r"[0-9a-f]{64}").fullmatch
+
+
 def _int(text: str, name: str, minimum: int = 1) -> int:
-    if not re.fullmatch(r"0|[1-9][0-9]{0,18}", text) or int(text) < minimum:
+    if not _INT(text) or int(text) < minimum:
         raise LotFormatError(f"{name} is not an integer >= {minimum}: {text!r}")
     return int(text)
 
 
 def _hash(text: str, name: str) -> bytes:
-    if not re.fullmatch(r"[0-9a-f]{64}", text):
+    if not _HEX_HASH(text):
         raise LotFormatError(f"{name} is not 64 lower-case hex digits: {text!r}")
     return bytes.fromhex(text)
 

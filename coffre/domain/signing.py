@@ -28,7 +28,7 @@ import copy
 import hashlib
 import hmac
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from os import PathLike
 from pathlib import Path
@@ -91,6 +91,11 @@ def _parse(document: bytes) -> etree._Element:
         root = etree.fromstring(bytes(document), _parser())
     except etree.XMLSyntaxError as exc:
         raise ValueError(f"not well-formed XML: {exc}") from exc
+    return _check_parsed(root)
+
+
+def _check_parsed(root: etree._Element) -> etree._Element:
+    """``root`` as :func:`_parse` returns it: ValueError for a DTD or an entity reference."""
     docinfo = root.getroottree().docinfo
     if docinfo.doctype or docinfo.internalDTD is not None or docinfo.externalDTD is not None:
         raise ValueError("DTDs and entity declarations are not accepted")
@@ -363,17 +368,65 @@ def _without_signature(root: etree._Element) -> etree._Element:
     return document
 
 
-def verify(document: bytes, trust: TrustStore, at: datetime) -> etree._Element:
+def _take_signature(root: etree._Element) -> Callable[[], None]:
+    """Take the last child of ``root`` (the signature) out of it in place, keeping the text around
+    it, as :func:`_without_signature` does on a copy; the function returned puts it back."""
+    signature = root[-1]
+    tail = signature.tail or ""
+    previous = signature.getprevious()
+    before = previous.tail if previous is not None else root.text
+    if previous is not None:
+        previous.tail = (previous.tail or "") + tail
+    else:
+        root.text = (root.text or "") + tail
+    root.remove(signature)  # lxml keeps the removed element's tail with it
+
+    def put_back() -> None:
+        if previous is not None:
+            previous.tail = before
+        else:
+            root.text = before
+        root.append(signature)
+
+    return put_back
+
+
+def verify(
+    document: bytes, trust: TrustStore, at: datetime, *, parsed: etree._Element | None = None
+) -> etree._Element:
     """The root element of ``document`` as covered by its signature, or :class:`SignatureInvalid`.
 
     ``at`` (timezone-aware) is when the document was signed: the signing certificate must be
     in ``trust`` and valid then. The returned element is rebuilt from the signed bytes (without
     the signature), never from an unsigned part of the input.
+
+    ``parsed`` is ``document`` already parsed by the caller with the same hardened parser
+    (:func:`coffre.domain.lot.parse_document`: ``coffre verify`` reads each lot's time before
+    its signature): it is not parsed again, and is not changed.
+    """
+    return verify_canonical(document, trust, at, parsed=parsed)[0]
+
+
+def verify_canonical(
+    document: bytes,
+    trust: TrustStore,
+    at: datetime,
+    *,
+    parsed: etree._Element | None = None,
+    take: bool = False,
+) -> tuple[etree._Element, bytes]:
+    """:func:`verify`, and the signed bytes: the exclusive C14N of the returned element, which
+    the signature's DigestValue covers (``coffre verify`` takes each event's canonical bytes from
+    them instead of canonicalizing each event again).
+
+    ``take`` (with ``parsed``): the caller gives its parsed tree up, so the signature is taken
+    out of it in place instead of a copy being made; the returned element is then ``parsed``
+    itself. When the signature does not hold, ``parsed`` is given back as it was.
     """
     if at.tzinfo is None:
         raise ValueError("the verification time must be timezone-aware")
     try:
-        root = _parse(document)
+        root = _parse(document) if parsed is None else _check_parsed(parsed)
     except ValueError as exc:
         raise SignatureInvalid(str(exc)) from None
 
@@ -439,8 +492,34 @@ def verify(document: bytes, trust: TrustStore, at: datetime) -> etree._Element:
 
     # The cryptography, with the trusted certificate only. The reference's transforms are fixed
     # (checked above): the signed data is the exclusive C14N of the document minus its signature.
-    signed = _without_signature(root)
-    expected = etree.tostring(signed, method="c14n", exclusive=True, with_comments=False)
+    # SignedInfo is canonicalized where it stands, before the signature is taken out of the tree.
+    signed_info_bytes = etree.tostring(signed_info, method="c14n", exclusive=True, with_comments=False)
+    if take and parsed is not None:
+        signed, put_back = root, _take_signature(root)
+    else:
+        signed, put_back = _without_signature(root), None
+    try:
+        expected = etree.tostring(signed, method="c14n", exclusive=True, with_comments=False)
+        _check_digest_and_value(
+            expected, signed_info_bytes, signature_value, _digest_value, method, certificate
+        )
+    except BaseException:
+        if put_back is not None:
+            put_back()
+        raise
+    return signed, expected
+
+
+def _check_digest_and_value(
+    expected: bytes,
+    signed_info_bytes: bytes,
+    signature_value: etree._Element,
+    _digest_value: etree._Element,
+    method: str,
+    certificate: x509.Certificate,
+) -> None:
+    """The reference's digest over ``expected`` (the signed bytes), then the signature value over
+    the canonical SignedInfo, with the trusted certificate's key."""
     try:
         claimed_digest = _b64(_digest_value.text)
         value = _b64(signature_value.text)
@@ -448,7 +527,6 @@ def verify(document: bytes, trust: TrustStore, at: datetime) -> etree._Element:
         raise SignatureInvalid("DigestValue or SignatureValue is not base64") from None
     if len(_digest_value) or not hmac.compare_digest(hashlib.sha256(expected).digest(), claimed_digest):
         raise SignatureInvalid("the content does not match its signature (digest mismatch)")
-    signed_info_bytes = etree.tostring(signed_info, method="c14n", exclusive=True, with_comments=False)
     public_key = certificate.public_key()
     try:
         if isinstance(public_key, rsa.RSAPublicKey):
@@ -460,4 +538,3 @@ def verify(document: bytes, trust: TrustStore, at: datetime) -> etree._Element:
             raise SignatureInvalid("the signature value does not verify")
     except InvalidSignature:
         raise SignatureInvalid("the signature value does not verify") from None
-    return signed

@@ -22,25 +22,31 @@ coffre, the regulator API extends it lot by lot before it gives a proof (one ver
 
 from __future__ import annotations
 
+import binascii
+import re
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
+from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from hashlib import sha256 as _sha256
 from typing import overload
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from lxml import etree
 
-from .chain import GENESIS, chain_hash
+from .chain import GENESIS
 from .evidence import parse_evidence_name
 from .lot import (
+    MAX_LOT_EVENTS,
     NO_DIGEST,
     Checkpoint,
+    Lot,
     LotFormatError,
     LotHeader,
+    _stated_identity,
     digest,
-    event_leaf,
     format_time,
     parse_document,
     parse_lot_name,
@@ -50,10 +56,15 @@ from .lot import (
 )
 from .merkle import HASH_SIZE, MerkleAccumulator
 from .merkle import root as merkle_root
-from .signing import SignatureInvalid, TrustStore, verify
+from .signing import SignatureInvalid, TrustStore, verify_canonical
 from .timestamp import MAX_RESPONSE_BYTES, ImprintMismatch, TimestampInvalid, verify_token
 from .witness import CosignatureInvalid, cosigned_by, fingerprint, note_body, split_note
 from .witness import key_id as witness_key_id
+
+_LEAF = b"\x00"
+"""RFC 9162's leaf prefix (:func:`coffre.domain.merkle.leaf_hash`), inlined in the walk."""
+_NODE = b"\x01"
+"""RFC 9162's interior node prefix (:func:`coffre.domain.merkle.node_hash`), inlined likewise."""
 
 SchemaCheck = Callable[[bytes], list[str]]
 """Schema errors of one event's canonical bytes (empty when it validates)."""
@@ -113,6 +124,12 @@ class Hashes(Sequence[bytes]):
     def extend(self, values: Iterable[bytes]) -> None:
         for value in values:
             self.append(value)
+
+    def extend_packed(self, packed: bytes | bytearray) -> None:
+        """Append hashes given end to end in one buffer (a multiple of 32 bytes)."""
+        if len(packed) % HASH_SIZE:
+            raise ValueError(f"{len(packed)} bytes are not whole {HASH_SIZE}-byte hashes")
+        self._data += packed
 
     def truncate(self, size: int) -> None:
         """Keep the first ``size`` hashes only."""
@@ -195,6 +212,8 @@ class _Opened:
     root: etree._Element | None
     signed: bool
     failures: list[Failure]
+    canonical: bytes | None = None
+    """The exclusive C14N of ``root`` the signature covers, when it holds."""
 
 
 def _open_signed(
@@ -213,7 +232,8 @@ def _open_signed(
     except LotFormatError:
         at = datetime.now(UTC)
     try:
-        return _Opened(path, digest(document), verify(document, trust, at), True, [])
+        root, canonical = verify_canonical(document, trust, at, parsed=unverified, take=True)
+        return _Opened(path, digest(document), root, True, [], canonical)
     except SignatureInvalid as exc:
         return _Opened(path, digest(document), unverified, False, [Failure(path, "signature", str(exc))])
 
@@ -305,7 +325,9 @@ def _read_checkpoint(
             checkpoint = read_checkpoint(opened.root)
         except LotFormatError as exc:
             opened.failures.append(Failure(path, "format", str(exc)))
-        opened.root = None  # what it says is kept, not its tree: a coffre may have many checkpoints
+        opened.root = opened.canonical = (
+            None  # what it says is kept, not its tree: a coffre may have many checkpoints
+        )
     read = _ReadCheckpoint(opened, checkpoint, parsed[2] if parsed else None)
     if checkpoint is not None and (checkpoint.id_oper, checkpoint.id_coffre) != (
         report.id_oper,
@@ -535,6 +557,213 @@ class _Previous:
     sealed_chains: frozenset[bytes] = frozenset()
 
 
+# -- a lot's events, read from the signed bytes ----------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Events:
+    """A lot's header and events as parallel lists (IDEvt, chain hash as the lot gives it,
+    canonical bytes), however they were read."""
+
+    header: LotHeader
+    ids: list[int]
+    claimed: list[bytes]
+    canonical: list[bytes]
+    identities: list[tuple[str | None, str | None, str | None] | None] | None = None
+    """Each event's own IDOper/IDCoffre/IDEvt (:attr:`LotEvent.stated`); None when they were
+    proven, all of them, to be the lot's and the Evenement's (:func:`_read_events_fast`)."""
+    holders: etree._Element | None = None
+    """The lot's ``Evenements`` element, to read the identities from when they were not proven."""
+    lot_root: bytes = b""
+    """The RFC 9162 root of the lot's events, once hashed (:meth:`CoffreWalk._check_events`)."""
+
+    @classmethod
+    def of(cls, lot: Lot) -> _Events:
+        events = lot.events
+        return cls(
+            lot.header,
+            [e.id_evt for e in events],
+            [e.chain_hash for e in events],
+            [e.canonical for e in events],
+            [e.stated for e in events],
+        )
+
+    def stated(self, index: int) -> tuple[str | None, str | None, str | None] | None:
+        if self.identities is None:
+            if self.holders is None:  # proven: the lot's and the Evenement's
+                return self.header.id_oper, str(self.header.id_coffre), str(self.ids[index])
+            self.identities = [_stated_identity(holder[0]) for holder in self.holders]
+        return self.identities[index]
+
+    def strangers(self, h: LotHeader) -> list[int]:
+        """The indices of the events whose own identity is not their lot's and Evenement's."""
+        if self.identities is None and self.holders is None:
+            return []
+        oper, coffre = h.id_oper, str(h.id_coffre)
+        return [
+            index
+            for index, id_evt in enumerate(self.ids)
+            if self.stated(index) != (oper, coffre, str(id_evt))
+        ]
+
+
+_LOT_START = b'<LotCoffre version="1">'
+_BODY_START = b"</Entete>\n<Evenements>\n"
+_BODY_END = b"</Evenements>\n</LotCoffre>"
+_HOLDER_START = b'<Evenement HashChaine="'
+_HOLDER_END = b"</Evenement>"
+_HOLDER_FIXED = len(b'<Evenement HashChaine="" IDEvt=""></Evenement>\n') + 64
+"""The bytes of an Evenement but its IDEvt's digits and its event."""
+_IDENTITY_TAGS = re.compile(rb"<ID(?:Oper|Coffre|Evt)[ >]")
+_HOLDER_NODES = etree.XPath("count(Evenement/node())")
+_event_patterns: dict[tuple[str, int], re.Pattern[bytes]] = {}
+
+
+def _event_pattern(id_oper: str, id_coffre: int) -> re.Pattern[bytes]:
+    """One ``Evenement`` on one line of a lot's canonical bytes, as the sealer writes it: its
+    start tag (HashChaine: group 1, IDEvt: group 2), its event (group 8) whose start tag has no
+    attribute nor namespace, then its end tag and a line feed. Group 3 or 7 is ``<`` when the event's
+    IDOper and IDCoffre are the lot's and its IDEvt the Evenement's, each a child of the event
+    among a first run of children that hold text only (whatever their order)."""
+    key = (id_oper, id_coffre)
+    pattern = _event_patterns.get(key)
+    if pattern is None:
+        if len(_event_patterns) > 1024:
+            _event_patterns.clear()
+        start = rb"<[^\s:/>?!<]+>"
+
+        def child(group: int, tag: bytes, text: bytes) -> bytes:
+            run = rb"(?:<(\w+)>[^<]*</\%d>)*?" % group
+            return rb"(?=" + start + run + b"<" + tag + b">" + text + b"</" + tag + b">)"
+
+        oper, coffre = re.escape(id_oper.encode()), str(id_coffre).encode()
+        pattern = _event_patterns[key] = re.compile(
+            re.escape(_HOLDER_START) + rb'([0-9a-f]{64})" IDEvt="([1-9][0-9]{0,18})">'
+            rb"(?=" + start + rb")"
+            # the order of most events, first (one look), then any order
+            rb"(?:(?=" + start + rb"<IDOper>" + oper + rb"</IDOper><IDCoffre>" + coffre + rb"</IDCoffre>"
+            rb"<DateEvt>[^<]*</DateEvt><IDEvt>\2</IDEvt>)(?=(<))"
+            rb"|"
+            + child(4, b"IDOper", oper)
+            + child(5, b"IDCoffre", coffre)
+            + child(6, b"IDEvt", rb"\2")
+            + rb"(?=(<)))?"
+            rb"([^\n]*)</Evenement>\n"
+        )
+    return pattern
+
+
+def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
+    """The lot's events read from ``canonical`` (the signed bytes: the exclusive C14N of ``root``)
+    by slicing, when that is provably what :func:`read_lot` reads from ``root`` event by event;
+    None otherwise (the caller then reads the lot with :func:`read_lot`).
+
+    The proof, for a lot as the sealer writes it: without processing instructions (none in the
+    tree), every ``<`` of canonical XML is a start or an end tag (text and attribute values escape
+    it). ``root`` and ``Evenements`` render with no attribute or namespace declaration beyond
+    ``version``, so an event inherits nothing from them. ``</Evenement>`` appears exactly once per
+    child of ``Evenements``, and the body is, from its first byte to its last, as many matches of
+    the pattern one after the other: so the body is those children, each an ``Evenement`` (none
+    nests in another) whose start tag has exactly HashChaine and IDEvt, holding one node (counted
+    in the tree) that is an element with no attribute nor namespace of its own; its bytes between
+    the tags are its exclusive C14N, the bytes :func:`read_lot` computes for it alone. The header
+    is read by :func:`read_lot` itself (on a copy of the root without the events). The events'
+    own IDOper, IDCoffre and IDEvt are proven the lot's and the Evenement's when each event has
+    them among its first children (the pattern) and the body holds no other element of those
+    names; otherwise
+    they are read from the tree (:attr:`_Events.identities`). An event whose bytes hold a line
+    feed makes the lot decline (read the slow way)."""
+    if (
+        not canonical.startswith(_LOT_START)
+        or not canonical.endswith(_BODY_END)
+        or len(root) != 2
+        or next(root.iter(etree.PI), None) is not None
+    ):
+        return None
+    start = canonical.find(_BODY_START)
+    if start < 0 or canonical.find(b"</Entete>") != start:
+        return None
+    holders = root[1]
+    if holders.tag != "Evenements" or len(holders) > MAX_LOT_EVENTS:
+        return None
+    # The header as read_lot reads it: the same root, its first child as it is, no events.
+    alone = etree.Element(root.tag, dict(root.attrib))
+    alone.append(deepcopy(root[0]))
+    etree.SubElement(alone, "Evenements")
+    try:
+        header = read_lot(alone).header
+    except LotFormatError:
+        return None
+    body = canonical[start + len(_BODY_START) : len(canonical) - len(_BODY_END)]
+    count = len(holders)
+    if body.count(_HOLDER_END) != count or _HOLDER_NODES(holders) != count:
+        return None
+    found = _event_pattern(header.id_oper, header.id_coffre).findall(body)
+    if len(found) != count:
+        return None
+    events = [event[7] for event in found]
+    if _HOLDER_FIXED * count + sum(len(event[1]) for event in found) + sum(map(len, events)) != len(body):
+        return None  # the matches do not tile the body
+    proven = all(event[2] or event[6] for event in found) and len(_IDENTITY_TAGS.findall(body)) == 3 * count
+    packed = binascii.unhexlify(b"".join(event[0] for event in found))
+    return _Events(
+        header,
+        [int(event[1]) for event in found],
+        [packed[i : i + HASH_SIZE] for i in range(0, len(packed), HASH_SIZE)],
+        events,
+        None,
+        None if proven else holders,
+    )
+
+
+def _lot_root_and_extend(tree: MerkleAccumulator, leaves: list[bytes]) -> bytes:
+    """RFC 9162's MTH over ``leaves`` (the lot's root), and ``tree`` (the coffre's) extended by
+    them, as :meth:`MerkleAccumulator.append` of each would.
+
+    The lot's tree is hashed level by level (an odd last node goes up as it is: the same root as
+    :func:`coffre.domain.merkle.root`); the coffre's takes the lot's leaves in the largest
+    aligned perfect blocks, each one's root taken from the lot's levels where the lot's and the
+    coffre's alignments agree (lots of 1,000 start on multiples of 8: seven hashes in eight are
+    shared), else folded from the largest level where they do."""
+    if not leaves:
+        return merkle_root(leaves)
+    levels = [leaves]
+    level = leaves
+    while len(level) > 1:
+        up = [
+            _sha256(_NODE + left + right).digest()
+            for left, right in zip(level[::2], level[1::2], strict=False)
+        ]
+        if len(level) & 1:
+            up.append(level[-1])
+        levels.append(up)
+        level = up
+    frontier, size = tree._frontier, tree._size
+    start = position = size
+    end = start + len(leaves)
+    while position < end:
+        j = (position & -position).bit_length() - 1 if position else len(levels) - 1
+        while position + (1 << j) > end:
+            j -= 1
+        offset = position - start
+        shared = min(j, (offset & -offset).bit_length() - 1) if offset else j
+        block = levels[shared][offset >> shared : (offset >> shared) + (1 << (j - shared))]
+        while len(block) > 1:
+            block = [
+                _sha256(_NODE + left + right).digest()
+                for left, right in zip(block[::2], block[1::2], strict=True)
+            ]
+        node, carry = block[0], size >> j
+        while carry & 1:
+            node = _sha256(_NODE + frontier.pop() + node).digest()
+            carry >>= 1
+        frontier.append(node)
+        size += 1 << j
+        position += 1 << j
+    tree._size = size
+    return level[0]
+
+
 def verify_coffre(
     id_oper: str,
     id_coffre: int,
@@ -668,7 +897,10 @@ class CoffreWalk:
         try:
             if opened.root is None:
                 raise LotFormatError("unreadable")
-            lot = read_lot(opened.root)
+            events = _read_events_fast(opened.root, opened.canonical) if opened.canonical else None
+            if events is None:
+                events = _Events.of(read_lot(opened.root))
+            h = events.header
         except LotFormatError as exc:
             if opened.root is not None:
                 report.fail(path, "format", str(exc))
@@ -677,7 +909,7 @@ class CoffreWalk:
             self.expected_number, self.rebase = number + 1, True
             report.complete = False
             return
-        h = lot.header
+        opened.root = opened.canonical = None
         self.last_number = max(self.last_number, number)
         if self.rebase:
             self.previous = _Previous(h.previous_lot_digest, h.previous_chain_hash)
@@ -696,42 +928,15 @@ class CoffreWalk:
                 "IDEvt continuity",
                 f"the lot starts at IDEvt {h.first_id_evt}, expected {self.expected_id}",
             )
-        _check_ids(report, path, h, [e.id_evt for e in lot.events])
-        chain = h.previous_chain_hash
-        leaves = []
-        tree = self.tree
-        for event in lot.events:
-            if event.stated != (h.id_oper, str(h.id_coffre), str(event.id_evt)):
-                oper, coffre, id_evt = (
-                    value if value is not None else "?" for value in event.stated or (None,) * 3
-                )
-                report.fail(
-                    path,
-                    "event identity",
-                    f"the event's own IDOper/IDCoffre/IDEvt are {oper}/{coffre}/{id_evt}, "
-                    f"its lot's and Evenement's {h.id_oper}/{h.id_coffre}/{event.id_evt}",
-                    event.id_evt,
-                )
-            chain = chain_hash(chain, event.canonical)
-            if chain != event.chain_hash:
-                report.fail(
-                    path, "chain", "the chain hash does not recompute from the event's bytes", event.id_evt
-                )
-                chain = event.chain_hash  # report each broken link once, not every event after it
-            leaf = event_leaf(event.canonical)
-            leaves.append(leaf)
-            tree.append(leaf)
-            report.chain.append(chain)
-            if self.schema is not None:
-                for error in self.schema(event.canonical)[:3]:
-                    report.fail(path, "schema", error, event.id_evt)
-        report.leaves.extend(leaves)
+        _check_ids(report, path, h, events.ids)
+        self._check_events(path, h, events)
+        report.events += len(events.ids)
         report.spans.append((h.number, h.first_id_evt, h.last_id_evt))
-        report.events += len(lot.events)
-        if lot.events and h.last_chain_hash != lot.events[-1].chain_hash:
+        if events.ids and h.last_chain_hash != events.claimed[-1]:
             report.fail(path, "chain", "HashChaineDernier is not the last event's chain hash", h.last_id_evt)
-        if merkle_root(leaves) != h.merkle_root:
+        if events.lot_root != h.merkle_root:
             report.fail(path, "merkle root", "RacineMerkle does not recompute from the lot's events")
+        tree = self.tree
         report.roots[tree.size] = tree.root()
         if (
             report.complete
@@ -770,6 +975,54 @@ class CoffreWalk:
             frozenset(c.chain_hash for c in sealed),
         )
         self.expected_id = max(self.expected_id, h.last_id_evt) + 1
+
+    def _check_events(self, path: str, h: LotHeader, events: _Events) -> None:
+        """Each event's identity, chain hash and schema (its failures in that order, event after
+        event), then its leaf in the coffre's tree and its chain hash in the report.
+
+        The chain hash recomputed for an event always starts from the chain hash the lot gives the
+        event before it (the lot's HashChainePrecedent for the first): where that one did not
+        recompute, it is reported and the chain goes on from it, so that each broken link is
+        reported once. Hence each event's link is checked on its own, and the report's chain is
+        the lot's own."""
+        report, canon, claimed = self.report, events.canonical, events.claimed
+        links = [h.previous_chain_hash, *claimed[:-1]]
+        computed = [_sha256(chain + event).digest() for chain, event in zip(links, canon, strict=True)]
+        found: dict[int, list[Failure]] = {}
+        for index in events.strangers(h):
+            oper, coffre, id_evt = (
+                value if value is not None else "?" for value in events.stated(index) or (None,) * 3
+            )
+            found.setdefault(index, []).append(
+                Failure(
+                    path,
+                    "event identity",
+                    f"the event's own IDOper/IDCoffre/IDEvt are {oper}/{coffre}/{id_evt}, "
+                    f"its lot's and Evenement's {h.id_oper}/{h.id_coffre}/{events.ids[index]}",
+                    events.ids[index],
+                )
+            )
+        if computed != claimed:
+            for index, (again, given) in enumerate(zip(computed, claimed, strict=True)):
+                if again != given:
+                    found.setdefault(index, []).append(
+                        Failure(
+                            path,
+                            "chain",
+                            "the chain hash does not recompute from the event's bytes",
+                            events.ids[index],
+                        )
+                    )
+        if self.schema is not None:
+            for index, event in enumerate(canon):
+                for error in self.schema(event)[:3]:
+                    found.setdefault(index, []).append(Failure(path, "schema", error, events.ids[index]))
+        for index in sorted(found):
+            report.failures += found[index]
+        leaves = [_sha256(_LEAF + event).digest() for event in canon]
+        events.lot_root = _lot_root_and_extend(self.tree, leaves)
+        report.leaves.extend_packed(b"".join(leaves))
+        report.chain.extend_packed(b"".join(claimed))
 
     def finish(self, checkpoints: Iterable[_ReadCheckpoint]) -> None:
         """Check the checkpoints no lot checked: an older one, or one whose lot is not there."""
