@@ -218,6 +218,28 @@ async def _check_message_limit(admin: AIOKafkaAdminClient, names: list[str], wan
                     )
 
 
+async def topic_retention(
+    bootstrap: str, topic: str, security: Security | None = None
+) -> tuple[int | None, int | None]:
+    """(``retention.ms``, ``retention.bytes``) of ``topic``, each None when unlimited (-1) or not
+    reported (Tansu's memory storage keeps everything and reports nothing)."""
+    admin = await _admin(bootstrap, security)
+    try:
+        responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    except KafkaError as exc:
+        log.warning("could not read the retention of %s (%s): not checked", topic, exc)
+        return None, None
+    finally:
+        await admin.close()
+    found: dict[str, int | None] = {"retention.ms": None, "retention.bytes": None}
+    for response in responses:
+        for resource in response.resources:
+            for entry in resource[4]:
+                if entry[0] in found and entry[1] is not None and int(entry[1]) >= 0:
+                    found[entry[0]] = int(entry[1])
+    return found["retention.ms"], found["retention.bytes"]
+
+
 async def partitions_for(bootstrap: str, topic: str, security: Security | None = None) -> int:
     """The partition count of ``topic`` (never creates it); ``KeyError`` if it does not exist."""
     admin = await _admin(bootstrap, security)

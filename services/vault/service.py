@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
-from coffre.adapters.kafka import COMMIT_INTERVAL
+from coffre.adapters.kafka import COMMIT_INTERVAL, topic_retention
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.storage import ArchiveStorage
@@ -34,6 +34,7 @@ from coffre.adapters.stream import (
     Batch,
     Record,
     Stream,
+    ensure_coffre_topics,
     group_options,
     host_ordinal,
     run_until_signalled,
@@ -124,8 +125,45 @@ def evidence_collector(settings: Settings, storage: ArchiveStorage) -> EvidenceC
     )
 
 
+RETENTION_WARNING_SECONDS = 24 * 3600
+"""Below this retention of the normalized topic, the vault warns at start (docs/operations.md)."""
+
+
+async def check_retention(settings: Settings) -> None:
+    """The normalized topic must keep a record until the vault has sealed it: a replica that takes a
+    coffre over reads its unsealed events there again. A retention shorter than twice the lot age
+    cannot hold (exit 2); one under a day holds only while the archive answers (a warning): the
+    unsealed window grows for as long as the archive is unreachable."""
+    topic = settings.topics.normalized
+    retention_ms, retention_bytes = await topic_retention(
+        settings.bootstrap_servers, topic, client_options(settings)
+    )
+    if retention_ms is not None and retention_ms < 2000 * settings.lot_max_age_seconds:
+        configuration_error(
+            f"topic {topic} keeps records {retention_ms / 1000:g}s (retention.ms), less than twice "
+            f"COFFRE_LOT_MAX_AGE_SECONDS ({settings.lot_max_age_seconds:g}s): a vault taking a coffre over "
+            "would not find its unsealed events; raise the topic's retention.ms (docs/operations.md)"
+        )
+    if retention_ms is not None and retention_ms < RETENTION_WARNING_SECONDS * 1000:
+        log.warning(
+            "topic %s keeps records %gs: an archive unreachable for longer loses the unsealed events a "
+            "take-over would need (docs/operations.md, vault failover)",
+            topic,
+            retention_ms / 1000,
+        )
+    if retention_bytes is not None:
+        log.warning(
+            "topic %s keeps at most %d bytes per partition (retention.bytes): a take-over needs every "
+            "unsealed event, whatever the traffic; prefer a time retention (docs/operations.md)",
+            topic,
+            retention_bytes,
+        )
+
+
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> RecordCounts:
     await check_kafka_access(settings)  # a wrong credential or TLS setting: exit 2, not a retry loop
+    await ensure_coffre_topics(settings)
+    await check_retention(settings)
     topics = settings.topics
     stop = stop or asyncio.Event()
     if settings.vault_replicas > 1:

@@ -504,3 +504,36 @@ def test_three_brokers_one_killed_one_paused_lose_nothing(
     assert sorted(players) == list(range(len(platform.sent))), "an event is missing or recorded twice"
     for correlation, (_, acquittal) in platform.answered.items():
         assert acquittal.id_coffre == COFFRES[int(correlation[3:]) % len(COFFRES)]
+
+
+def test_a_vault_refuses_a_normalized_topic_that_forgets_before_it_seals(
+    apache_kafka_cluster, topic_prefix, tmp_path
+):
+    """A replica taking a coffre over reads its unsealed events again from the normalized topic:
+    a retention shorter than twice the lot age cannot hold, and the vault says so (exit 2) before
+    recording anything; a retention under a day is a warning."""
+    from coffre_vault.service import check_retention
+
+    from coffre.adapters.kafka import ensure_topics
+
+    cluster = apache_kafka_cluster
+    settings = stack_settings(
+        cluster.bootstrap, topic_prefix, tmp_path, replication_factor=3, lot_max_age_seconds=60
+    )
+    topic = settings.topics.normalized
+    asyncio.run(
+        ensure_topics(cluster.bootstrap, {topic: 3}, replication=3, configs={"retention.ms": "100000"})
+    )
+    with pytest.raises(SystemExit) as stopped:
+        asyncio.run(check_retention(settings))
+    assert stopped.value.code == 2
+    longer = settings.model_copy(update={"topic_prefix": f"{topic_prefix}long-"})
+    asyncio.run(
+        ensure_topics(
+            cluster.bootstrap,
+            {longer.topics.normalized: 3},
+            replication=3,
+            configs={"retention.ms": "3600000"},
+        )
+    )
+    asyncio.run(check_retention(longer))  # an hour: a warning, no refusal
