@@ -427,13 +427,21 @@ def test_the_vault_archives_to_s3_with_three_replicas(rendered: Rendered) -> Non
     assert vault["spec"]["volumeClaimTemplates"]  # the journals stay on volumes
     assert vault["spec"]["podManagementPolicy"] == "Parallel"
     assert named(docs, "NetworkPolicy", "coffre-vault-s3")["spec"]["egress"]
+    member = [var for var in container(vault)["env"] if var["name"] == "COFFRE_KAFKA_GROUP_INSTANCE_ID"]
+    assert member == [  # each vault pod a static member of its group, under its own name
+        {"name": "COFFRE_KAFKA_GROUP_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
 
 
 def test_static_s3_credentials_come_from_an_existing_secret(rendered: Rendered) -> None:
     found = workloads(rendered["everything"])
     for component in ("vault", "regulator"):  # the one writes the archive, the other reads it
         env = container(found[component])["env"]
-        refs = {var["name"]: var["valueFrom"]["secretKeyRef"] for var in env if "valueFrom" in var}
+        refs = {
+            var["name"]: var["valueFrom"]["secretKeyRef"]
+            for var in env
+            if "secretKeyRef" in var.get("valueFrom", {})
+        }
         assert set(refs) == AWS_CREDENTIALS, component
         assert {ref["name"] for ref in refs.values()} == {"coffre-s3"}, component
     for component in ("ingest", "acquittal"):
@@ -874,7 +882,9 @@ def test_kafka_secrets_are_mounted_files_never_values(kafka_rendered: Rendered, 
             volume, _ = mounted_file(workload, each, env[name])  # read-only, from a Secret or a token
             assert volume.get("secret", volume.get("projected"))["defaultMode"] == 0o440, name
         refs = [var for var in each.get("env", []) if "valueFrom" in var]
-        assert {var["name"] for var in refs} <= AWS_CREDENTIALS, component
+        assert {var["name"] for var in refs} <= AWS_CREDENTIALS | {"COFFRE_KAFKA_GROUP_INSTANCE_ID"}, (
+            component
+        )
 
 
 @pytest.mark.parametrize("values", sorted(KAFKA_VALUE_SETS))

@@ -515,12 +515,14 @@ file names. Called with (dict "ctx" $ "api" bool): the API's Secrets too.
 {{- end }}
 
 {{/*
-The vault's TSAs and witnesses (docs/operations.md, "Timestamps and the witness"): their settings
-as env entries (a JSON list), and the Secrets of their trusted roots and keys, read-only, 0440.
+The vault's own env entries (a JSON list): its static group member name, the pod's name (a
+restarted vault takes its partitions back without a rebalance: docs/operations.md, "Scaling and
+failover"), and its TSAs and witnesses (docs/operations.md, "Timestamps and the witness"): their
+settings, and the Secrets of their trusted roots and keys, read-only, 0440.
 */}}
 {{- define "coffre.evidenceEnv" -}}
 {{- $v := .Values }}
-{{- $env := list }}
+{{- $env := list (dict "name" "COFFRE_KAFKA_GROUP_INSTANCE_ID" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
 {{- if $v.tsa.urls }}
 {{- $env = append $env (dict "name" "COFFRE_TSA_URLS" "value" (join "," $v.tsa.urls)) }}
 {{- $paths := list }}
