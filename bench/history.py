@@ -155,15 +155,20 @@ def build_coffre(
     start: str,
     step_seconds: float,
 ) -> dict[str, Any]:
-    """Journal and seal ``count`` events of coffre ``FIRST_COFFRE + index`` (a worker process),
-    then append ``tail`` more, left unsealed."""
+    """Journal and seal ``count`` events of coffre ``FIRST_COFFRE + index`` (a worker process), lot
+    after lot as a vault does (the sealer cuts the journal after each lot and releases what the
+    archive holds, in the versions that do), then append ``tail`` more, left unsealed."""
     from coffre_vault.sealer import Sealer
 
     root = Path(work)
     signer = Signer.from_pem((root / "key.pem").read_bytes(), (root / "cert.pem").read_bytes())
     id_coffre = FIRST_COFFRE + index
-    timings: dict[str, Any] = {"coffre": id_coffre}
+    timings: dict[str, Any] = {"coffre": id_coffre, "journal_seconds": 0.0, "seal_seconds": 0.0}
+    clock = history_clock(datetime.fromisoformat(start), timedelta(seconds=step_seconds))
     with JournalSet(root / "journal") as journals:
+        sealer = Sealer(
+            LocalStorage(root / "archive"), signer, journals, max_events=lot_events, max_age=1e9, clock=clock
+        )
         journal = journals.journal(ID_OPER, id_coffre)
         began = time.perf_counter()
         for id_evt in range(1, count + tail + 1):
@@ -174,26 +179,17 @@ def build_coffre(
             journal.append(id_evt, canonical)
             if id_evt % SYNC_EVERY == 0:
                 journal.sync()
-            if id_evt == count:
+            if id_evt <= count and (id_evt % lot_events == 0 or id_evt == count):
                 journal.sync()
-                timings["journal_seconds"] = time.perf_counter() - began
+                timings["journal_seconds"] += time.perf_counter() - began
                 began = time.perf_counter()
-                clock = history_clock(datetime.fromisoformat(start), timedelta(seconds=step_seconds))
-                sealer = Sealer(
-                    LocalStorage(root / "archive"),
-                    signer,
-                    journals,
-                    max_events=lot_events,
-                    max_age=1e9,
-                    clock=clock,
-                )
                 sealer.recorded(ID_OPER, id_coffre)
                 sealer.seal_all()
-                if sealer.counts.events != count:
-                    raise RuntimeError(f"coffre {id_coffre}: sealed {sealer.counts.events} of {count}")
-                timings["seal_seconds"] = time.perf_counter() - began
-                timings["lots"] = sealer.counts.lots
+                timings["seal_seconds"] += time.perf_counter() - began
                 began = time.perf_counter()
+        if sealer.counts.events != count:
+            raise RuntimeError(f"coffre {id_coffre}: sealed {sealer.counts.events} of {count}")
+        timings["lots"] = sealer.counts.lots
         journal.sync()
         timings["tail_seconds"] = time.perf_counter() - began
     return timings
@@ -454,6 +450,37 @@ def child_startup(work: Path, lot_events: int) -> dict[str, Any]:
     }
 
 
+def child_takeover(work: Path, lot_events: int) -> dict[str, Any]:
+    """A replica that takes every coffre over without the vault's volume: each coffre's journal,
+    opened empty, is aligned with the archive (its newest seal note and lot). Versions before seal
+    notes cannot do this (their vault needs ``coffre restore`` first): the child then fails."""
+    from coffre_vault.sealer import Sealer
+
+    signer = Signer.from_pem((work / "key.pem").read_bytes(), (work / "cert.pem").read_bytes())
+    baseline = maxrss_mb()
+    empty = work / "taken-over"
+    shutil.rmtree(empty, ignore_errors=True)
+    coffres = sorted(int(p.name) for p in (work / "archive" / ID_OPER).iterdir() if p.name.isdigit())
+    began = time.perf_counter()
+    journals = JournalSet(empty)
+    try:
+        sealer = Sealer(LocalStorage(work / "archive"), signer, journals, max_events=lot_events)
+        if journals.on_open is None:
+            raise RuntimeError("this version's vault cannot start a coffre from the archive alone")
+        sealed = sum(sealer.coffre(ID_OPER, c).sealed_id_evt for c in coffres)
+        done = time.perf_counter()
+    finally:
+        journals.close()
+        shutil.rmtree(empty, ignore_errors=True)
+    return {
+        "seconds": done - began,
+        "coffres": len(coffres),
+        "sealed_events": sealed,
+        "maxrss_mb": maxrss_mb(),
+        "baseline_rss_mb": baseline,
+    }
+
+
 def child_restore(work: Path, lot_events: int) -> dict[str, Any]:
     from coffre_vault.restore import restore_journals
 
@@ -599,6 +626,7 @@ def child_export(work: Path, lot_events: int) -> dict[str, Any]:
 
 CHILDREN: dict[str, Callable[[Path, int], dict[str, Any]]] = {
     "startup": child_startup,
+    "takeover": child_takeover,
     "restore": child_restore,
     "verify": child_verify,
     "verify_cli": child_verify_cli,
@@ -661,6 +689,11 @@ def measure(work: Path, events: int, args: argparse.Namespace, say: Callable[[st
     say(f"{events:,} events: vault start-up, page cache cold…")
     evict(work)
     result["startup_cold"] = run_child("startup", work, args.lot_events)
+    say(f"{events:,} events: take-over without the volume…")
+    try:
+        result["takeover"] = run_child("takeover", work, args.lot_events)
+    except RuntimeError as exc:
+        result["takeover"] = {"error": str(exc)[-300:]}
     if not args.no_restore:
         say(f"{events:,} events: coffre restore…")
         result["restore"] = run_child("restore", work, args.lot_events)
@@ -719,6 +752,8 @@ def rows(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
             ),
         ]
     table += [
+        ("take-over without the volume", col(lambda r: fmt_s(r["takeover"]["seconds"]))),
+        ("  peak RSS", col(lambda r: f"{r['takeover']['maxrss_mb']:,.0f} MB")),
         (
             "coffre restore",
             col(
@@ -832,6 +867,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--base", type=Path, default=None, help="the folder to build in (default: a temporary one)"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="run REV's own bench/history.py with the same sizes first (a git worktree), then this tree's, "
+        "and print the two side by side",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
@@ -852,6 +893,70 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def run_baseline(args: argparse.Namespace, base: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """REV's own bench/history.py, run with this run's sizes and options in REV's checkout."""
+    from _worktree import worktree
+
+    forwarded = [
+        "--events",
+        args.events,
+        "--coffres",
+        str(args.coffres),
+        "--lot-events",
+        str(args.lot_events),
+    ]
+    forwarded += ["--tail", str(args.tail), "--jobs", str(args.jobs), "--json"]
+    if args.no_restore:
+        forwarded.append("--no-restore")
+    with worktree(args.baseline, base / "baseline-tree") as checkout:
+        say(f"baseline {args.baseline} ({checkout.commit}): its own bench/history.py…")
+        done = subprocess.run(
+            [sys.executable, str(checkout.folder / "bench" / "history.py"), *forwarded],
+            capture_output=True,
+            text=True,
+            cwd=base,
+            env=checkout.env(),
+        )
+        if done.returncode not in (0, 1) or not done.stdout.strip():
+            raise RuntimeError(f"the baseline's bench failed: {done.stderr.strip()[-2000:]}")
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        found["commit"] = checkout.commit
+        return found
+
+
+SIDE_BY_SIDE: tuple[tuple[str, Callable[[dict[str, Any]], float]], ...] = (
+    ("vault start-up, cache warm (s)", lambda r: r["startup_warm"]["seconds"]),
+    ("vault start-up, cache cold (s)", lambda r: r["startup_cold"]["seconds"]),
+    ("  peak RSS, warm (MB)", lambda r: r["startup_warm"]["maxrss_mb"]),
+    ("journal on disk (MB)", lambda r: r["build"]["journal_bytes"] / 1e6),
+    ("take-over without the volume (s)", lambda r: r["takeover"]["seconds"]),
+    ("coffre restore (s)", lambda r: r["restore"]["seconds"]),
+    ("  peak RSS (MB)", lambda r: r["restore"]["maxrss_mb"]),
+    ("coffre verify (events/s)", lambda r: r["verify"]["events_per_second"]),
+)
+
+
+def print_side_by_side(baseline: dict[str, Any], runs: list[dict[str, Any]], out: Any) -> None:
+    """The baseline's figures and this tree's, size by size, with their ratio (this / baseline)."""
+    theirs = {run["events"]: run for run in baseline.get("runs", [])}
+    print(f"\nside by side: baseline {baseline.get('commit')} | this tree | ratio", file=out)
+    for run in runs:
+        other = theirs.get(run["events"])
+        print(f"{run['events']:,} events", file=out)
+        for label, get in SIDE_BY_SIDE:
+            values = []
+            for side in (other, run):
+                try:
+                    values.append(float(get(side)))
+                except (KeyError, TypeError, ValueError):
+                    values.append(None)
+            ratio = f"{values[1] / values[0]:.2f}" if None not in values and values[0] else "n/a"
+            shown = ["n/a" if v is None else f"{v:,.2f}" for v in values]
+            print(f"  {label:<36} {shown[0]:>12} | {shown[1]:>12} | {ratio}", file=out)
+    for error in baseline.get("errors", []):
+        print(f"  baseline error: {error}", file=out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.child:
@@ -863,6 +968,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text, file=out, flush=True)
 
     base = Path(tempfile.mkdtemp(prefix="coffre-bench-history-", dir=args.base))
+    baseline: dict[str, Any] | None = None
+    if args.baseline:
+        baseline = run_baseline(args, base, say)
     runs: list[dict[str, Any]] = []
     errors: list[str] = []
     status = 0
@@ -889,10 +997,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if runs:
             print_table(runs, out)
+        if baseline is not None:
+            print_side_by_side(baseline, runs, out)
         for error in errors:
             say(f"error: {error}")
         if args.json:
-            print(json.dumps({"runs": runs, "errors": errors, "status": status, "coffres": args.coffres}))
+            print(
+                json.dumps(
+                    {
+                        "runs": runs,
+                        "errors": errors,
+                        "status": status,
+                        "coffres": args.coffres,
+                        "baseline": baseline,
+                    }
+                )
+            )
     return status
 
 
