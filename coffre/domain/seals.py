@@ -22,6 +22,7 @@ seals that coffre next, with exactly the note's events and date.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -41,6 +42,27 @@ class SealNoteError(ValueError):
 def seal_note_key(id_oper: str, id_coffre: int, number: int) -> str:
     """``<IDOper>/<IDCoffre>/seals/<IDOper>-<IDCoffre>-<lot 10 digits>.json``."""
     return f"{id_oper}/{id_coffre}/seals/{lot_file_name(id_oper, id_coffre, number)[:-4]}.json"
+
+
+def newest_note_number(exists: Callable[[str], bool], id_oper: str, id_coffre: int) -> int:
+    """The highest N with a seal note, given the archive's ``exists(key)`` (notes are 1..N without
+    a gap): O(log N) calls, whatever the history."""
+
+    def has(number: int) -> bool:
+        return exists(seal_note_key(id_oper, id_coffre, number))
+
+    if not has(1):
+        return 0
+    low, high = 1, 2
+    while has(high):
+        low, high = high, high * 2
+    while high - low > 1:  # has(low), not has(high)
+        middle = (low + high) // 2
+        if has(middle):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ from coffre.domain.lot import (
     read_lot,
 )
 from coffre.domain.merkle import MerkleAccumulator, extension_proof
+from coffre.domain.seals import SealNote, SealNoteError, newest_note_number, seal_note_key
 from coffre.domain.timestamp import TimestampInvalid, build_request, verify_response
 from coffre.domain.witness import (
     AddCheckpoint,
@@ -239,10 +240,38 @@ class WitnessSource(Source):
         self._lot_keys[coffre].pop(number - 1, None)  # only this lot and the next are looked for again
         return [event_leaf(event.canonical) for event in lot.events]
 
+    def _from_notes(self, coffre: Coffre, size: int) -> _Witnessed | None:
+        """The tree of the coffre's first ``size`` events from the seal note of the lot that ends
+        there (found by a binary search over the notes, O(log n) reads; its frontier checked to
+        fold to its root), or None when no note says so (an archive from before seal notes)."""
+        low, high = 1, newest_note_number(self.storage.exists, *coffre)
+        while low <= high:
+            middle = (low + high) // 2
+            key = seal_note_key(*coffre, middle)
+            try:
+                note = SealNote.decode(self.storage.read(key), key)
+            except (SealNoteError, OSError, KeyError):
+                return None
+            if note.last_id_evt < size:
+                low = middle + 1
+            elif note.last_id_evt > size:
+                high = middle - 1
+            else:
+                try:
+                    return _Witnessed(note.tree(), note.number + 1)
+                except SealNoteError:
+                    return None
+        return None
+
     def _rebuild(self, coffre: Coffre, size: int) -> _Witnessed:
-        """The tree of the coffre's first ``size`` events, read from its lots from lot 1 (see the
-        module's doc for the cost); :class:`Stopped` when no lot of the archive ends there."""
+        """The tree of the coffre's first ``size`` events: from the seal note of the lot that ends
+        there, else read from its lots from lot 1 (see the module's doc for the cost);
+        :class:`Stopped` when no lot of the archive ends there."""
         started = time.perf_counter()
+        if size and (noted := self._from_notes(coffre, size)) is not None:
+            self._coffres[coffre] = noted
+            log.info("witness %s: the tree of %d events from its seal note", self.name, size)
+            return noted
         tree, number = MerkleAccumulator(), 1
         while tree.size < size:
             try:

@@ -71,7 +71,7 @@ from coffre.domain.lot import (
     read_lot,
 )
 from coffre.domain.merkle import MerkleAccumulator
-from coffre.domain.seals import SealNote, SealNoteError, seal_note_key
+from coffre.domain.seals import SealNote, SealNoteError, newest_note_number, seal_note_key
 from coffre.domain.signing import Signer
 from coffre.logs import log_context
 
@@ -118,26 +118,6 @@ class SealCounts:
     notes_migrated: int = 0
     segments_released: int = 0
     claims_lost: int = 0
-
-
-def newest_note_number(storage: ArchiveStorage, id_oper: str, id_coffre: int) -> int:
-    """The highest N with a seal note (notes are 1..N without a gap): O(log N) existence checks."""
-
-    def has(number: int) -> bool:
-        return storage.exists(seal_note_key(id_oper, id_coffre, number))
-
-    if not has(1):
-        return 0
-    low, high = 1, 2
-    while has(high):
-        low, high = high, high * 2
-    while high - low > 1:  # has(low), not has(high)
-        middle = (low + high) // 2
-        if has(middle):
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 class Sealer:
@@ -238,7 +218,7 @@ class Sealer:
     def _load(self, id_oper: str, id_coffre: int) -> CoffreSeal:
         """Where sealing stands, from the archive's newest seal note (and its lot and checkpoint)."""
         state = CoffreSeal(id_oper, id_coffre)
-        number = newest_note_number(self.storage, id_oper, id_coffre)
+        number = newest_note_number(self.storage.exists, id_oper, id_coffre)
         if number == 0 or self.storage.exists(checkpoint_key(id_oper, id_coffre, number + 1)):
             number = self._migrate(id_oper, id_coffre)  # lots sealed before seal notes existed
             if number == 0:
@@ -352,7 +332,7 @@ class Sealer:
         key = (id_oper, id_coffre)
         cached = self._lot_cache.get(key)
         if cached is None or id_evt not in cached:
-            newest = newest_note_number(self.storage, id_oper, id_coffre)
+            newest = newest_note_number(self.storage.exists, id_oper, id_coffre)
             low, high = 1, newest
             note = None
             while low <= high:
