@@ -44,7 +44,7 @@ from typing import Any
 from _worktree import worktree
 
 from coffre.adapters.archive import signing_files
-from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import LocalStorage
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID
 
@@ -212,17 +212,18 @@ async def scenario(session: Session, args: argparse.Namespace, names: list[str],
 
 
 def check_journals(journal_dir: Path, outcome: Outcome, coffres: int, warm: int) -> None:
-    """IDEvt 1..n per coffre, every published event (and the warm-up's) exactly once."""
-    journals = JournalSet(journal_dir)  # opening a journal verifies its chain
+    """IDEvt 1..n per coffre, every published event (and the warm-up's) exactly once: what the
+    stack's vault recorded, its archive's lots then its journal's unsealed window (the journal no
+    longer holds what is sealed)."""
+    from coffre_vault.history import recorded_events
+
+    archive = LocalStorage(journal_dir.parents[1] / "archive")  # <data>/vault/journal -> <data>/archive
     players: list[int] = []
-    try:
-        for coffre in range(21, 21 + coffres):
-            records = list(journals.journal("0099", coffre).records())
-            if [r.id_evt for r in records] != list(range(1, len(records) + 1)):
-                outcome.problems.append(f"coffre {coffre}: IDEvt not 1..{len(records)}")
-            players += [int(m.group(1)) for r in records if (m := PLAYER.search(r.event))]
-    finally:
-        journals.close()
+    for coffre in range(21, 21 + coffres):
+        records = recorded_events(archive, journal_dir, "0099", coffre)  # opening the journal verifies it
+        if [r.id_evt for r in records] != list(range(1, len(records) + 1)):
+            outcome.problems.append(f"coffre {coffre}: IDEvt not 1..{len(records)}")
+        players += [int(m.group(1)) for r in records if (m := PLAYER.search(r.event))]
     outcome.journal_events = len(players)
     expected = sorted([*range(outcome.published), *warm_players(coffres, warm)])
     if sorted(players) != expected:

@@ -67,7 +67,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/events.py: the POINSCRIT of the test suite
 
-from coffre.adapters.journal import JOURNAL_NAME, JournalSet  # noqa: E402
+from coffre.adapters.journal import JournalSet  # noqa: E402
 from coffre.adapters.storage import LocalStorage  # noqa: E402
 from coffre.domain.codec import canonical_bytes  # noqa: E402
 from coffre.domain.normalize import normalize  # noqa: E402
@@ -230,7 +230,7 @@ def build(work: Path, events: int, args: argparse.Namespace) -> dict[str, Any]:
         ]
         coffres = [future.result() for future in futures]
     seconds = time.perf_counter() - began
-    journal_bytes = sum(p.stat().st_size for p in (work / "journal").rglob(JOURNAL_NAME))
+    journal_bytes = sum(p.stat().st_size for p in (work / "journal").rglob("journal*.log"))
     archive_bytes = sum(p.stat().st_size for p in (work / "archive").rglob("*") if p.is_file())
     return {
         "seconds": seconds,
