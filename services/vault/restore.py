@@ -87,27 +87,26 @@ def restore_journals(
     for (id_oper, id_coffre), (lot_keys, checkpoint_keys) in sorted(_archive_files(storage).items()):
         if owns is not None and not owns(coffre_partition(id_coffre, settings.partitions)):
             continue
-        lots = [(key, storage.read(key)) for key in sorted(lot_keys)]
-        parsed = sorted(
-            (read_lot(parse_document(data)) for _, data in lots), key=lambda lot: lot.header.number
-        )
-        last = parsed[-1].header if parsed else None
+        # each lot read when the check reaches it: one lot in memory at a time, whatever the history
+        lots = [(key, lambda key=key: storage.read(key)) for key in sorted(lot_keys)]
+        newest_key = max(lot_keys, key=lambda key: parse_lot_name(key)[2], default=None)
+        last = read_lot(parse_document(storage.read(newest_key))).header if newest_key else None
         summary = dict(
             id_oper=id_oper,
             id_coffre=id_coffre,
-            lots=len(parsed),
+            lots=len(lots),
             last_id_evt=last.last_id_evt if last else 0,
             last_sealed_at=last.sealed_at if last else None,
         )
         if (id_oper, id_coffre) in existing:
             results.append(RestoredCoffre(**summary, restored=False))
             continue
-        checkpoints = [(key, storage.read(key)) for key in sorted(checkpoint_keys)]
+        checkpoints = [(key, lambda key=key: storage.read(key)) for key in sorted(checkpoint_keys)]
         report = verify_coffre(id_oper, id_coffre, lots, checkpoints, trust)
         # A vault killed between its newest lot and that lot's checkpoint mends it at its next
         # start (Sealer): here the volume is gone, so the restored journal is handed to the same
         # mend below. Only that lot's missing checkpoint is let through; the lot itself verified.
-        newest = max(lot_keys, key=lambda key: parse_lot_name(key)[2], default=None)
+        newest = newest_key
         unsealed = newest is not None and not storage.exists(
             checkpoint_key(id_oper, id_coffre, parse_lot_name(newest)[2])
         )
@@ -128,7 +127,7 @@ def restore_journals(
             "restored coffre %s/%s: %d lots, IDEvt 1..%d",
             id_oper,
             id_coffre,
-            len(parsed),
+            len(lots),
             summary["last_id_evt"],
         )
         results.append(RestoredCoffre(**summary, restored=True))
