@@ -37,13 +37,18 @@ from pathlib import Path
 from typing import Any
 
 from _worktree import worktree
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from failover import Outcome, Platform, check_journals
 
 from coffre.adapters.kafka import PRODUCER_TUNING
 from coffre.config import Settings
 
-from pipeline import WARM_START, Code, Session, cpu_seconds, say, security, spread, start_stack, text_to
+from pipeline import WARM_START, Code, Session, cpu_seconds, say, spread, start_stack, text_to
+
+# The platform (this process's producer, pipeline.Session's) publishes one event at a time as it
+# comes, without linger, on both sides alike, whatever COFFRE_PRODUCER_LINGER_MS says: only coffre's
+# side of the batching changes between the sides.
+PRODUCER_TUNING["linger_ms"] = 0
 
 
 def rss_mb(pid: int) -> float | None:
@@ -186,15 +191,7 @@ async def run_side(side: Side, args: argparse.Namespace, began: float) -> None:
             f"[{side.name}] {side.code.label} ({side.code.revision}): embedded broker {stack.bootstrap}, "
             f"{side.partitions} partition(s) per topic, data in {side.data}"
         )
-        session = Session(stack, args)
-        # the platform publishes one event at a time, as it comes (no linger), on both sides alike:
-        # only coffre's side of the batching changes
-        session.producer = AIOKafkaProducer(
-            bootstrap_servers=session.bootstrap,
-            **{**PRODUCER_TUNING, "linger_ms": 0},
-            **security(session.settings),
-        )
-        async with session:
+        async with Session(stack, args) as session:
             platform = Platform(session, args.rate, args.coffres)
             publisher = asyncio.create_task(platform.publish())
             watcher = asyncio.create_task(monitor(side, session, platform, args.every, time.perf_counter()))
