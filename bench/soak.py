@@ -243,7 +243,7 @@ async def run_side(side: Side, args: argparse.Namespace, began: float) -> None:
         say(f"[{side.name}]   PROBLEM: {problem}")
 
 
-def summary(sides: Sequence[Side]) -> None:
+def summary(sides: Sequence[Side], every: float) -> None:
     """The intervals of every side, side by side, for the minutes they share."""
     if len(sides) < 2:
         return
@@ -259,10 +259,7 @@ def summary(sides: Sequence[Side]) -> None:
                 cells.append(f"{s.name}: {p99:>7} ms {iv.acquitted_per_s:5.0f}/s {cpu:>5}")
             else:
                 cells.append(f"{s.name}: stopped")
-        say(
-            f"  {sides[0].intervals[min(i, len(sides[0].intervals) - 1)].minute if sides[0].intervals else i:6.1f} min  "
-            + "   ".join(cells)
-        )
+        say(f"  {(i + 1) * every / 60:6.1f} min  " + "   ".join(cells))
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -321,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             say(f"soak: {args.rate:g} events/s over {args.coffres} coffres for {args.duration / 60:g} min")
             asyncio.run(run(sides, args))
-            summary(sides)
+            summary(sides, args.every)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
