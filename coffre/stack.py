@@ -22,6 +22,7 @@ from pydantic import SecretStr
 
 from .adapters.archive import signer, trust_store
 from .adapters.broker import EmbeddedBroker
+from .adapters.kafka import LINGER_VARIABLE
 from .adapters.keys import KeyFileError, record_keys
 from .adapters.stream import ensure_coffre_topics
 from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
@@ -38,6 +39,9 @@ WITNESS = "witness"
 ``<data>/keys``, when ``COFFRE_WITNESS_URLS`` names none, so the demo's archive is cosigned."""
 DEV_WITNESS_NAME = "coffre-dev-witness"
 COMMANDS = {REGULATOR: "regulator-api"}
+EMBEDDED_LINGER_MS = 5
+"""The services' producer linger on the embedded broker when ``COFFRE_PRODUCER_LINGER_MS`` is not
+set: fewer, larger record batches for a few milliseconds per hop."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Stack:
     def start(self, services: tuple[str, ...] = SERVICES) -> str:
         self.check()
         if self.bootstrap is None:
+            self._embedded_defaults()
             self.broker = EmbeddedBroker(log_path=Path(self.settings.data_dir) / "logs" / "broker.log")
             self.bootstrap = self.broker.start()
         settings = self.settings.model_copy(update={"bootstrap_servers": self.bootstrap})
@@ -94,6 +99,14 @@ class Stack:
         if services == SERVICES and self.auditor:
             self.spawn(AUDITOR)
         return self.bootstrap
+
+    def _embedded_defaults(self) -> None:
+        """On the embedded broker, unless ``COFFRE_PRODUCER_LINGER_MS`` is set: the services' producers
+        linger :data:`EMBEDDED_LINGER_MS`, for fewer, larger record batches (Tansu lists every batch
+        of a partition at each fetch; see docs/operations.md, "The embedded broker's limits")."""
+        if LINGER_VARIABLE not in os.environ:
+            for name in SERVICES:
+                self.service_env.setdefault(name, {}).setdefault(LINGER_VARIABLE, str(EMBEDDED_LINGER_MS))
 
     def check(self) -> None:
         """What the services would refuse at their start, refused before anything starts: one

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -43,6 +44,7 @@ log = logging.getLogger("coffre.kafka")
 __all__ = [
     "COMMIT_INTERVAL",
     "CONSUMER_TUNING",
+    "LINGER_VARIABLE",
     "PRODUCER_TUNING",
     "LagMeter",
     "OffsetCommitter",
@@ -74,11 +76,29 @@ CONSUMER_TUNING: dict[str, Any] = {
     "request_timeout_ms": 15_000,
 }
 
-#: aiokafka producer keyword arguments: every write acknowledged by all in-sync replicas, a
-#: millisecond of batching, no idempotence (Tansu cannot: InitProducerId fails there).
+LINGER_VARIABLE = "COFFRE_PRODUCER_LINGER_MS"
+"""The producers' linger (ms) when set: ``coffre up`` sets it for its children on the embedded broker
+(:data:`coffre.stack.EMBEDDED_LINGER_MS`), where every record batch a partition holds costs every
+later fetch of it; unset, 0 (Apache Kafka: the acquittal latency first)."""
+
+
+def _linger_ms() -> int:
+    value = os.environ.get(LINGER_VARIABLE, "").strip()
+    if not value:
+        return 0
+    try:
+        return max(0, min(int(value), 1000))
+    except ValueError:
+        log.warning("%s=%r is not a number of milliseconds: ignored", LINGER_VARIABLE, value)
+        return 0
+
+
+#: aiokafka producer keyword arguments: every write acknowledged by all in-sync replicas, no
+#: batching wait unless ``COFFRE_PRODUCER_LINGER_MS`` asks for one, no idempotence (Tansu cannot:
+#: InitProducerId fails there).
 PRODUCER_TUNING: dict[str, Any] = {
     "acks": "all",
-    "linger_ms": 0,
+    "linger_ms": _linger_ms(),
     "enable_idempotence": False,
     "max_batch_size": 256 * 1024,
     # a leader that stops answering (a broker paused, a host cut off) holds a send this long before
