@@ -319,6 +319,14 @@ class Settings(BaseSettings):
         "group, and a restarted member without COFFRE_KAFKA_GROUP_INSTANCE_ID joins about then; it "
         "heartbeats every sixth of it; at least the brokers' group.min.session.timeout.ms",
     )
+    consumer_fetch_bytes: int | None = Field(
+        None,
+        ge=1024,
+        description="the services' consumers ask each partition for at most this many bytes per fetch "
+        "(a larger first record is still returned whole: KIP-74, and Tansu does so); unset: 1 MiB, "
+        "ingest's max message size + 1 MiB; coffre up sets 65536 on the embedded broker, whose fetch "
+        "slows with the bytes asked",
+    )
     kafka_group_instance_id: str | None = Field(
         None,
         description="static group membership: this process's name in its consumer groups, stable across "

@@ -42,6 +42,9 @@ COMMANDS = {REGULATOR: "regulator-api"}
 EMBEDDED_LINGER_MS = 5
 """The services' producer linger on the embedded broker when ``COFFRE_PRODUCER_LINGER_MS`` is not
 set: fewer, larger record batches for a few milliseconds per hop."""
+EMBEDDED_FETCH_BYTES = 64 * 1024
+"""The services' per-partition fetch size on the embedded broker when ``COFFRE_CONSUMER_FETCH_BYTES``
+is not set: Tansu answers a fetch slower the more bytes it is asked for (bench/README.md, soak)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,11 @@ class Stack:
         if LINGER_VARIABLE not in os.environ:
             for name in SERVICES:
                 self.service_env.setdefault(name, {}).setdefault(LINGER_VARIABLE, str(EMBEDDED_LINGER_MS))
+        if self.settings.consumer_fetch_bytes is None and "COFFRE_CONSUMER_FETCH_BYTES" not in os.environ:
+            for name in SERVICES:
+                self.service_env.setdefault(name, {}).setdefault(
+                    "COFFRE_CONSUMER_FETCH_BYTES", str(EMBEDDED_FETCH_BYTES)
+                )
 
     def check(self) -> None:
         """What the services would refuse at their start, refused before anything starts: one

@@ -285,6 +285,8 @@ def group_options(
     }
     if settings.kafka_group_instance_id and joins:
         options["group_instance_id"] = settings.kafka_group_instance_id
+    if settings.consumer_fetch_bytes:
+        options["max_partition_fetch_bytes"] = settings.consumer_fetch_bytes
     return options
 
 

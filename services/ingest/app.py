@@ -313,6 +313,8 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     ops.add_check("broker", BrokerCheck(settings.bootstrap_servers, client_options(settings)))
     await ops.start()
     fetch_bytes = settings.max_message_bytes + 1024 * 1024
+    # a smaller fetch (COFFRE_CONSUMER_FETCH_BYTES) still returns a larger first record whole (KIP-74)
+    read_bytes = settings.consumer_fetch_bytes or fetch_bytes
     try:
         async with (
             stream(
@@ -320,14 +322,14 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 "ingest",
                 topics.events_in,
                 # a dead replica's partitions move after its session (plus the broker's hand-over)
-                consumer_options={"max_partition_fetch_bytes": fetch_bytes},
+                consumer_options={"max_partition_fetch_bytes": read_bytes},
                 session_seconds=settings.ingest_session_seconds,
                 producer_options={"max_request_size": fetch_bytes},
                 leave_as_leader=False,
                 stop_timeout=STOP_STEP_SECONDS,
             ) as kafka,
             span_reader(
-                settings.bootstrap_servers, client_options(settings), max_partition_fetch_bytes=fetch_bytes
+                settings.bootstrap_servers, client_options(settings), max_partition_fetch_bytes=read_bytes
             ) as reader,
         ):
             state_topic = StateTopic(settings, kafka.publisher, reader)
