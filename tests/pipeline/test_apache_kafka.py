@@ -50,6 +50,7 @@ from apache_kafka import (
     wait_until_granted,
 )
 from events import POINSCRIT
+from pipeline.acquittals import read_acquittals
 from pipeline.stack_settings import stack_settings
 
 pytestmark = pytest.mark.apache_kafka
@@ -379,22 +380,10 @@ class Platform:
         self.done.set()
 
     def read(self) -> None:
-        consumer = Consumer({**self.config, "group.id": "platform-cluster", "enable.auto.commit": False})
-        consumer.assign(
-            [
-                TopicPartition(self.settings.topics.acquittals, p, OFFSET_BEGINNING)
-                for p in range(self.settings.partitions)
-            ]
+        config = {**self.config, "group.id": "platform-cluster"}
+        read_acquittals(
+            config, self.settings.topics.acquittals, self.settings.partitions, self.answered, self.stop
         )
-        try:
-            while not self.stop.is_set():
-                record = consumer.poll(0.2)
-                if record is None or record.error() is not None:
-                    continue
-                acquittal = Acquittal.decode(record.value())
-                self.answered.setdefault(acquittal.correlation_id or "", (time.monotonic(), acquittal))
-        finally:
-            consumer.close()
 
     def resumed_after(self, moment: float, timeout: float = RESUME_LIMIT) -> float:
         """Seconds from ``moment`` until every coffre has an acquittal for an event sent after it."""

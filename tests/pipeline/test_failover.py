@@ -21,7 +21,7 @@ import time
 
 import pytest
 from coffre_vault.history import recorded_events
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from coffre.adapters.storage import LocalStorage
 from coffre.config import Settings
@@ -30,6 +30,7 @@ from coffre.domain.messages import CORRELATION_ID, Acquittal
 from coffre.stack import Stack
 
 from events import POINSCRIT
+from pipeline.acquittals import read_acquittals
 from pipeline.stack_settings import stack_settings
 
 EVENTS = 3000  # at least; the platform goes on publishing until the last failure is over
@@ -103,21 +104,10 @@ class Platform:
         return failure, timeout
 
     def read(self) -> None:
-        consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": "platform", "enable.auto.commit": False}
+        config = {"bootstrap.servers": self.bootstrap, "group.id": "platform"}
+        read_acquittals(
+            config, self.settings.topics.acquittals, self.settings.partitions, self.answered, self.stop
         )
-        consumer.assign(
-            [TopicPartition(self.settings.topics.acquittals, p, 0) for p in range(self.settings.partitions)]
-        )
-        try:
-            while not self.stop.is_set():
-                record = consumer.poll(0.2)
-                if record is None or record.error() is not None:
-                    continue
-                acquittal = Acquittal.decode(record.value())
-                self.answered.setdefault(acquittal.correlation_id or "", (time.monotonic(), acquittal))
-        finally:
-            consumer.close()
 
 
 @pytest.mark.parametrize("replicas", [2, 3])

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from coffre.adapters.archive import signing_files
 from coffre.audit import verify_archive
@@ -36,6 +36,7 @@ from coffre.domain.routing import coffre_partition
 from coffre.stack import Stack
 
 from events import POINSCRIT
+from pipeline.acquittals import read_acquittals
 from pipeline.stack_settings import stack_settings
 
 PARTITIONS = 3
@@ -101,19 +102,8 @@ class Platform:
         assert producer.flush(60) == 0
 
     def _read(self) -> None:
-        consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": "platform", "enable.auto.commit": False}
-        )
-        consumer.assign([TopicPartition(self.settings.topics.acquittals, p, 0) for p in range(PARTITIONS)])
-        try:
-            while not self.stop.is_set():
-                record = consumer.poll(0.2)
-                if record is None or record.error() is not None:
-                    continue
-                acquittal = Acquittal.decode(record.value())
-                self.answered.setdefault(acquittal.correlation_id or "", (time.monotonic(), acquittal))
-        finally:
-            consumer.close()
+        config = {"bootstrap.servers": self.bootstrap, "group.id": "platform"}
+        read_acquittals(config, self.settings.topics.acquittals, PARTITIONS, self.answered, self.stop)
 
     def resumed_after(self, moment: float, timeout: float = 90.0) -> float:
         """Seconds after ``moment`` until every coffre has an acquittal for an event sent after it."""
