@@ -67,7 +67,7 @@ class GroupLease:
 
     def __init__(self, session_timeout_ms: int) -> None:
         self.window = session_timeout_ms / 1000 * 2 / 3
-        self._renewed = time.monotonic()
+        self._renewed = -float("inf")  # nothing is sealed before the group's first assignment
 
     def watch(self, consumer: AIOKafkaConsumer) -> None:
         coordinator = getattr(consumer, "_coordinator", None)
@@ -293,6 +293,13 @@ async def _run(
             )
 
         async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+            mine = {tp.partition for tp in assigned}
+            async with s.lock:  # coffres loaded at start whose partitions another replica holds now
+                elsewhere = coffres_of(set(range(settings.partitions)) - mine)
+                if elsewhere:
+                    await asyncio.to_thread(sealing.forget, elsewhere)
+                    journals.close_coffres(elsewhere)
+                    recorder.forget(elsewhere)
             lease.renew()
             log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
 

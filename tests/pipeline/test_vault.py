@@ -213,6 +213,9 @@ def test_receipts_are_published_while_a_seal_is_held(settings, monkeypatch, tmp_
         stop = asyncio.Event()
         vault = asyncio.create_task(serve(settings, stop))
         await publish_rows(bootstrap, rows[:5])  # a full lot: its seal starts, and is held
+        async with asyncio.timeout(60):
+            while not held:  # the vault makes its storage after its Kafka checks
+                await asyncio.sleep(0.05)
         entered = await asyncio.to_thread(held[0].entered.wait, 60)
         assert entered, "the vault never began to seal"
         await publish_rows(bootstrap, rows[5:])
