@@ -285,3 +285,36 @@ def test_recorded_events_are_the_archive_s_then_the_journal_s(tmp_path, key):
     assert [r.chain_hash for r in records[-3:]] == [chain_to(n) for n in (105, 106, 107)]
     note = SealNote.decode((archive / seal_note_key("0099", 7, 2)).read_bytes())
     assert note.tree().root() == note.tree_root and note.last_id_evt == 100
+
+
+def test_a_restart_leaves_the_journal_only_what_the_archive_lacks(tmp_path, key):
+    """A coffre idle between two runs (everything sealed at the stop, its journal never cut after
+    that seal): its next start keeps no sealed record. With an unsealed tail, the journal is cut at
+    the next sync and what the archive holds goes with the next lot."""
+    archive, journal_root = tmp_path / "archive", tmp_path / "journal"
+    archive.mkdir()
+    with JournalSet(journal_root) as journals:  # one run: 100 events recorded, all sealed at its end
+        record(journals, range(1, 101))
+        seal(Sealer(LocalStorage(archive), key[0], journals, max_events=50))
+    assert [p.name for p in (journal_root / "0099" / "7").glob("*.log")] == ["journal.log"]
+    with JournalSet(journal_root) as journals:  # the next run
+        Sealer(LocalStorage(archive), key[0], journals).coffre("0099", 7)
+        journal = journals.journal("0099", 7)
+        assert (journal.first_id_evt, journal.last_id_evt) == (101, 100)
+    assert [p.name for p in (journal_root / "0099" / "7").glob("*.log")] == [f"journal-{101:020d}.log"]
+
+    archive, journal_root = tmp_path / "archive2", tmp_path / "journal2"
+    archive.mkdir()
+    with JournalSet(journal_root) as journals:  # a run that stops with 5 events unsealed
+        record(journals, range(1, 106))
+        sealer = Sealer(LocalStorage(archive), key[0], journals, max_events=50, max_age=3600)
+        sealer.recorded("0099", 7)
+        sealer.seal_due()
+        assert sealer.coffre("0099", 7).sealed_id_evt == 100
+    with JournalSet(journal_root) as journals:  # the next run: a lot later, the sealed part is gone
+        sealer = Sealer(LocalStorage(archive), key[0], journals, max_events=50)
+        sealer.coffre("0099", 7)
+        record(journals, range(106, 108))
+        seal(sealer)
+        journal = journals.journal("0099", 7)
+        assert (journal.first_id_evt, journal.last_id_evt) == (108, 107)

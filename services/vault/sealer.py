@@ -207,6 +207,12 @@ class Sealer:
                     and journal.chain_hash_at(pending.last_id_evt) != pending.last_chain_hash
                 ):
                     raise ArchiveMismatch(f"{pending.key} announces other events than the journal holds")
+                if journal.first_id_evt <= state.sealed_id_evt:  # it holds records the archive holds
+                    if journal.last_id_evt == state.sealed_id_evt and not self.keep_seconds:
+                        journal.rebase(state.sealed_id_evt, state.last_chain)  # all of them: none needed
+                    else:  # the next sync starts a segment; what the archive holds goes with the keep time
+                        journal.cut()
+                        state.releases.append((self.monotonic(), state.sealed_id_evt))
             state.journal = journal
             state.durable_id_evt = journal.synced_id_evt
             if state.durable_id_evt > state.sealed_id_evt and state.waiting_since is None:
