@@ -235,6 +235,28 @@ def warm_players(coffres: int, warm: int) -> range:
     return range(warm, warm + coffres)
 
 
+def bench_broker(
+    args: argparse.Namespace, broker_kind: str, data: Path, prefix: str, **extra: Any
+) -> tuple[Any, str, Settings]:
+    """The broker of a run (``--bootstrap``'s, else one started of ``broker_kind``; None when not
+    started here) and the stack's settings on it: its own topics, no ops or API ports."""
+    broker = None
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        broker, bootstrap = open_broker(broker_kind, data)
+    settings = Settings(
+        bootstrap_servers=bootstrap,
+        topic_prefix=f"{prefix}{uuid.uuid4().hex[:8]}.",
+        data_dir=data / "stack",
+        partitions=args.partitions,
+        ops_port=0,
+        api_port=0,
+        **extra,
+    )
+    return broker, bootstrap, settings
+
+
 def measure(args: argparse.Namespace, code: Code, broker_kind: str = "embedded") -> Outcome:
     replicas = args.replicas if code.replicas else 1
     outcome = Outcome(code.label, code.revision, replicas, broker_kind)
@@ -245,18 +267,7 @@ def measure(args: argparse.Namespace, code: Code, broker_kind: str = "embedded")
     stack = None
     try:
         code.verify_imports(data)
-        if args.bootstrap:
-            bootstrap = args.bootstrap
-        else:
-            broker, bootstrap = open_broker(broker_kind, data)
-        settings = Settings(
-            bootstrap_servers=bootstrap,
-            topic_prefix=f"failover{uuid.uuid4().hex[:8]}.",
-            data_dir=data / "stack",
-            partitions=args.partitions,
-            ops_port=0,
-            api_port=0,
-        )
+        broker, bootstrap, settings = bench_broker(args, broker_kind, data, "failover")
         stack = start_stack(settings, bootstrap, code, replicas, data)
         names = [name for name in stack.children if is_ingest(name)]
 
@@ -579,19 +590,8 @@ def measure_chaos(args: argparse.Namespace, code: Code, broker_kind: str) -> Cha
     stack = None
     try:
         code.verify_imports(data)
-        if args.bootstrap:
-            bootstrap = args.bootstrap
-        else:
-            broker, bootstrap = open_broker(broker_kind, data)
-        settings = Settings(
-            bootstrap_servers=bootstrap,
-            topic_prefix=f"chaos{uuid.uuid4().hex[:8]}.",
-            data_dir=data / "stack",
-            partitions=args.partitions,
-            ops_port=0,
-            api_port=0,
-            **({"ingest_session_seconds": args.session} if args.session else {}),
-        )
+        session = {"ingest_session_seconds": args.session} if args.session else {}
+        broker, bootstrap, settings = bench_broker(args, broker_kind, data, "chaos", **session)
         static = args.static == "on" or (args.static == "auto" and broker_kind == "apache")
         outcome.static = static
         stack = start_stack(settings, bootstrap, code, args.replicas, data, static=static)
