@@ -65,6 +65,26 @@ def newest_note_number(exists: Callable[[str], bool], id_oper: str, id_coffre: i
     return low
 
 
+def find_note(
+    read: Callable[[str], bytes], exists: Callable[[str], bool], id_oper: str, id_coffre: int, id_evt: int
+) -> SealNote | None:
+    """The seal note whose lot holds ``id_evt``, given the archive's ``read(key)`` and
+    ``exists(key)``: a binary search over the notes (their ranges follow each other), O(log n)
+    reads; None when no note covers it. A note that cannot be read raises SealNoteError."""
+    low, high = 1, newest_note_number(exists, id_oper, id_coffre)
+    while low <= high:
+        middle = (low + high) // 2
+        key = seal_note_key(id_oper, id_coffre, middle)
+        note = SealNote.decode(read(key), key)
+        if id_evt < note.first_id_evt:
+            high = middle - 1
+        elif id_evt > note.last_id_evt:
+            low = middle + 1
+        else:
+            return note
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class SealNote:
     id_oper: str

@@ -69,7 +69,7 @@ from coffre.domain.lot import (
     read_lot,
 )
 from coffre.domain.merkle import MerkleAccumulator, extension_proof
-from coffre.domain.seals import SealNote, SealNoteError, newest_note_number, seal_note_key
+from coffre.domain.seals import SealNoteError, find_note
 from coffre.domain.timestamp import TimestampInvalid, build_request, verify_response
 from coffre.domain.witness import (
     AddCheckpoint,
@@ -244,24 +244,13 @@ class WitnessSource(Source):
         """The tree of the coffre's first ``size`` events from the seal note of the lot that ends
         there (found by a binary search over the notes, O(log n) reads; its frontier checked to
         fold to its root), or None when no note says so (an archive from before seal notes)."""
-        low, high = 1, newest_note_number(self.storage.exists, *coffre)
-        while low <= high:
-            middle = (low + high) // 2
-            key = seal_note_key(*coffre, middle)
-            try:
-                note = SealNote.decode(self.storage.read(key), key)
-            except (SealNoteError, OSError, KeyError):
+        try:
+            note = find_note(self.storage.read, self.storage.exists, *coffre, size)
+            if note is None or note.last_id_evt != size:
                 return None
-            if note.last_id_evt < size:
-                low = middle + 1
-            elif note.last_id_evt > size:
-                high = middle - 1
-            else:
-                try:
-                    return _Witnessed(note.tree(), note.number + 1)
-                except SealNoteError:
-                    return None
-        return None
+            return _Witnessed(note.tree(), note.number + 1)
+        except (SealNoteError, OSError, KeyError):
+            return None
 
     def _rebuild(self, coffre: Coffre, size: int) -> _Witnessed:
         """The tree of the coffre's first ``size`` events: from the seal note of the lot that ends

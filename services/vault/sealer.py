@@ -71,7 +71,7 @@ from coffre.domain.lot import (
     read_lot,
 )
 from coffre.domain.merkle import MerkleAccumulator
-from coffre.domain.seals import SealNote, SealNoteError, newest_note_number, seal_note_key
+from coffre.domain.seals import SealNote, SealNoteError, find_note, newest_note_number, seal_note_key
 from coffre.domain.signing import Signer
 from coffre.logs import log_context
 
@@ -338,19 +338,10 @@ class Sealer:
         key = (id_oper, id_coffre)
         cached = self._lot_cache.get(key)
         if cached is None or id_evt not in cached:
-            newest = newest_note_number(self.storage.exists, id_oper, id_coffre)
-            low, high = 1, newest
-            note = None
-            while low <= high:
-                middle = (low + high) // 2
-                candidate = self._note(id_oper, id_coffre, middle)
-                if id_evt < candidate.first_id_evt:
-                    high = middle - 1
-                elif id_evt > candidate.last_id_evt:
-                    low = middle + 1
-                else:
-                    note = candidate
-                    break
+            try:
+                note = find_note(self.storage.read, self.storage.exists, id_oper, id_coffre, id_evt)
+            except SealNoteError as exc:
+                raise ArchiveMismatch(str(exc)) from None
             if note is None or not self.storage.exists(note.lot_key):
                 return None
             lot = read_lot(parse_document(self.storage.read(note.lot_key)))
