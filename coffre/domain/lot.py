@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -79,6 +80,16 @@ def parse_lot_name(name: str) -> tuple[str, int, int] | None:
     if found is None:
         return None
     return found["oper"], int(found["coffre"]), int(found["number"])
+
+
+def numbered_lots(keys: Iterable[str]) -> list[tuple[int, str]]:
+    """(lot number, key) of the lots among a listing of one coffre's archive keys, by number
+    (its checkpoints, evidence and seal notes left out)."""
+    return sorted(
+        (parsed[2], key)
+        for key in keys
+        if "/checkpoints/" not in key and (parsed := parse_lot_name(key)) is not None
+    )
 
 
 def digest(document: bytes) -> bytes:

@@ -63,6 +63,7 @@ from coffre.domain.lot import (
     checkpoint_key,
     event_leaf,
     lot_key,
+    numbered_lots,
     parse_document,
     parse_lot_name,
     read_checkpoint,
@@ -222,11 +223,7 @@ class WitnessSource(Source):
                     known[number] = key
                     return key
         id_oper, id_coffre = coffre
-        known.update(
-            (parsed[2], key)
-            for key in self.storage.list(f"{id_oper}/{id_coffre}/")
-            if "/checkpoints/" not in key and (parsed := parse_lot_name(key)) is not None
-        )
+        known.update(numbered_lots(self.storage.list(f"{id_oper}/{id_coffre}/")))
         if number not in known:
             raise Stopped(f"lot {number} is not in the archive")
         return known[number]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from coffre.adapters.journal import Journal, JournalRecord
 from coffre.adapters.storage import ArchiveStorage
-from coffre.domain.lot import parse_document, parse_lot_name, read_lot
+from coffre.domain.lot import numbered_lots, parse_document, read_lot
 
 
 def recorded_events(
@@ -18,11 +18,7 @@ def recorded_events(
     """The coffre's records: (IDEvt, chain hash, canonical bytes) of each sealed event, then of
     each journal record past them (``journal_root`` None: the archive's only). Not checked here:
     ``coffre verify`` checks the archive, and opening the journal checks its chain."""
-    lots = sorted(
-        (parsed[2], key)
-        for key in storage.list(f"{id_oper}/{id_coffre}/")
-        if "/checkpoints/" not in key and (parsed := parse_lot_name(key)) is not None
-    )
+    lots = numbered_lots(storage.list(f"{id_oper}/{id_coffre}/"))
     records = [
         JournalRecord(event.id_evt, event.chain_hash, event.canonical)
         for _, key in lots

@@ -66,8 +66,8 @@ from coffre.domain.lot import (
     digest,
     event_leaf,
     lot_header_from_events,
+    numbered_lots,
     parse_document,
-    parse_lot_name,
     read_lot,
 )
 from coffre.domain.merkle import MerkleAccumulator
@@ -150,16 +150,16 @@ class Sealer:
         self._coffres: dict[Coffre, CoffreSeal] = {}
         self._lock = threading.RLock()  # _coffres and the loads: the loop's align and the sealer thread
         self._lot_cache: dict[Coffre, dict[int, tuple[bytes, bytes]]] = {}
-        self._sealed: dict[Coffre, int] = {}
-        """The newest sealed IDEvt of each coffre (read by the vault's loop for its commits)."""
         if journals.on_open is None:
             journals.on_open = self.align
 
     # -- state --------------------------------------------------------------------------------
 
     def sealed_id_evt(self, id_oper: str, id_coffre: int) -> int | None:
-        """The newest IDEvt of this coffre in the archive, None before its state is loaded. Any thread."""
-        return self._sealed.get((id_oper, id_coffre))
+        """The newest IDEvt of this coffre in the archive, None before its state is loaded. Any thread
+        (the vault's loop reads it for its commits)."""
+        state = self._coffres.get((id_oper, id_coffre))
+        return None if state is None else state.sealed_id_evt
 
     def coffre(self, id_oper: str, id_coffre: int) -> CoffreSeal:
         key = (id_oper, id_coffre)
@@ -218,7 +218,6 @@ class Sealer:
             if state.durable_id_evt > state.sealed_id_evt and state.waiting_since is None:
                 state.waiting_since = self.monotonic()
             self._coffres[(id_oper, id_coffre)] = state
-            self._sealed[(id_oper, id_coffre)] = state.sealed_id_evt
             return state
 
     def _load(self, id_oper: str, id_coffre: int) -> CoffreSeal:
@@ -262,13 +261,7 @@ class Sealer:
     def _migrate(self, id_oper: str, id_coffre: int) -> int:
         """Write the seal notes of lots sealed without them (an archive of an earlier version): each
         lot is read once, in order, its tree rebuilt and checked. Returns the newest lot's number."""
-        lots = sorted(
-            (parsed[2], key)
-            for key in self.storage.list(f"{id_oper}/{id_coffre}/")
-            if "/checkpoints/" not in key
-            and "/seals/" not in key
-            and (parsed := parse_lot_name(key)) is not None
-        )
+        lots = numbered_lots(self.storage.list(f"{id_oper}/{id_coffre}/"))
         if not lots:
             return 0
         log.info(
@@ -310,25 +303,23 @@ class Sealer:
         for id_oper, id_coffre in self.journals.coffres():
             self.coffre(id_oper, id_coffre)
 
-    def reload(self, coffres: Iterable[Coffre] | None = None) -> None:
+    def reload(self) -> None:
         """Forget where sealing stands and read it again from the archive, as at start: after a
         failed storage call, whether the lot or checkpoint it wrote is there is known only from
-        the archive itself. ``coffres``: only these (default: every one loaded)."""
-        with self._lock:
-            keys = list(self._coffres) if coffres is None else list(coffres)
-            for key in keys:
-                state = self._coffres.pop(key, None)
-                if state is not None and state.journal is not None and not state.journal.closed:
+        the archive itself."""
+        with self._lock:  # each state replaced by align, never absent meanwhile (sealed_id_evt)
+            for key, state in list(self._coffres.items()):
+                if state.journal is not None and not state.journal.closed:
                     self.align(key[0], key[1], state.journal)
-        if coffres is None:
-            self.start()
+                else:
+                    del self._coffres[key]
+        self.start()
 
     def forget(self, coffres: Iterable[Coffre]) -> None:
         """Stop sealing these coffres (their partitions moved to another vault)."""
         with self._lock:
             for key in coffres:
                 self._coffres.pop(key, None)
-                self._sealed.pop(key, None)
                 self._lot_cache.pop(key, None)
 
     def sealed_event(self, id_oper: str, id_coffre: int, id_evt: int) -> tuple[bytes, bytes] | None:
@@ -348,10 +339,6 @@ class Sealer:
             cached = {event.id_evt: (event.canonical, event.chain_hash) for event in lot.events}
             self._lot_cache[key] = cached
         return cached.get(id_evt)
-
-    def loaded(self) -> list[Coffre]:
-        with self._lock:
-            return list(self._coffres)
 
     # -- sealing ------------------------------------------------------------------------------
 
@@ -484,7 +471,6 @@ class Sealer:
         state.sealed_id_evt = header.last_id_evt
         state.last_chain = header.last_chain_hash
         state.last_digest = lot_digest
-        self._sealed[(state.id_oper, state.id_coffre)] = header.last_id_evt
         journal.cut()
         state.releases.append((self.monotonic(), header.last_id_evt))
         self.counts.lots += 1
@@ -509,7 +495,6 @@ class Sealer:
         assert journal is not None
         key = (state.id_oper, state.id_coffre)
         with self._lock:
-            self._coffres.pop(key, None)
             fresh = self.align(state.id_oper, state.id_coffre, journal)  # ArchiveMismatch when it disagrees
             durable = max(fresh.durable_id_evt, state.durable_id_evt)
             for name in CoffreSeal.__dataclass_fields__:  # in place: a caller's loop holds this object
