@@ -128,9 +128,7 @@ class Recorder:
         for r in records:
             try:
                 event = NormalizedEvent.from_record(r.key, r.value or b"", list(r.headers or ()), self.keys)
-                home = self._homes.get(event.id_coffre)
-                if home is None:  # murmur2 in Python costs as much as the tag: once per coffre
-                    home = self._homes[event.id_coffre] = coffre_partition(event.id_coffre, self.partitions)
+                home = self.home(event.id_coffre)
                 if home != r.partition:
                     raise ForeignRecord(
                         f"coffre {event.id_oper}/{event.id_coffre} IDEvt {event.id_evt} on partition {r.partition}, "
@@ -260,7 +258,7 @@ class Recorder:
         key = (id_oper, id_coffre)
         arrivals = self._arrivals.get(key)
         if arrivals is None:
-            sealed = self.sealed(id_oper, id_coffre) if self.sealed is not None else None
+            sealed = self._sealed_id(id_oper, id_coffre)
             if sealed is None:
                 return
             arrivals = self._arrivals[key] = _Arrivals(partition, sealed, deque())
@@ -278,7 +276,7 @@ class Recorder:
             partition = arrivals.partition
             if partition not in allowed:
                 continue
-            sealed = self.sealed(id_oper, id_coffre) if self.sealed is not None else None
+            sealed = self._sealed_id(id_oper, id_coffre)
             if sealed is None:
                 del allowed[partition]
                 continue
@@ -296,14 +294,23 @@ class Recorder:
                 allowed[partition] = min(allowed[partition], offsets[0][1])
         for id_oper, id_coffre in self.journals.opened():
             if (id_oper, id_coffre) not in self._arrivals:
-                sealed = self.sealed(id_oper, id_coffre) if self.sealed is not None else None
+                sealed = self._sealed_id(id_oper, id_coffre)
                 journal = self.journals.journal(id_oper, id_coffre)
                 if sealed is None or journal.last_id_evt > sealed:  # unsealed records, offsets unknown
-                    home = self._homes.get(id_coffre)
-                    if home is None and self.partitions is not None:
-                        home = self._homes[id_coffre] = coffre_partition(id_coffre, self.partitions)
-                    allowed.pop(home, None)
+                    allowed.pop(self.home(id_coffre), None)
         return allowed
+
+    def home(self, id_coffre: int) -> int:
+        """The coffre's partition of the normalized topic (murmur2 in Python costs as much as the
+        record's tag: computed once per coffre)."""
+        home = self._homes.get(id_coffre)
+        if home is None:
+            assert self.partitions is not None
+            home = self._homes[id_coffre] = coffre_partition(id_coffre, self.partitions)
+        return home
+
+    def _sealed_id(self, id_oper: str, id_coffre: int) -> int | None:
+        return self.sealed(id_oper, id_coffre) if self.sealed is not None else None
 
     def forget(self, coffres: Iterable[Coffre]) -> None:
         """Drop what is known of these coffres' arrivals (their partitions moved away)."""

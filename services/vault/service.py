@@ -42,7 +42,6 @@ from coffre.adapters.stream import (
 )
 from coffre.config import Settings, configuration_error, paths
 from coffre.domain.messages import now_iso
-from coffre.domain.routing import coffre_partition
 from coffre.domain.signing import Signer
 from coffre.domain.timestamp import load_trust_files
 from coffre.domain.witness import load_public_keys
@@ -272,8 +271,15 @@ async def _run(
         if consumed:
             s.committer.commit(allowed())  # seals since the last batch let the commit move on
 
-    def coffres_of(partitions: set[int]) -> list[tuple[str, int]]:
-        return [c for c in journals.opened() if coffre_partition(c[1], settings.partitions) in partitions]
+    async def let_go(partitions: set[int]) -> list[tuple[str, int]]:
+        """Stop recording and sealing the coffres of these partitions (another replica has them or
+        will); holds the stream's lock, so no step is in flight."""
+        moved = [c for c in journals.opened() if recorder.home(c[1]) in partitions]
+        if moved:
+            await asyncio.to_thread(sealing.forget, moved)  # after the seal in hand
+            journals.close_coffres(moved)
+            recorder.forget(moved)
+        return moved
 
     class Handover(ConsumerRebalanceListener):
         async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
@@ -281,10 +287,7 @@ async def _run(
             if not partitions:
                 return
             async with s.lock:  # no step in flight: what it appended is synced and acknowledged
-                moved = coffres_of(partitions)
-                await asyncio.to_thread(sealing.forget, moved)  # after the seal in hand
-                journals.close_coffres(moved)
-                recorder.forget(moved)
+                moved = await let_go(partitions)
                 for p in partitions:
                     consumed.pop(p, None)
                     committed.pop(p, None)
@@ -295,11 +298,7 @@ async def _run(
         async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
             mine = {tp.partition for tp in assigned}
             async with s.lock:  # coffres loaded at start whose partitions another replica holds now
-                elsewhere = coffres_of(set(range(settings.partitions)) - mine)
-                if elsewhere:
-                    await asyncio.to_thread(sealing.forget, elsewhere)
-                    journals.close_coffres(elsewhere)
-                    recorder.forget(elsewhere)
+                await let_go(set(range(settings.partitions)) - mine)
             lease.renew()
             log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
 
