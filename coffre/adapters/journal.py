@@ -50,7 +50,7 @@ from zlib import crc32
 from coffre.domain.chain import GENESIS
 from coffre.domain.limits import ID_COFFRE_RE, MAX_ID
 
-from .files import write_all
+from .files import fsync_directory, write_all, write_new
 
 JOURNAL_NAME = "journal.log"
 """The first segment, from IDEvt 1, without a header (the whole journal of earlier versions)."""
@@ -221,7 +221,7 @@ class Journal:
                             raise JournalCorrupted(f"{path}: its header is cut short", path=path, offset=0)
                         os.close(fd)
                         os.unlink(path)
-                        _fsync_directory(directory)
+                        fsync_directory(directory)
                         repaired += size
                         continue
                     if index == 0:
@@ -408,7 +408,7 @@ class Journal:
             for segment in dropped:
                 os.close(segment.fd)
                 os.unlink(segment.path)
-        _fsync_directory(self._directory)
+        fsync_directory(self._directory)
         return count
 
     def rebase(self, id_evt: int, chain_hash: bytes) -> None:
@@ -836,15 +836,9 @@ def _read_segment_header(fd: int, size: int, first_id: int, path: Path) -> tuple
 def _create_segment(directory: Path, first_id: int, previous: bytes) -> int:
     """Create the segment starting at ``first_id`` (its header written and fsynced, then the
     directory); returns the offset of its first record."""
-    path = directory / segment_name(first_id)
     header = b"" if first_id == 1 else segment_header(first_id, previous)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        write_all(fd, header)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    _fsync_directory(directory)
+    write_new(directory / segment_name(first_id), header, 0o644)
+    fsync_directory(directory)
     return len(header)
 
 
@@ -935,14 +929,6 @@ def _pread(fd: int, count: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _make_directories(directory: Path) -> None:
     """mkdir -p, fsyncing the parent of every directory it creates."""
     missing = []
@@ -957,7 +943,7 @@ def _make_directories(directory: Path) -> None:
             path.mkdir()
         except FileExistsError:
             continue
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
 
 
 def _coffre_key(id_oper: str, id_coffre: int) -> tuple[str, int]:
