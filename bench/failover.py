@@ -201,12 +201,19 @@ async def scenario(session: Session, args: argparse.Namespace, names: list[str],
     outcome.published = len(platform.sent)
     if not await session.reader.wait_for(platform.sent, args.resume_timeout * 3, session.check):
         outcome.problems.append("acquittals missing at the end")
-    arrived = session.reader.arrived
-    outcome.acquitted = sum(1 for cid in platform.sent if cid in arrived)
-    latency = spread([(arrived[c] - t) * 1000 for c, t in platform.sent.items() if c in arrived])
+    tally_acquittals(outcome, platform.sent, session.reader)
+
+
+def tally_acquittals(outcome: Any, sent: dict[str, float], reader: Any) -> None:
+    """Into ``outcome`` (``acquitted``, ``latency_ms``, ``problems``): how many of the events
+    ``sent`` (correlation id -> monotonic send time) ``reader`` saw acquitted, their latency
+    spread, and any status other than ``recorded``."""
+    arrived = reader.arrived
+    outcome.acquitted = sum(1 for cid in sent if cid in arrived)
+    latency = spread([(arrived[c] - t) * 1000 for c, t in sent.items() if c in arrived])
     if latency:
         outcome.latency_ms = {name: round(value, 1) for name, value in latency.items()}
-    statuses = {session.reader.status[c] for c in platform.sent if c in arrived}
+    statuses = {reader.status[c] for c in sent if c in arrived}
     if statuses - {"recorded"}:
         outcome.problems.append(f"acquittal statuses {sorted(statuses)}")
 
@@ -538,13 +545,7 @@ async def chaos_scenario(session: Session, args: argparse.Namespace, outcome: Ch
         outcome.problems.append(f"the platform: {len(platform.failed)} failed: {platform.failed[:3]}")
     if not await session.reader.wait_for(platform.sent, args.resume_timeout * 3, session.check):
         outcome.problems.append("acquittals missing at the end")
-    outcome.acquitted = sum(1 for cid in platform.sent if cid in arrived)
-    latency = spread([(arrived[c] - t) * 1000 for c, t in platform.sent.items() if c in arrived])
-    if latency:
-        outcome.latency_ms = {name: round(value, 1) for name, value in latency.items()}
-    statuses = {session.reader.status[c] for c in platform.sent if c in arrived}
-    if statuses - {"recorded"}:
-        outcome.problems.append(f"acquittal statuses {sorted(statuses)}")
+    tally_acquittals(outcome, platform.sent, session.reader)
 
 
 READY = re.compile(r'"time": "([^"]+)".*"message": "(?:ingest|vault|acquittal) ready')

@@ -195,8 +195,9 @@ def build_coffre(
     return timings
 
 
-def build(work: Path, events: int, args: argparse.Namespace) -> dict[str, Any]:
-    """The journals and the archive of ``events`` events under ``work``."""
+def prepare(work: Path, args: argparse.Namespace) -> tuple[int, datetime]:
+    """``work`` and its empty archive folder made, and the signing key and certificate of a history
+    of ``--days`` days written there; returns the days and when the history begins."""
     work.mkdir(parents=True)
     (work / "archive").mkdir()
     days = max(args.days, 1)
@@ -206,6 +207,12 @@ def build(work: Path, events: int, args: argparse.Namespace) -> dict[str, Any]:
     )
     (work / "key.pem").write_bytes(key)
     (work / "cert.pem").write_bytes(cert)
+    return days, began_at
+
+
+def build(work: Path, events: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The journals and the archive of ``events`` events under ``work``."""
+    days, began_at = prepare(work, args)
     form, pad = template(args.coffres, args.event_bytes)
     per = [events // args.coffres + (1 if i < events % args.coffres else 0) for i in range(args.coffres)]
     lots_per_coffre = max(1, -(-max(per) // args.lot_events))
@@ -365,15 +372,7 @@ def build_coffre_direct(
 def build_direct(work: Path, events: int, args: argparse.Namespace) -> dict[str, Any]:
     """The archive of ``events`` small events under ``work``, over ``--coffres`` coffres, one
     worker process per coffre at a time (``--jobs``); no journal."""
-    work.mkdir(parents=True)
-    (work / "archive").mkdir()
-    days = max(args.days, 1)
-    began_at = datetime.now(UTC) - timedelta(days=days, hours=2)
-    key, cert = generate_key_and_certificate(
-        "bench-history", "ecdsa", days=days + 3650, not_before=began_at - timedelta(days=1)
-    )
-    (work / "key.pem").write_bytes(key)
-    (work / "cert.pem").write_bytes(cert)
+    days, began_at = prepare(work, args)
     form = small_template()
     per = [events // args.coffres + (1 if i < events % args.coffres else 0) for i in range(args.coffres)]
     lots_per_coffre = max(1, -(-max(per) // args.lot_events))

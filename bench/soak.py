@@ -38,7 +38,7 @@ from typing import Any
 
 from _worktree import worktree
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from failover import Outcome, Platform, check_journals
+from failover import Outcome, Platform, check_journals, tally_acquittals
 
 from coffre.adapters.kafka import PRODUCER_TUNING
 from coffre.config import Settings
@@ -213,14 +213,7 @@ async def run_side(side: Side, args: argparse.Namespace, began: float) -> None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-            arrived = session.reader.arrived
-            outcome.acquitted = sum(1 for cid in platform.sent if cid in arrived)
-            latency = spread([(arrived[c] - t) * 1000 for c, t in platform.sent.items() if c in arrived])
-            if latency:
-                outcome.latency_ms = {k: round(v, 1) for k, v in latency.items()}
-            statuses = {session.reader.status[c] for c in platform.sent if c in arrived}
-            if statuses - {"recorded"}:
-                outcome.problems.append(f"acquittal statuses {sorted(statuses)}")
+            tally_acquittals(outcome, platform.sent, session.reader)
         codes = await asyncio.to_thread(stack.stop)
         stack = None
         if any(c not in (0, None) for c in codes.values()):
