@@ -89,8 +89,8 @@ def restore_journals(
             continue
         # each lot read when the check reaches it: one lot in memory at a time, whatever the history
         lots = [(key, lambda key=key: storage.read(key)) for key in sorted(lot_keys)]
-        newest_key = max(lot_keys, key=lambda key: parse_lot_name(key)[2], default=None)
-        last = read_lot(parse_document(storage.read(newest_key))).header if newest_key else None
+        newest = max(lot_keys, key=lambda key: parse_lot_name(key)[2], default=None)
+        last = read_lot(parse_document(storage.read(newest))).header if newest else None
         summary = dict(
             id_oper=id_oper,
             id_coffre=id_coffre,
@@ -106,7 +106,6 @@ def restore_journals(
         # A vault killed between its newest lot and that lot's checkpoint mends it at its next
         # start (Sealer): here the volume is gone, so the restored journal is handed to the same
         # mend below. Only that lot's missing checkpoint is let through; the lot itself verified.
-        newest = newest_key
         unsealed = newest is not None and not storage.exists(
             checkpoint_key(id_oper, id_coffre, parse_lot_name(newest)[2])
         )
