@@ -134,8 +134,25 @@ def _wrap(tokens: list[list[tuple[str, str | None]]]) -> list[list[tuple[str, st
     return lines
 
 
-def hand_view(event: POJEU, findings: tuple[Finding, ...]) -> HandView:
-    """What the picture draws, read from the POJEU as declared (no replay: the findings say what is wrong)."""
+def _rounds_until(event: POJEU, until_round: int | None) -> int:
+    """How many of the hand's rounds are drawn: all, or 0..``until_round`` (clamped to the last)."""
+    count = len(event.Jeu.Tour)
+    if until_round is None:
+        return count
+    if until_round < 0:
+        raise ValueError(f"until_round must be 0 or more, not {until_round}")
+    return min(until_round + 1, count)
+
+
+def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | None = None) -> HandView:
+    """What the picture draws, read from the POJEU as declared (no replay: the findings say what is wrong).
+
+    ``until_round`` (an index into ``Jeu.Tour``) stops the hand at the end of that round: later rounds'
+    cards, folds, reveals and bets are not read, and a finding naming only a later round outlines nothing.
+    """
+    tours = event.Jeu.Tour[: _rounds_until(event, until_round)]
+    later = {t.name for t in event.Jeu.Tour[len(tours) :]} - {t.name for t in tours}
+    findings = tuple(f for f in findings if f.round is None or f.round not in later)
     flagged_seats = {f.seat for f in findings if f.seat is not None}
     flagged_players = {f.player for f in findings if f.player is not None}
     flagged_rounds = {f.round for f in findings if f.round is not None}
@@ -153,7 +170,7 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...]) -> HandView:
     rounds = []
     pot = Decimal(0)
     uncalled = event_contributions(event).round_back  # given back: not in the pot
-    for tour in event.Jeu.Tour:
+    for tour in tours:
         pot -= uncalled.get(tour.name, Decimal(0))
         tokens: list[list[tuple[str, str | None]]] = []
         dealing: tuple[int | None, bool] | None = None
@@ -303,9 +320,12 @@ def _segments(segments: list[tuple[str, str | None]]) -> str:
     )
 
 
-def hand_svg(event: POJEU, findings: tuple[Finding, ...]) -> str:
-    """The hand's picture: the table with its seats and board, the rounds beside it."""
-    view = hand_view(event, findings)
+def hand_svg(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | None = None) -> str:
+    """The hand's picture: the table with its seats and board, the rounds beside it.
+
+    ``until_round``: the hand as it stood at the end of that round (see :func:`hand_view`).
+    """
+    view = hand_view(event, findings, until_round=until_round)
     seats = sorted(view.seats.values(), key=lambda s: s.seat)
     drawn, left_out = seats[:MAX_SEATS], len(seats) - MAX_SEATS
     tallest = max((_seat_height(s) for s in drawn), default=SEAT_TEXT_H)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,72 @@ def test_the_checks_not_made_for_want_of_context_are_shown():
         "STARTING_STACK_WRONG": "1",
     }
     assert "no finding, no problem" in page.text_content()
+
+
+def _stepped(until_round: int | None, findings: tuple[Finding, ...] = ()) -> lxml_html.HtmlElement:
+    event = normalize(duplicated_card_hand())
+    assert isinstance(event, POJEU)
+    return lxml_html.fromstring(hand_svg(event, findings, until_round=until_round))
+
+
+def _middle_pot(svg: lxml_html.HtmlElement) -> Decimal:
+    [pot] = [
+        t.text_content()
+        for t in svg.xpath(".//text[@text-anchor='middle']")
+        if t.text_content()[:4] == "pot "
+    ]
+    return Decimal(pot[4:])
+
+
+def _card_codes(svg: lxml_html.HtmlElement) -> list[int]:
+    titles = [c.xpath("string(title)") for c in svg.xpath(".//g[contains(@class, 'card')]")]
+    return [int(re.search(r"\(code (\d+)\)", title).group(1)) for title in titles]
+
+
+def test_a_hand_stepped_round_by_round():
+    """The annex hand's rounds: blinds, preflop, flop (board 39 43 25), turn (44), river (29), reveal."""
+    flop = [39, 43, 25]
+    pots = []
+    for k in range(6):
+        svg = _stepped(k)
+        headers = [t.text_content() for t in svg.xpath(".//text[tspan]") if " — pot " in t.text_content()]
+        assert len(headers) == k + 1, (k, headers)
+        codes = _card_codes(svg)
+        board = svg.xpath(".//g[contains(@class, 'card')][not(ancestor::g[contains(@class, 'seat')])]")
+        assert len(board) == [0, 0, 3, 4, 5, 5][k]
+        assert all(code in codes for code in flop) == (k >= 2), (k, codes)
+        assert (44 in codes, 29 in codes) == (k >= 3, k >= 4)
+        # the hole cards are dealt in the preflop
+        assert len(svg.xpath(".//g[contains(@class, 'seat')]//g[contains(@class, 'card')]")) == (
+            12 if k else 0
+        )
+        pots.append(_middle_pot(svg))
+        assert headers[-1].split(" — pot ")[1].split(" ")[0] == f"{pots[-1]}"
+    assert pots == sorted(pots) and pots[0] < pots[4]
+    assert pots[:5] == [Decimal("0.06"), Decimal("0.22"), Decimal("0.54"), Decimal("1.10"), Decimal("4.96")]
+    # seats 2, 3, 6 and 9 show their cards only in the last round
+    hidden = [len(_stepped(k).xpath(".//g[contains(@class, 'card hidden')]")) for k in (4, 5)]
+    assert hidden == [12, 8]
+
+
+def test_a_stepped_hand_outlines_a_later_rounds_finding_only_from_that_round():
+    finding = (Finding("X", "m", round="river", seat=3),)
+    for k in range(6):
+        svg = _stepped(k, finding)
+        flagged_rounds = svg.xpath(".//rect[contains(@class, 'round flagged')]")
+        flagged_seats = svg.xpath(".//g[@class='seat flagged']")
+        assert (len(flagged_rounds), len(flagged_seats)) == ((1, 1) if k >= 4 else (0, 0)), k
+    # a finding naming no round outlines its seat at every step
+    assert len(_stepped(0, (Finding("X", "m", seat=3),)).xpath(".//g[@class='seat flagged']")) == 1
+
+
+def test_until_round_none_the_last_or_beyond_draws_the_whole_hand():
+    event = normalize(duplicated_card_hand())
+    assert isinstance(event, POJEU)
+    findings = (Finding("X", "m", round="river", seat=3),)
+    whole = hand_svg(event, findings)
+    assert hand_svg(event, findings, until_round=5) == whole
+    assert hand_svg(event, findings, until_round=99) == whole
+    assert hand_view(event, findings, until_round=99) == hand_view(event, findings)
+    with pytest.raises(ValueError):
+        hand_svg(event, findings, until_round=-1)
