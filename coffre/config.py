@@ -251,6 +251,17 @@ class Settings(BaseSettings):
         le=600,
         description="regulator API: after the handshake, the request line and headers must arrive within this",
     )
+    console: bool = Field(
+        True, description="regulator API: serve the regulator's console under /console/ (docs/console.md)"
+    )
+    console_index: Path | None = Field(
+        None,
+        description="the console's SQLite index (default <COFFRE_DATA_DIR>/console/index.sqlite): a writable "
+        "file, rebuilt from the archive alone with coffre console-index",
+    )
+    console_index_interval_seconds: float = Field(
+        2.0, gt=0, le=3600, description="how often the console's index looks for new lots in the archive"
+    )
     api_idle_timeout_seconds: float = Field(
         30.0,
         gt=0,
@@ -463,6 +474,10 @@ class Settings(BaseSettings):
     def journal_root(self) -> Path:
         """The vault's journals, one folder per coffre (``coffre up`` seeds ingest from them too)."""
         return Path(self.data_dir) / "vault" / "journal"
+
+    @property
+    def console_index_path(self) -> Path:
+        return self.console_index or Path(self.data_dir) / "console" / "index.sqlite"
 
     @property
     def archive_root(self) -> Path:

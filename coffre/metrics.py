@@ -140,3 +140,15 @@ EVIDENCE_REFUSED = Counter(
     "the archive is not what it cosigned, nothing more of that coffre is sent to it; alert on any",
     ["witness", "kind"],
 )
+CONSOLE_INDEX_LAG = Gauge(
+    "coffre_console_index_lag_seconds",
+    "Age of the oldest sealed lot the console's index does not hold yet (0: every lot indexed)",
+)
+CONSOLE_INDEX_LOTS_BEHIND = Gauge(
+    "coffre_console_index_coffres_behind", "Coffres with a sealed lot the console's index does not hold yet"
+)
+CONSOLE_INDEX_EVENTS = Counter("coffre_console_index_events_total", "Events added to the console's index")
+CONSOLE_INDEX_REFUSED = Gauge(
+    "coffre_console_index_refused_coffres",
+    "Coffres whose next lot does not verify: the console's index stops before it (alert on any)",
+)

@@ -182,6 +182,8 @@ class CoffreReport:
     """The coffre's RFC 9162 leaf hashes in IDEvt order, as read (for proofs and older checkpoints)."""
     chain: Hashes = field(default_factory=Hashes)
     """The chain hash of each IDEvt, as recomputed."""
+    forgotten: int = 0
+    """Events walked before the first of ``leaves`` and ``chain`` (:meth:`CoffreWalk.forget_events`)."""
     roots: dict[int, bytes] = field(default_factory=dict)
     """The coffre tree's root at the end of each lot read, by tree size."""
     spans: list[tuple[int, int, int]] = field(default_factory=list)
@@ -872,6 +874,41 @@ class CoffreWalk:
     last_number: int = 0
     policy: EvidencePolicy | None = None
 
+    @classmethod
+    def resume(
+        cls,
+        report: CoffreReport,
+        trust: TrustStore,
+        *,
+        lots: int,
+        tree: MerkleAccumulator,
+        lot_digest: bytes,
+        chain_hash: bytes,
+    ) -> CoffreWalk:
+        """A walk that goes on after lot ``lots``, from what an earlier walk left: the coffre's tree
+        (its frontier, checked by the next lot's ``RacineArbreCoffre``), the SHA-256 of lot ``lots``
+        and its last chain hash."""
+        report.forgotten = tree.size
+        return cls(
+            report,
+            trust,
+            tree=tree,
+            previous=_Previous(lot_digest, chain_hash),
+            expected_number=lots + 1,
+            expected_id=tree.size + 1,
+            last_number=lots,
+        )
+
+    def forget_events(self) -> None:
+        """Drop the leaves, chain hashes and spans the report keeps of every event walked: a walk
+        that only moves on (the console's index) keeps its memory bounded."""
+        report = self.report
+        report.forgotten += len(report.leaves)
+        report.leaves.truncate(0)
+        report.chain.truncate(0)
+        report.spans.clear()
+        report.roots.clear()
+
     def checkpoint(
         self, path: str, source: Source, *, in_archive: bool = True, evidence: Sequence[_Evidence] = ()
     ) -> _ReadCheckpoint:
@@ -1144,9 +1181,10 @@ def _compare_with_archive(
             path, "checkpoint", f"TailleArbre {size} and DernierIDEvt {checkpoint.last_id_evt} differ"
         )
         return
-    if size > len(report.leaves):
+    held_events = report.forgotten + len(report.leaves)
+    if size > held_events:
         of = "" if report.lots else f" of coffre {report.id_oper}/{report.id_coffre}"
-        held = "of which the archive holds no lot" if not report.lots else f"the archive {len(report.leaves)}"
+        held = "of which the archive holds no lot" if not report.lots else f"the archive {held_events}"
         report.fail(
             path, "truncation", f"the checkpoint holds {size} events{of}, {held}: events were removed"
         )
@@ -1168,7 +1206,12 @@ def _compare_with_archive(
         return
     if not report.tree_agrees:
         return  # the tree as read already differs from a signed one: that is reported
-    root = report.roots.get(size) or merkle_root(report.leaves[:size])
+    root = report.roots.get(size)
+    if root is None and report.forgotten:  # a tree this walk no longer holds the leaves of
+        report.fail(path, "checkpoint", f"the tree of {size} events cannot be recomputed here")
+        return
+    if root is None:
+        root = merkle_root(report.leaves[:size])
     if root != checkpoint.tree_root:
         report.fail(
             path,
@@ -1176,7 +1219,7 @@ def _compare_with_archive(
             f"the archive's first {size} events are not those the checkpoint signed; later trees are not compared",
         )
         report.tree_agrees = False
-    elif report.chain[size - 1] != checkpoint.chain_hash:
+    elif report.chain[size - 1 - report.forgotten] != checkpoint.chain_hash:
         report.fail(
             path, "rewriting", f"the chain hash of IDEvt {size} is not the one the checkpoint signed", size
         )

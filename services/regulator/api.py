@@ -45,6 +45,7 @@ from coffre.adapters.tls import TlsSite, api_tls_material, server_ssl_context
 from coffre.config import Settings
 from coffre.domain.signing import Signer, TrustStore
 
+from . import console
 from .archive_index import (
     MAX_LOT_NUMBER,
     MAX_PAGE_SIZE,
@@ -58,6 +59,7 @@ from .archive_index import (
     parse_number,
     parse_oper,
 )
+from .event_index import EventSearch, IndexQueryError, IndexThread
 
 log = logging.getLogger("coffre.api")
 
@@ -640,6 +642,43 @@ async def _logged(
     return response
 
 
+async def _console_answer(
+    request: web.Request, handler: _Handler, result: AuthResult
+) -> tuple[web.StreamResponse, tuple[str, str] | None]:
+    """A console request (services/regulator/console.py): pages for errors, the login page for a
+    browser without credentials, the console's headers on every answer."""
+    error: tuple[str, str] | None = None
+    response: web.StreamResponse
+    path = request.path
+    if path not in console.PUBLIC_PATHS and result.status == 401:
+        error = ("unauthorized", result.message)
+        response = web.Response(status=303, headers={"Location": f"{console.PREFIX}/login"})
+    elif result.status == 403:
+        error = ("forbidden", result.message)
+        response = console.error_page(request, 403, result.message)
+    elif request.method != "GET" and not (request.method == "POST" and path in console.POST_PATHS):
+        error = ("method_not_allowed", f"{request.method} is not served here")
+        response = console.error_page(request, 405, error[1])
+        response.headers["Allow"] = "GET"
+    elif request.method == "POST" and request.headers.get("Origin") not in (None, f"https://{request.host}"):
+        error = ("forbidden", "a form posted from another site")
+        response = console.error_page(request, 403, error[1])
+    else:
+        try:
+            response = await handler(request)
+        except (console.BadRequest, IndexQueryError) as exc:
+            error = ("invalid_request", str(exc))
+            response = console.error_page(request, 400, str(exc))
+        except ArchiveQueryError as exc:
+            error = (exc.code, exc.message)
+            response = console.error_page(request, exc.status, exc.message)
+        except web.HTTPException as exc:
+            error = (_HTTP_CODES.get(exc.status, "error"), exc.reason)
+            response = console.error_page(request, exc.status, exc.reason)
+    console.secure_headers(response)
+    return response, error
+
+
 def _middleware(
     auth: Authenticator, access_log: AccessLog
 ) -> Callable[[web.Request, _Handler], Awaitable[web.StreamResponse]]:
@@ -652,9 +691,23 @@ def _middleware(
         response: web.StreamResponse
         error: tuple[str, str] | None = None
         try:
-            result = auth.authenticate(_peer_certificate(request), request.headers.get("Authorization"))
+            authorization = request.headers.get("Authorization")
+            in_console = console.console_app_ready(request.app) and (
+                request.path == console.PREFIX or request.path.startswith(console.PREFIX + "/")
+            )
+            if in_console and authorization is None:
+                token = console.session_token(request)
+                if token is not None:
+                    authorization = f"Bearer {token}"
+                    record["session"] = True
+            result = auth.authenticate(_peer_certificate(request), authorization)
             record.update(subject=result.subject, token=result.token, auth=result.method)
-            if result.status == 401:
+            if in_console:
+                response, error = await _console_answer(request, handler, result)
+                if "console_login" in request:
+                    record["login"], name = request["console_login"]
+                    record["token"] = name or record["token"]
+            elif result.status == 401:
                 challenge = 'Bearer realm="coffre"' + (
                     ', error="invalid_token"' if result.invalid_token else ""
                 )
@@ -886,11 +939,12 @@ def build_app(
     *,
     spool_dir: Path | None = None,
     flush_timeout: float = 1.0,
+    console_parts: tuple[console.Console, Callable[[str], str | None]] | None = None,
 ) -> web.Application:
     """The API's application: routes, authentication and access log. ``spool_dir`` holds export
     bundles while they are built (default: the system's temporary folder); on stop, connections
     get ``flush_timeout`` seconds to deliver what was written to them."""
-    app = web.Application(middlewares=[_middleware(auth, access_log)])
+    app = web.Application(middlewares=[_middleware(auth, access_log)], client_max_size=64 << 10)
     app[_INDEX] = index
     app[_SPOOL] = Path(spool_dir) if spool_dir is not None else Path(tempfile.gettempdir())
     app[_CONNECTIONS] = _OpenConnections(flush_timeout)
@@ -911,12 +965,36 @@ def build_app(
     ):
         app.router.add_get(path, handler, allow_head=False)
 
+    if console_parts is not None:
+        console.add_console(app, *console_parts)
+
     async def cleanup(_: web.Application) -> None:
+        if console_parts is not None and console_parts[0].thread is not None:
+            await asyncio.to_thread(console_parts[0].thread.stop)
         index.close()
         access_log.close()
 
     app.on_cleanup.append(cleanup)
     return app
+
+
+def _console_parts(
+    settings: Settings,
+    storage: ArchiveStorage,
+    index: ArchiveIndex,
+    tokens: TokenFile | None,
+    certificates: bool,
+) -> tuple[console.Console, Callable[[str], str | None]]:
+    """The console and its index thread (started here: it indexes while the API starts)."""
+    path = settings.console_index_path
+    try:
+        thread = IndexThread(path, storage, index.trust, interval=settings.console_index_interval_seconds)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"COFFRE_CONSOLE_INDEX: {exc}") from None
+    thread.start()
+    modes = tuple(m for m, on in (("token", tokens is not None), ("certificate", certificates)) if on)
+    parts = console.Console(EventSearch(path), index, storage, thread, console.Sessions(), modes)
+    return parts, (tokens.check if tokens is not None else lambda _: None)
 
 
 async def start_regulator_api(
@@ -964,8 +1042,11 @@ async def start_regulator_api(
         raise ValueError(
             f"regulator API: cannot create the access log folder {settings.access_log_root}: {exc}"
         ) from None
-    access_log = AccessLog(settings.access_log_root, public_parameters=_API_QUERY_PARAMETERS)
+    access_log = AccessLog(
+        settings.access_log_root, public_parameters=_API_QUERY_PARAMETERS | console.QUERY_PARAMETERS
+    )
     auth = Authenticator(mode, subjects, tokens)
+    console_parts = _console_parts(settings, storage, index, tokens, wants_cert) if settings.console else None
     # On stop, answers being written get 70 % of COFFRE_SHUTDOWN_TIMEOUT_SECONDS to finish (a slow
     # export download included), then 15 % for their last bytes to leave; the rest is for closing.
     app = build_app(
@@ -974,6 +1055,7 @@ async def start_regulator_api(
         access_log,
         spool_dir=Path(settings.data_dir) / "api-spool",
         flush_timeout=0.15 * settings.shutdown_timeout_seconds,
+        console_parts=console_parts,
     )
     runner = web.AppRunner(
         app,

@@ -1,0 +1,761 @@
+"""The regulator's console: the archive searched and shown in a browser (docs/console.md).
+
+Served by the regulator API itself, under ``/console/``: the same TLS listener, the same
+authentication (a client certificate, or a bearer token given once on the login page and kept
+server-side behind an HttpOnly, SameSite=Strict session cookie), the same access log (every page
+and every search, with who asked). Read-only: the only POSTs are the login and the logout, and
+nothing is written to the archive.
+
+Pages are rendered on the server with Jinja2 (autoescaped: every operator's text is escaped), with
+no script and no external asset; pictures (hands, balances, chip counts) are inline SVG; the
+Content-Security-Policy forbids anything else. Searches read the console's index
+(:mod:`.event_index`); an event's bytes come from its lot in the archive, whose SHA-256 must still
+be the one the index verified.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import hashlib
+import io
+import json
+import secrets
+import threading
+import time
+import zipfile
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from datetime import time as day_time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+
+from coffre.adapters.storage import ArchiveStorage, ObjectMissing
+from coffre.audit_report import hand_svg
+from coffre.domain.audit.findings import CODES, Finding
+from coffre.domain.catalogue.poker import POJEU
+from coffre.domain.lot import LotEvent, checkpoint_key, parse_document, read_lot
+from coffre.domain.normalize import normalize
+from coffre.plots import Series, line_plot
+
+from .archive_index import ArchiveIndex, ArchiveQueryError
+from .event_index import (
+    EventRow,
+    EventSearch,
+    IndexQueryError,
+    IndexThread,
+    LotRow,
+    Query,
+)
+
+PREFIX = "/console"
+COOKIE = "__Host-coffre-console"
+SESSION_SECONDS = 8 * 3600
+MAX_SESSIONS = 1000
+MAX_EXPORT_LOTS = 200
+"""Lots in one signed-lots export (a zip); a search that needs more says so."""
+MAX_FIELD = 200
+"""Characters of one search field."""
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+PUBLIC_PATHS = frozenset({f"{PREFIX}/login", f"{PREFIX}/static/console.css"})
+"""What a client without credentials may fetch: the login page and its stylesheet."""
+POST_PATHS = frozenset({f"{PREFIX}/login", f"{PREFIX}/logout"})
+SEARCH_FIELDS = (
+    "oper",
+    "coffre",
+    "from_id",
+    "to_id",
+    "since",
+    "until",
+    "type",
+    "player",
+    "hash",
+    "tech",
+    "pool",
+    "inscription",
+    "finding",
+    "text",
+)
+QUERY_PARAMETERS = frozenset((*SEARCH_FIELDS, "after", "round", "id"))
+"""The console's query parameters: none holds a secret, the access log keeps their values."""
+
+_HERE = Path(__file__).parent
+
+
+# -- sessions -----------------------------------------------------------------------------------------
+
+
+class Sessions:
+    """Logged-in browsers: a random session id (the cookie) -> the token it logged in with, kept in
+    memory only. Each request authenticates that token again (a token removed from the tokens file
+    ends its sessions at once); a session ends after ``SESSION_SECONDS`` or at logout."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    def open(self, token: str) -> str:
+        sid = secrets.token_urlsafe(32)
+        with self._lock:
+            self._sessions[sid] = (token, self._clock() + SESSION_SECONDS)
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+        return sid
+
+    def token(self, sid: str | None) -> str | None:
+        if not sid:
+            return None
+        with self._lock:
+            found = self._sessions.get(sid)
+            if found is None:
+                return None
+            if found[1] < self._clock():
+                del self._sessions[sid]
+                return None
+            return found[0]
+
+    def close(self, sid: str | None) -> None:
+        with self._lock:
+            self._sessions.pop(sid or "", None)
+
+
+# -- the console -------------------------------------------------------------------------------------
+
+
+class BadRequest(Exception):
+    """A console request whose parameters cannot be read: a 400 page saying why."""
+
+
+@dataclass
+class Console:
+    search: EventSearch
+    archive: ArchiveIndex
+    storage: ArchiveStorage
+    thread: IndexThread | None
+    sessions: Sessions
+    login_modes: tuple[str, ...]
+    """What the login page offers: ``token`` and/or ``certificate``."""
+
+    def __post_init__(self) -> None:
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(_HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.globals.update(prefix=PREFIX, link=_link, codes=CODES)
+        self.templates.filters["hexa"] = lambda value: value.hex() if isinstance(value, bytes) else value
+        self._lots: OrderedDict[str, list[LotEvent]] = OrderedDict()
+        self._lots_lock = threading.Lock()
+
+    def render(self, name: str, code: int = 200, **values: Any) -> web.Response:
+        body = self.templates.get_template(name).render(**values)
+        return web.Response(status=code, text=body, content_type="text/html", charset="utf-8")
+
+    # an event's bytes, from the archive, as the index verified them
+    def lot_events(self, lot: LotRow) -> list[LotEvent]:
+        with self._lots_lock:
+            cached = self._lots.get(lot.key)
+        if cached is not None:
+            return cached
+        try:
+            document = self.storage.read(lot.key)
+        except ObjectMissing:
+            raise web.HTTPNotFound(reason=f"{lot.key} is no longer in the archive") from None
+        if hashlib.sha256(document).digest() != lot.digest:
+            raise web.HTTPConflict(
+                reason=f"{lot.key} is not the lot the index verified (its SHA-256 changed): run coffre verify"
+            )
+        events = read_lot(parse_document(document)).events
+        with self._lots_lock:
+            self._lots[lot.key] = events
+            while len(self._lots) > 16:
+                self._lots.popitem(last=False)
+        return events
+
+    def canonical(self, lot: LotRow, id_evt: int) -> LotEvent:
+        for event in self.lot_events(lot):
+            if event.id_evt == id_evt:
+                return event
+        raise web.HTTPNotFound(reason=f"IDEvt {id_evt} is not in {lot.key}")
+
+
+def _link(path: str, **params: object) -> str:
+    """A console URL with its query, the parameters that are None or empty left out."""
+    kept = {k: str(v) for k, v in params.items() if v is not None and v != ""}
+    return f"{PREFIX}{path}" + (f"?{urlencode(kept)}" if kept else "")
+
+
+_CONSOLE: web.AppKey[Console] = web.AppKey("console", Console)
+
+
+def _console(request: web.Request) -> Console:
+    return request.app[_CONSOLE]
+
+
+async def _thread(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(call, *args, **kwargs)
+
+
+# -- parameters ------------------------------------------------------------------------------------
+
+
+def _field(request: web.Request, name: str) -> str | None:
+    value = request.query.get(name, "").strip()
+    if len(value) > MAX_FIELD:
+        raise BadRequest(f"{name}: at most {MAX_FIELD} characters")
+    return value or None
+
+
+def _number(text: str | None, name: str) -> int | None:
+    if text is None:
+        return None
+    if not text.isdigit() or len(text) > 18:
+        raise BadRequest(f"{name}: a whole number, not {text!r}")
+    return int(text)
+
+
+def _moment(text: str | None, name: str, end: bool = False) -> datetime | None:
+    """A date (``2026-03-01``: the whole day) or a date and time (``2026-03-01T20:15``), in UTC."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(
+            f"{name}: a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM), not {text!r}"
+        ) from None
+    if len(text) == 10 and end:
+        moment = datetime.combine(moment.date(), day_time(23, 59, 59))
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _query(request: web.Request) -> tuple[Query, dict[str, str]]:
+    """The search asked, and the fields as given (to fill the form again and build links)."""
+    given = {name: value for name in SEARCH_FIELDS if (value := _field(request, name)) is not None}
+    query = Query(
+        oper=given.get("oper"),
+        coffre=_number(given.get("coffre"), "coffre"),
+        first_id=_number(given.get("from_id"), "from IDEvt"),
+        last_id=_number(given.get("to_id"), "to IDEvt"),
+        since=_moment(given.get("since"), "from"),
+        until=_moment(given.get("until"), "to", end=True),
+        type=given.get("type"),
+        player=given.get("player"),
+        hash_joueur=given.get("hash"),
+        tech=given.get("tech"),
+        pool=given.get("pool"),
+        inscription=given.get("inscription"),
+        finding=given.get("finding"),
+        text=given.get("text"),
+    )
+    return query, given
+
+
+def _oper_coffre_id(request: web.Request) -> tuple[str, int, int]:
+    info = request.match_info
+    coffre, id_evt = _number(info["coffre"], "IDCoffre"), _number(info["id_evt"], "IDEvt")
+    assert coffre is not None and id_evt is not None
+    return info["oper"], coffre, id_evt
+
+
+# -- pages -------------------------------------------------------------------------------------------
+
+
+async def overview(request: web.Request) -> web.Response:
+    console = _console(request)
+
+    def gather() -> dict[str, Any]:
+        coffres = console.search.coffres()
+        evidence: dict[tuple[str, int], Any] = {}
+        for state in coffres:
+            if state.lots:
+                try:
+                    page = console.archive.checkpoints(state.oper, state.coffre, state.lots, page_size=1)
+                    evidence[(state.oper, state.coffre)] = page.checkpoints[0] if page.checkpoints else None
+                except ArchiveQueryError:
+                    evidence[(state.oper, state.coffre)] = None
+        lots = console.search.lots_by_day()
+        findings = console.search.findings_by_day()
+        return {"coffres": coffres, "evidence": evidence, "lots": lots, "findings": findings}
+
+    data = await _thread(gather)
+    plots = []
+    if data["lots"]:
+        plots.append(
+            line_plot(
+                [Series("lots sealed", [(_day(day), Decimal(n)) for day, n, _ in data["lots"]])],
+                title="Lots sealed per day",
+                y_label="lots",
+            )
+        )
+    by_code: dict[str, list[tuple[datetime, Decimal]]] = {}
+    for day, code, count in data["findings"]:
+        by_code.setdefault(code, []).append((_day(day), Decimal(count)))
+    if by_code:
+        plots.append(
+            line_plot(
+                [Series(code, points) for code, points in sorted(by_code.items())],
+                title="Findings per code per day",
+                y_label="findings",
+            )
+        )
+    thread = console.thread
+    return console.render(
+        "overview.html",
+        title="Overview",
+        plots=plots,
+        index_status=thread.last if thread is not None else None,
+        **data,
+    )
+
+
+def _day(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+async def search(request: web.Request) -> web.Response:
+    console = _console(request)
+    query, given = _query(request)
+    after = _field(request, "after")
+    page = None
+    started = time.perf_counter()
+    if not query.empty:
+        page = await _thread(console.search.search, query, after=after)
+    elapsed = (time.perf_counter() - started) * 1000
+    types, codes = await _thread(lambda: (console.search.event_types(), console.search.finding_codes()))
+    return console.render(
+        "search.html",
+        title="Search",
+        given=defaultdict(str, given),
+        page=page,
+        after=after,
+        elapsed_ms=elapsed,
+        types=types,
+        finding_codes=codes,
+    )
+
+
+async def search_csv(request: web.Request) -> web.StreamResponse:
+    console = _console(request)
+    query, _ = _query(request)
+    if query.empty:
+        raise BadRequest("an export needs a search: give at least one field")
+    rows: list[EventRow] = await _thread(lambda: list(console.search.export_rows(query)))
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(
+        [
+            "IDOper",
+            "IDCoffre",
+            "IDEvt",
+            "type",
+            "DateEvt (UTC)",
+            "lot",
+            "Tech",
+            "Pool",
+            "Inscription",
+            "players",
+            "findings",
+        ]
+    )
+    for row in rows:
+        writer.writerow(
+            [
+                row.oper,
+                row.coffre,
+                row.id_evt,
+                row.type,
+                row.at,
+                row.lot,
+                row.tech or "",
+                row.pool or "",
+                row.inscription or "",
+                " ".join(row.players),
+                row.findings,
+            ]
+        )
+    return web.Response(
+        body=_csv_safe(out.getvalue()).encode("utf-8"),
+        content_type="text/csv",
+        charset="utf-8",
+        headers={"Content-Disposition": 'attachment; filename="coffre-search.csv"'},
+    )
+
+
+def _csv_safe(text: str) -> str:
+    """A CSV whose cells a spreadsheet will not run as formulas (a cell starting with = + - @ gets a
+    leading apostrophe): the operators' identifiers are untrusted."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    for cells in csv.reader(io.StringIO(text)):
+        writer.writerow(["'" + c if c[:1] in ("=", "+", "-", "@", "\t", "\r") else c for c in cells])
+    return out.getvalue()
+
+
+async def search_lots(request: web.Request) -> web.StreamResponse:
+    """The signed lots (and their checkpoints) the search's events are in, in one zip, byte for byte."""
+    console = _console(request)
+    query, _ = _query(request)
+    if query.empty:
+        raise BadRequest("an export needs a search: give at least one field")
+
+    def build() -> bytes:
+        wanted: dict[tuple[str, int, int], None] = {}
+        for row in console.search.export_rows(query):
+            wanted[(row.oper, row.coffre, row.lot)] = None
+            if len(wanted) > MAX_EXPORT_LOTS:
+                raise IndexQueryError(
+                    f"the events are in more than {MAX_EXPORT_LOTS} lots: narrow the search"
+                )
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+            for oper, coffre, number in wanted:
+                lot = console.search.lot(oper, coffre, number)
+                assert lot is not None
+                document = console.storage.read(lot.key)
+                if hashlib.sha256(document).digest() != lot.digest:
+                    raise IndexQueryError(f"{lot.key} is not the lot the index verified: run coffre verify")
+                bundle.writestr(lot.key, document)
+                with_checkpoint = checkpoint_key(oper, coffre, number)
+                with contextlib.suppress(ObjectMissing):
+                    bundle.writestr(with_checkpoint, console.storage.read(with_checkpoint))
+        return buffer.getvalue()
+
+    body = await _thread(build)
+    return web.Response(
+        body=body,
+        content_type="application/zip",
+        headers={"Content-Disposition": 'attachment; filename="coffre-lots.zip"'},
+    )
+
+
+async def event_page(request: web.Request) -> web.Response:
+    console = _console(request)
+    oper, coffre, id_evt = _oper_coffre_id(request)
+
+    def gather() -> dict[str, Any] | None:
+        found = console.search.event(oper, coffre, id_evt)
+        if found is None:
+            return None
+        row, lot, findings = found
+        stored = console.canonical(lot, id_evt)
+        position = id_evt - lot.first_id
+        index_row = console.search.row_of(oper, coffre, id_evt)
+        assert index_row is not None
+        neighbours = {
+            player: console.search.neighbours(oper, player, row.at, index_row) for player in row.players[:12]
+        }
+        return {
+            "row": row,
+            "lot": lot,
+            "findings": findings,
+            "stored": stored,
+            "position": position,
+            "neighbours": neighbours,
+            "canonical": stored.canonical.decode("utf-8", "replace"),
+        }
+
+    data = await _thread(gather)
+    if data is None:
+        raise web.HTTPNotFound(reason=f"IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index")
+    return console.render("event.html", title=f"{oper}/{coffre} IDEvt {id_evt}", **data)
+
+
+async def event_proof(request: web.Request) -> web.Response:
+    console = _console(request)
+    oper, coffre, id_evt = _oper_coffre_id(request)
+    proof = await _thread(console.archive.inclusion_proof, oper, coffre, id_evt)
+    return web.Response(
+        text=json.dumps(proof, indent=2),
+        content_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="proof-{oper}-{coffre}-{id_evt}.json"'},
+    )
+
+
+async def coffre_checkpoint(request: web.Request) -> web.Response:
+    console = _console(request)
+    oper = request.match_info["oper"]
+    coffre = _number(request.match_info["coffre"], "IDCoffre")
+    stored = await _thread(console.archive.checkpoint, oper, coffre)
+    return web.Response(
+        body=stored.data,
+        content_type="application/xml",
+        headers={"Content-Disposition": f'attachment; filename="{stored.name}"'},
+    )
+
+
+async def certificates(request: web.Request) -> web.Response:
+    console = _console(request)
+    pem = b"".join(cert.public_bytes(serialization.Encoding.PEM) for cert in console.archive.trust)
+    return web.Response(
+        body=pem,
+        content_type="application/x-pem-file",
+        headers={"Content-Disposition": 'attachment; filename="coffre-certificates.pem"'},
+    )
+
+
+async def player_page(request: web.Request) -> web.Response:
+    console = _console(request)
+    oper, player = _field(request, "oper"), _field(request, "id")
+    if player is None:
+        raise BadRequest("name the player: id=IDJoueur")
+    since, until = (
+        _moment(_field(request, "since"), "from"),
+        _moment(_field(request, "until"), "to", end=True),
+    )
+
+    def gather() -> dict[str, Any]:
+        parties = [
+            p for p in console.search.player_parties(player, since, until) if oper is None or p.oper == oper
+        ]
+        return {"parties": parties, "findings": console.search.player_findings(player)}
+
+    data = await _thread(gather)
+    parties = data["parties"]
+    money = [p for p in parties if p.type != "POJEU" and p.after is not None]
+    plot = line_plot(
+        [Series(f"SoldeApres of {player}", [(_at(p.at), p.after) for p in money])],  # type: ignore[misc]
+        title=f"Balance of {player}",
+        y_label="balance",
+    )
+    return console.render(
+        "player.html",
+        title=f"Player {player}",
+        player=player,
+        oper=oper,
+        plot=plot,
+        registrations=[p for p in parties if p.type == "POINSCRIT"],
+        hands=[p for p in parties if p.type == "POJEU"],
+        money=money,
+        hashes=sorted({p.hash_joueur for p in parties if p.hash_joueur}),
+        findings=data["findings"],
+        since=_field(request, "since"),
+        until=_field(request, "until"),
+    )
+
+
+def _at(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+async def tech_page(request: web.Request) -> web.Response:
+    console = _console(request)
+    oper, tech = _field(request, "oper"), _field(request, "id")
+    if tech is None:
+        raise BadRequest("name the table or tournament: id=Tech")
+
+    def gather() -> dict[str, Any]:
+        events = [(r, f) for r, f in console.search.tech_events(tech) if oper is None or r.oper == oper]
+        seats = [p for p in console.search.tech_parties(tech) if oper is None or p.oper == oper]
+        return {"events": events, "seats": seats}
+
+    data = await _thread(gather)
+    seats_by_hand: dict[tuple[str, int, int], list[Any]] = {}
+    chips: dict[str, list[tuple[datetime, Decimal]]] = {}
+    for seat in data["seats"]:
+        seats_by_hand.setdefault((seat.oper, seat.coffre, seat.id_evt), []).append(seat)
+        if seat.after is not None:
+            chips.setdefault(seat.player, []).append((_at(seat.at), seat.after))
+    events = data["events"]
+    levels: list[tuple[str, EventRow]] = []
+    for row, _ in events:
+        if row.type == "POJEU" and row.forced and (not levels or levels[-1][0] != row.forced):
+            levels.append((row.forced, row))
+    plot = line_plot(
+        [Series(player, points) for player, points in sorted(chips.items())],
+        title=f"Chips after each hand of {tech}",
+        y_label="chips (CaveApres)",
+    )
+    return console.render(
+        "tech.html",
+        title=f"Tech {tech}",
+        tech=tech,
+        oper=oper,
+        plot=plot,
+        registrations=[(r, f) for r, f in events if r.type == "POINSCRIT"],
+        hands=[(r, f) for r, f in events if r.type == "POJEU"],
+        results=[(r, f) for r, f in events if r.type not in ("POINSCRIT", "POJEU")],
+        seats=seats_by_hand,
+        levels=levels,
+        findings=[(r, f) for r, fs in events for f in fs],
+    )
+
+
+async def hand_page(request: web.Request) -> web.Response:
+    console = _console(request)
+    oper, coffre, id_evt = _oper_coffre_id(request)
+    step = _number(_field(request, "round"), "round")
+
+    def gather() -> tuple[EventRow, POJEU, list[Finding]] | None:
+        found = console.search.event(oper, coffre, id_evt)
+        if found is None:
+            return None
+        row, lot, findings = found
+        event = normalize(console.canonical(lot, id_evt).canonical)
+        if not isinstance(event, POJEU):
+            raise BadRequest(f"IDEvt {id_evt} is a {row.type}, not a hand (POJEU)")
+        return row, event, findings
+
+    found = await _thread(gather)
+    if found is None:
+        raise web.HTTPNotFound(reason=f"IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index")
+    row, event, findings = found
+    rounds = [tour.name for tour in event.Jeu.Tour]
+    if step is not None and rounds:
+        step = min(step, len(rounds) - 1)
+    picture = hand_svg(event, tuple(findings), until_round=step)
+    return console.render(
+        "hand.html",
+        title=f"Hand {oper}/{coffre} IDEvt {id_evt}",
+        row=row,
+        event=event,
+        findings=findings,
+        picture=picture,
+        rounds=rounds,
+        step=step,
+    )
+
+
+# -- login ---------------------------------------------------------------------------------------------
+
+
+async def login_page(request: web.Request) -> web.Response:
+    console = _console(request)
+    if request.method == "POST":
+        form = await request.post()
+        token = str(form.get("token", "")).strip()
+        authenticate: Callable[[str], str | None] = request.app[_CHECK_TOKEN]
+        name = authenticate(token) if token and len(token) <= 4096 else None
+        if name is None:
+            request["console_login"] = ("refused", None)
+            return console.render(
+                "login.html",
+                code=401,
+                title="Log in",
+                modes=console.login_modes,
+                message="This token is not accepted.",
+            )
+        request["console_login"] = ("accepted", name)
+        response = _redirect(f"{PREFIX}/")
+        response.set_cookie(
+            COOKIE,
+            console.sessions.open(token),
+            secure=True,
+            httponly=True,
+            samesite="Strict",
+            path="/",
+            max_age=SESSION_SECONDS,
+        )
+        return response
+    return console.render("login.html", title="Log in", modes=console.login_modes, message=None)
+
+
+async def logout(request: web.Request) -> web.Response:
+    console = _console(request)
+    console.sessions.close(request.cookies.get(COOKIE))
+    response = _redirect(f"{PREFIX}/login")
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+def _redirect(location: str) -> web.Response:
+    return web.Response(status=303, headers={"Location": location})
+
+
+async def stylesheet(_: web.Request) -> web.Response:
+    return web.Response(
+        body=(_HERE / "static" / "console.css").read_bytes(),
+        content_type="text/css",
+        headers={"Cache-Control": "max-age=3600"},
+    )
+
+
+_CHECK_TOKEN: web.AppKey[Callable[[str], str | None]] = web.AppKey("console_check_token")
+
+
+def add_console(app: web.Application, console: Console, check_token: Callable[[str], str | None]) -> None:
+    """The console's routes on the API's application. ``check_token`` gives the name of a bearer
+    token the API accepts (None: refused)."""
+    app[_CONSOLE] = console
+    app[_CHECK_TOKEN] = check_token
+    route = app.router
+    for path, handler in (
+        ("/", overview),
+        ("/search", search),
+        ("/search.csv", search_csv),
+        ("/search-lots.zip", search_lots),
+        ("/event/{oper}/{coffre}/{id_evt}", event_page),
+        ("/event/{oper}/{coffre}/{id_evt}/proof.json", event_proof),
+        ("/hand/{oper}/{coffre}/{id_evt}", hand_page),
+        ("/coffre/{oper}/{coffre}/checkpoint.xml", coffre_checkpoint),
+        ("/certificates.pem", certificates),
+        ("/player", player_page),
+        ("/tech", tech_page),
+        ("/static/console.css", stylesheet),
+    ):
+        route.add_get(PREFIX + path, handler, allow_head=False)
+
+    async def home(_: web.Request) -> web.Response:
+        return _redirect(f"{PREFIX}/")
+
+    route.add_get(PREFIX, home, allow_head=False)
+    route.add_route("GET", f"{PREFIX}/login", login_page)
+    route.add_route("POST", f"{PREFIX}/login", login_page)
+    route.add_route("POST", f"{PREFIX}/logout", logout)
+
+
+def secure_headers(response: web.StreamResponse) -> None:
+    """What every console answer carries: the CSP, no framing, no referrer, no cache."""
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers.setdefault("Cache-Control", "no-store")
+
+
+def error_page(request: web.Request, status: int, message: str) -> web.Response:
+    console = request.app.get(_CONSOLE)
+    if console is None:  # pragma: no cover - the console is always set where this is called
+        return web.Response(status=status, text=message)
+    return console.render("error.html", code=status, title=f"Error {status}", status=status, message=message)
+
+
+def console_app_ready(app: web.Application) -> bool:
+    return _CONSOLE in app
+
+
+__all__ = [
+    "COOKIE",
+    "CSP",
+    "POST_PATHS",
+    "PREFIX",
+    "PUBLIC_PATHS",
+    "QUERY_PARAMETERS",
+    "BadRequest",
+    "Console",
+    "Sessions",
+    "add_console",
+    "console_app_ready",
+    "error_page",
+    "secure_headers",
+    "session_token",
+]
+
+
+def session_token(request: web.Request) -> str | None:
+    """The token of the browser's console session, if it has a live one."""
+    return request.app[_CONSOLE].sessions.token(request.cookies.get(COOKIE))

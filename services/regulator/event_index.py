@@ -1,0 +1,1005 @@
+"""The console's index: every sealed event of the archive by the fields an investigator searches.
+
+An SQLite database (docs/console.md, "The index") that the regulator API keeps beside the archive
+and can rebuild from the archive alone at any time (``coffre console-index``). It holds no event's
+bytes: an event's page reads its lot from the archive, and checks that lot's SHA-256 against the
+one recorded here.
+
+- **Only verified lots.** Each lot is walked as ``coffre verify`` walks it (signature, chain, links
+  to the previous lot, the coffre's tree, its checkpoint) by a :class:`CoffreWalk` resumed from
+  what the index recorded after the lot before; a lot that fails stops its coffre's index before
+  it, and the overview says why.
+- **A lot at a time.** A lot's rows, its findings and the money trail's state after it are written
+  in one transaction: after a crash the index holds whole lots, and goes on from the next.
+- **Findings** are those of the auditor (:func:`audit_event`, with the money trail kept in the
+  index itself), so they are the same whichever process computed them, and a rebuild gives the
+  same.
+- **Search** drives each query from one index ordered by date (:class:`Query`), so that the
+  first page comes from the first rows of an index, however many events the archive holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from coffre import metrics
+from coffre.adapters.storage import ArchiveStorage, ObjectMissing
+from coffre.domain.audit.events import audit_event
+from coffre.domain.audit.findings import Finding
+from coffre.domain.audit.trail import MoneyTrail
+from coffre.domain.facets import Facets, event_facets
+from coffre.domain.lot import checkpoint_key, numbered_lots, parse_document, read_lot
+from coffre.domain.merkle import MerkleAccumulator
+from coffre.domain.normalize import normalize
+from coffre.domain.seals import SealNote, SealNoteError, seal_note_key
+from coffre.domain.signing import TrustStore
+from coffre.domain.verify import CoffreReport, CoffreWalk
+
+log = logging.getLogger("coffre.console")
+
+SCHEMA_VERSION = "1"
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000
+MAX_EXPORT_ROWS = 100_000
+"""Rows of one CSV export; a search that matches more says so and is narrowed."""
+_OPER = re.compile(r"[0-9A-Za-z]{1,16}")
+_COFFRE = re.compile(r"[0-9]{1,18}")
+_ROOT_TAG = re.compile(rb"<([A-Za-z_][A-Za-z0-9_.-]*)")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS coffres (
+  oper TEXT NOT NULL, coffre INTEGER NOT NULL, lots INTEGER NOT NULL, events INTEGER NOT NULL,
+  lot_digest BLOB NOT NULL, chain BLOB NOT NULL, frontier BLOB NOT NULL, sealed_at TEXT,
+  refused TEXT, PRIMARY KEY (oper, coffre)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lots (
+  oper TEXT NOT NULL, coffre INTEGER NOT NULL, number INTEGER NOT NULL, first_id INTEGER NOT NULL,
+  last_id INTEGER NOT NULL, key TEXT NOT NULL, digest BLOB NOT NULL, sealed_at TEXT NOT NULL,
+  PRIMARY KEY (oper, coffre, number)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lot_days (
+  day TEXT NOT NULL, oper TEXT NOT NULL, coffre INTEGER NOT NULL, lots INTEGER NOT NULL,
+  events INTEGER NOT NULL, PRIMARY KEY (day, oper, coffre)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+  row INTEGER PRIMARY KEY, oper TEXT NOT NULL, coffre INTEGER NOT NULL, id_evt INTEGER NOT NULL,
+  type TEXT NOT NULL, at TEXT NOT NULL, lot INTEGER NOT NULL, tech TEXT, pool TEXT, inscription TEXT,
+  forced TEXT, findings INTEGER NOT NULL, UNIQUE (oper, coffre, id_evt));
+CREATE INDEX IF NOT EXISTS events_at ON events (at, row);
+CREATE INDEX IF NOT EXISTS events_type ON events (type, at, row);
+CREATE INDEX IF NOT EXISTS events_tech ON events (tech, at, row) WHERE tech IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_pool ON events (pool, at, row) WHERE pool IS NOT NULL;
+CREATE TABLE IF NOT EXISTS parties (
+  row INTEGER NOT NULL, player TEXT NOT NULL, hash TEXT, inscription TEXT, seat TEXT, before TEXT,
+  after TEXT, at TEXT NOT NULL, PRIMARY KEY (row, player)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS parties_player ON parties (player, at, row);
+CREATE INDEX IF NOT EXISTS parties_hash ON parties (hash, at, row) WHERE hash IS NOT NULL;
+CREATE INDEX IF NOT EXISTS parties_inscription ON parties (inscription, at, row) WHERE inscription IS NOT NULL;
+CREATE TABLE IF NOT EXISTS findings (
+  row INTEGER NOT NULL, n INTEGER NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL, round TEXT,
+  seat INTEGER, player TEXT, PRIMARY KEY (row, n)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS flags (
+  code TEXT NOT NULL, at TEXT NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (code, at, row)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS finding_days (
+  day TEXT NOT NULL, code TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (day, code)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trail (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE VIRTUAL TABLE IF NOT EXISTS event_text USING fts5 (body, content='', tokenize='unicode61');
+"""
+
+
+class IndexQueryError(ValueError):
+    """A search the index cannot answer as asked (a message for the investigator)."""
+
+
+def stamp(moment: datetime) -> str:
+    """How the index writes a date: UTC, to the second, sortable as text."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _decimal(text: str | None) -> Decimal | None:
+    return None if text is None else Decimal(text)
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else format(value, "f")
+
+
+# -- what the index answers ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A search: every field given must hold (AND). Dates are UTC and inclusive."""
+
+    oper: str | None = None
+    coffre: int | None = None
+    first_id: int | None = None
+    last_id: int | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    type: str | None = None
+    player: str | None = None
+    hash_joueur: str | None = None
+    tech: str | None = None
+    pool: str | None = None
+    inscription: str | None = None
+    finding: str | None = None
+    text: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, name) is None for name in self.__slots__)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    oper: str
+    coffre: int
+    id_evt: int
+    type: str
+    at: str
+    lot: int
+    tech: str | None
+    pool: str | None
+    inscription: str | None
+    forced: str | None
+    findings: int
+    players: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    rows: list[EventRow]
+    next: str | None
+    """The cursor of the next page, None on the last."""
+    driver: str
+    """Which index the search was driven by (shown to the investigator, and measured in bench/)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartyRow:
+    oper: str
+    coffre: int
+    id_evt: int
+    type: str
+    at: str
+    player: str
+    hash_joueur: str | None
+    inscription: str | None
+    seat: str | None
+    before: Decimal | None
+    after: Decimal | None
+    tech: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FindingRow:
+    oper: str
+    coffre: int
+    id_evt: int
+    type: str
+    at: str
+    finding: Finding
+
+
+@dataclass(frozen=True, slots=True)
+class CoffreState:
+    oper: str
+    coffre: int
+    lots: int
+    events: int
+    chain: bytes
+    sealed_at: str | None
+    refused: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LotRow:
+    oper: str
+    coffre: int
+    number: int
+    first_id: int
+    last_id: int
+    key: str
+    digest: bytes
+    sealed_at: str
+
+
+_EVENT_COLUMNS = (
+    "e.oper, e.coffre, e.id_evt, e.type, e.at, e.lot, e.tech, e.pool, e.inscription, e.forced, e.findings"
+)
+
+
+def _event_row(values: Sequence[Any]) -> EventRow:
+    return EventRow(*values[:11])
+
+
+# -- the SQLite side: a trail store, the writer, the readers -------------------------------------
+
+
+class _TrailTable:
+    """The money trail's state (coffre.domain.audit.store) in the index's ``trail`` table, written in
+    the transaction of the lot being indexed."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = self.db.execute("SELECT value FROM trail WHERE key = ?", (key,)).fetchone()
+        return default if found is None else json.loads(found[0])
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.db.execute(
+            "INSERT INTO trail (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, json.dumps(value, separators=(",", ":"), default=str)),
+        )
+
+    def __delitem__(self, key: str) -> None:
+        self.db.execute("DELETE FROM trail WHERE key = ?", (key,))
+
+
+def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection to the index at ``path`` (created with its schema unless ``readonly``)."""
+    if readonly:
+        db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True, check_same_thread=False)
+    else:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.executescript(_SCHEMA)
+        found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if found is None:
+            db.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        elif found[0] != SCHEMA_VERSION:
+            db.close()
+            raise ValueError(
+                f"{path}: an index of schema {found[0]}, this coffre writes schema {SCHEMA_VERSION}: "
+                "rebuild it (coffre console-index --rebuild)"
+            )
+    db.execute("PRAGMA query_only = 1" if readonly else "PRAGMA foreign_keys = 0")
+    db.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
+    return db
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+# -- building: verified lots in, rows out ---------------------------------------------------------
+
+
+@dataclass
+class CatchUp:
+    """What one pass over the archive did."""
+
+    lots: int = 0
+    events: int = 0
+    refused: list[str] = field(default_factory=list)
+    lag_seconds: float = 0.0
+    behind: int = 0
+
+
+class Indexer:
+    """Adds the archive's sealed lots to the index, in lot order per coffre, verified first."""
+
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        storage: ArchiveStorage,
+        trust: TrustStore,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.db, self.storage, self.trust, self.clock = db, storage, trust, clock
+        self.trail = MoneyTrail(_TrailTable(db))
+        self._refused_logged: set[tuple[str, int, int]] = set()
+
+    def coffres(self) -> list[tuple[str, int]]:
+        """Every coffre of the archive (its folders ``<IDOper>/<IDCoffre>/``)."""
+        pairs = []
+        for oper in self.storage.children("")[0]:
+            if _OPER.fullmatch(oper):
+                pairs += [
+                    (oper, int(name))
+                    for name in self.storage.children(f"{oper}/")[0]
+                    if _COFFRE.fullmatch(name)
+                ]
+        return sorted(pairs)
+
+    def catch_up(self, max_lots: int | None = None) -> CatchUp:
+        """Index every lot sealed since the last pass (at most ``max_lots`` of them)."""
+        done = CatchUp()
+        now = self.clock()
+        for oper, coffre in self.coffres():
+            while max_lots is None or done.lots < max_lots:
+                state = self._state(oper, coffre)
+                found = self._next_lot(oper, coffre, state[0] + 1)
+                if found is None:
+                    break
+                key, document, checkpoint = found
+                refused = self._add(oper, coffre, state, key, document, checkpoint)
+                if refused is not None:
+                    done.refused.append(f"{oper}/{coffre}: {refused}")
+                    break
+                done.lots += 1
+                done.events += self._last_count
+            behind = self._next_lot_time(oper, coffre)
+            if behind is not None:
+                done.behind += 1
+                done.lag_seconds = max(done.lag_seconds, (now - behind).total_seconds())
+        return done
+
+    # the coffre's state as the index left it
+    def _state(self, oper: str, coffre: int) -> tuple[int, MerkleAccumulator, bytes, bytes]:
+        found = self.db.execute(
+            "SELECT lots, events, lot_digest, chain, frontier FROM coffres WHERE oper = ? AND coffre = ?",
+            (oper, coffre),
+        ).fetchone()
+        if found is None:
+            return 0, MerkleAccumulator(), b"\0" * 32, b"\0" * 32
+        lots, events, digest, chain, frontier = found
+        hashes = [bytes(frontier[i : i + 32]) for i in range(0, len(frontier), 32)]
+        return lots, MerkleAccumulator.from_frontier(events, hashes), bytes(digest), bytes(chain)
+
+    def _note(self, oper: str, coffre: int, number: int) -> SealNote | None:
+        try:
+            return SealNote.decode(self.storage.read(seal_note_key(oper, coffre, number)))
+        except ObjectMissing:
+            return None
+        except SealNoteError as exc:
+            log.warning(
+                "console index: seal note of lot %d of %s/%s unreadable: %s", number, oper, coffre, exc
+            )
+            return None
+
+    def _lot_key(self, oper: str, coffre: int, number: int) -> str | None:
+        """Lot ``number``'s key: from its seal note, else (an archive from before notes) a listing."""
+        note = self._note(oper, coffre, number)
+        if note is not None:
+            return note.lot_key
+        for found, key in numbered_lots(self.storage.list(f"{oper}/{coffre}/")):
+            if found == number:
+                return key
+        return None
+
+    def _next_lot(self, oper: str, coffre: int, number: int) -> tuple[str, bytes, bytes] | None:
+        """Lot ``number`` with its checkpoint, or None when it is not (entirely) sealed yet."""
+        key = self._lot_key(oper, coffre, number)
+        if key is None:
+            return None
+        try:
+            checkpoint = self.storage.read(checkpoint_key(oper, coffre, number))
+            document = self.storage.read(key)
+        except ObjectMissing:
+            return None  # the checkpoint follows the lot: the next pass
+        return key, document, checkpoint
+
+    def _next_lot_time(self, oper: str, coffre: int) -> datetime | None:
+        """When the first lot the index does not hold was sealed (None: the index holds them all)."""
+        lots = self._state(oper, coffre)[0]
+        note = self._note(oper, coffre, lots + 1)
+        return None if note is None else note.sealed_at
+
+    def _add(
+        self,
+        oper: str,
+        coffre: int,
+        state: tuple[int, MerkleAccumulator, bytes, bytes],
+        key: str,
+        document: bytes,
+        checkpoint: bytes,
+    ) -> str | None:
+        """Verify lot ``state[0] + 1`` and write its rows; the reason it was refused, or None."""
+        lots, tree, digest, chain = state
+        number = lots + 1
+        walk = CoffreWalk.resume(
+            CoffreReport(oper, coffre),
+            self.trust,
+            lots=lots,
+            tree=tree.copy(),
+            lot_digest=digest,
+            chain_hash=chain,
+        )
+        failures = walk.extend(number, key, document, [(checkpoint_key(oper, coffre, number), checkpoint)])
+        if failures:
+            reason = "; ".join(str(f) for f in failures[:3])
+            self._refuse(oper, coffre, number, reason)
+            return reason
+        lot = read_lot(parse_document(document))
+        h = lot.header
+        lot_digest = hashlib.sha256(document).digest()
+        self._last_count = len(lot.events)
+        with _transaction(self.db):
+            for event in lot.events:
+                self._add_event(oper, coffre, number, event.id_evt, event.canonical)
+            sealed = stamp(h.sealed_at)
+            self.db.execute(
+                "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (oper, coffre, number, h.first_id_evt, h.last_id_evt, key, lot_digest, sealed),
+            )
+            self.db.execute(
+                "INSERT INTO lot_days VALUES (?, ?, ?, 1, ?) ON CONFLICT (day, oper, coffre) DO UPDATE "
+                "SET lots = lots + 1, events = events + excluded.events",
+                (sealed[:10], oper, coffre, h.count),
+            )
+            self.db.execute(
+                "INSERT INTO coffres VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (oper, coffre) DO UPDATE SET "
+                "lots = excluded.lots, events = excluded.events, lot_digest = excluded.lot_digest, "
+                "chain = excluded.chain, frontier = excluded.frontier, sealed_at = excluded.sealed_at, refused = NULL",
+                (
+                    oper,
+                    coffre,
+                    number,
+                    h.last_id_evt,
+                    lot_digest,
+                    h.last_chain_hash,
+                    b"".join(walk.tree.frontier),
+                    sealed,
+                ),
+            )
+        metrics.CONSOLE_INDEX_EVENTS.inc(len(lot.events))
+        return None
+
+    def _refuse(self, oper: str, coffre: int, number: int, reason: str) -> None:
+        if (oper, coffre, number) not in self._refused_logged:
+            self._refused_logged.add((oper, coffre, number))
+            log.error(
+                "console index: lot %d of %s/%s does not verify, not indexed: %s",
+                number,
+                oper,
+                coffre,
+                reason,
+            )
+        text = f"lot {number} does not verify: {reason}"[:2000]
+        with _transaction(self.db):
+            updated = self.db.execute(
+                "UPDATE coffres SET refused = ? WHERE oper = ? AND coffre = ?", (text, oper, coffre)
+            ).rowcount
+            if not updated:
+                self.db.execute(
+                    "INSERT INTO coffres VALUES (?, ?, 0, 0, ?, ?, ?, NULL, ?)",
+                    (oper, coffre, b"\0" * 32, b"\0" * 32, b"", text),
+                )
+
+    def _read_event(self, canonical: bytes) -> tuple[Facets | None, str, list[Finding]]:
+        """The event's facets and findings; an event this version cannot read again is indexed by
+        its type with an ``AUDIT_FAILED`` finding (it is in the archive: it must be found)."""
+        try:
+            event = normalize(canonical)
+        except Exception as exc:
+            tag = _ROOT_TAG.search(canonical)
+            return (
+                None,
+                tag.group(1).decode() if tag else "?",
+                [
+                    Finding(
+                        "AUDIT_FAILED",
+                        f"the event cannot be read again: {type(exc).__name__}: {str(exc)[:300]}",
+                    )
+                ],
+            )
+        facets = event_facets(event)
+        try:
+            findings = audit_event(event, self.trail)
+        except Exception as exc:  # a defect of a check: said, and the event is indexed all the same
+            findings = [Finding("AUDIT_FAILED", f"the audit failed: {type(exc).__name__}: {str(exc)[:300]}")]
+        return facets, facets.type, findings
+
+    def _add_event(self, oper: str, coffre: int, lot: int, id_evt: int, canonical: bytes) -> None:
+        facets, kind, findings = self._read_event(canonical)
+        db = self.db
+        at = stamp(facets.at) if facets else "1970-01-01T00:00:00Z"
+        row = db.execute(
+            "INSERT INTO events (oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, findings) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                oper,
+                coffre,
+                id_evt,
+                kind,
+                at,
+                lot,
+                facets and facets.tech,
+                facets and facets.pool,
+                facets and facets.inscription,
+                facets and facets.forced_bets,
+                len(findings),
+            ),
+        ).lastrowid
+        words = [kind, oper, str(coffre), str(id_evt)]
+        if facets is not None:
+            seen: set[str] = set()
+            for party in facets.parties:
+                if party.player in seen:
+                    continue
+                seen.add(party.player)
+                db.execute(
+                    "INSERT INTO parties VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        row,
+                        party.player,
+                        party.hash_joueur,
+                        party.inscription,
+                        _text(party.seat),
+                        _text(party.before),
+                        _text(party.after),
+                        at,
+                    ),
+                )
+                words += [party.player, party.hash_joueur or "", party.inscription or ""]
+            words += [facets.tech or "", facets.pool or "", facets.inscription or "", facets.text]
+        codes: set[str] = set()
+        for n, finding in enumerate(findings):
+            db.execute(
+                "INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (row, n, finding.code, finding.message, finding.round, finding.seat, finding.player),
+            )
+            codes.add(finding.code)
+        for code in sorted(codes):
+            db.execute("INSERT INTO flags VALUES (?, ?, ?)", (code, at, row))
+            db.execute(
+                "INSERT INTO finding_days VALUES (?, ?, 1) ON CONFLICT (day, code) DO UPDATE SET count = count + 1",
+                (at[:10], code),
+            )
+            words.append(code)
+        db.execute(
+            "INSERT INTO event_text (rowid, body) VALUES (?, ?)", (row, " ".join(w for w in words if w))
+        )
+
+    _last_count = 0
+
+
+def rebuild(path: Path, storage: ArchiveStorage, trust: TrustStore) -> CatchUp:
+    """A new index at ``path`` from the archive alone (written beside it, then moved in place)."""
+    fresh = path.with_name(path.name + ".rebuild")
+    for leftover in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
+        leftover.unlink(missing_ok=True)
+    with closing(connect(fresh)) as db:
+        done = Indexer(db, storage, trust).catch_up()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    fresh.replace(path)
+    for stale in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        stale.unlink(missing_ok=True)
+    return done
+
+
+# -- reading ----------------------------------------------------------------------------------------
+
+
+def _fts_words(text: str) -> str:
+    """Every word of ``text`` as a quoted FTS5 string: all must be in the event, and nothing the
+    investigator types is read as FTS5 syntax."""
+    words = text.split()
+    if not words:
+        raise IndexQueryError("the text to search is empty")
+    return " ".join('"' + word.replace('"', '""') + '"' for word in words[:16])
+
+
+def _cursor(kind: str, *parts: object) -> str:
+    return ":".join([kind, *(str(p) for p in parts)])
+
+
+def _parse_cursor(text: str) -> tuple[str, list[str]]:
+    kind, _, rest = text.partition(":")
+    if kind not in ("a", "i", "r") or not rest or len(text) > 200:
+        raise IndexQueryError("the page cursor is not one this console gave")
+    return kind, rest.split(":") if kind != "a" else rest.rsplit(":", 1)
+
+
+class EventSearch:
+    """Queries on the index, from any thread (one read-only connection per thread)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = connect(self.path, readonly=True)
+        return db
+
+    def search(self, query: Query, *, after: str | None = None, page_size: int = PAGE_SIZE) -> Page:
+        """One page of the events ``query`` matches, by date (then as indexed); by IDEvt when only a
+        coffre (and an IDEvt range) is asked; by relevance order of the full-text index for text."""
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise IndexQueryError(f"page size from 1 to {MAX_PAGE_SIZE}")
+        sql, args, driver, order = self._plan(query)
+        if after is not None:
+            kind, parts = _parse_cursor(after)
+            if kind != order:
+                raise IndexQueryError("the page cursor belongs to another search")
+            try:
+                if kind == "a":
+                    sql += " AND (d.at, d.row) > (?, ?)"
+                    args += [parts[0], int(parts[1])]
+                elif kind == "i":
+                    sql += " AND e.id_evt > ?"
+                    args.append(int(parts[0]))
+                else:
+                    sql += " AND d.rowid > ?"
+                    args.append(int(parts[0]))
+            except (ValueError, IndexError):
+                raise IndexQueryError("the page cursor is not one this console gave") from None
+        sql += {
+            "a": " ORDER BY d.at, d.row",
+            "i": " ORDER BY e.id_evt",
+            "r": " ORDER BY d.rowid",
+        }[order] + " LIMIT ?"
+        args.append(page_size + 1)
+        try:
+            found = self.db.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "fts5" in str(exc) or "syntax" in str(exc):
+                raise IndexQueryError(f"the text search is not understood: {exc}") from None
+            raise
+        rows = [self._with_players(values) for values in found[:page_size]]
+        following = None
+        if len(found) > page_size:
+            last = found[page_size - 1]
+            following = {
+                "a": lambda: _cursor("a", last[-2], last[-1]),
+                "i": lambda: _cursor("i", last[2]),
+                "r": lambda: _cursor("r", last[-1]),
+            }[order]()
+        return Page(rows, following, driver)
+
+    def _with_players(self, values: Sequence[Any]) -> EventRow:
+        row = _event_row(values)
+        players = tuple(
+            p for (p,) in self.db.execute("SELECT player FROM parties WHERE row = ? LIMIT 13", (values[-1],))
+        )
+        return replace(row, players=players)
+
+    def _plan(self, q: Query) -> tuple[str, list[Any], str, str]:
+        """The SQL of a search: the driving table (``d``, ordered by its index), joined to the event
+        (``e``), and every other condition checked on the rows it gives."""
+        where: list[str] = []
+        args: list[Any] = []
+        order = "a"
+        if q.finding is not None:
+            driver, source = "finding", "flags d JOIN events e ON e.row = d.row"
+            where.append("d.code = ?")
+            args.append(q.finding)
+        elif q.hash_joueur is not None:
+            driver, source = "HashJoueur", "parties d JOIN events e ON e.row = d.row"
+            where.append("d.hash = ?")
+            args.append(q.hash_joueur)
+        elif q.player is not None:
+            driver, source = "IDJoueur", "parties d JOIN events e ON e.row = d.row"
+            where.append("d.player = ?")
+            args.append(q.player)
+        elif q.inscription is not None:
+            driver, source = "Inscription", "parties d JOIN events e ON e.row = d.row"
+            where.append("d.inscription = ?")
+            args.append(q.inscription)
+        elif q.pool is not None:
+            driver, source = "Pool", "events d JOIN events e ON e.row = d.row"
+            where.append("d.pool = ?")
+            args.append(q.pool)
+        elif q.tech is not None:
+            driver, source = "Tech", "events d JOIN events e ON e.row = d.row"
+            where.append("d.tech = ?")
+            args.append(q.tech)
+        elif q.text is not None:
+            driver, source, order = "text", "event_text d JOIN events e ON e.row = d.rowid", "r"
+            where.append("event_text MATCH ?")
+            args.append(_fts_words(q.text))
+        elif q.coffre is not None and q.since is None and q.until is None:
+            driver, source, order = "IDEvt", "events d JOIN events e ON e.row = d.row", "i"
+        elif q.type is not None:
+            driver, source = "type", "events d JOIN events e ON e.row = d.row"
+            where.append("d.type = ?")
+            args.append(q.type)
+        else:
+            driver, source = "date", "events d JOIN events e ON e.row = d.row"
+        date_column = "e.at" if order != "a" else "d.at"
+        checks: list[tuple[object, str]] = [
+            (q.oper, "e.oper = ?"),
+            (q.coffre, "e.coffre = ?"),
+            (q.first_id, "e.id_evt >= ?"),
+            (q.last_id, "e.id_evt <= ?"),
+            (q.since and stamp(q.since), f"{date_column} >= ?"),
+            (q.until and stamp(q.until), f"{date_column} <= ?"),
+            (q.type if driver != "type" else None, "e.type = ?"),
+            (q.tech if driver not in ("Tech",) else None, "e.tech = ?"),
+            (q.pool if driver != "Pool" else None, "e.pool = ?"),
+        ]
+        for value, condition in checks:
+            if value is not None:
+                where.append(condition)
+                args.append(value)
+        for value, column, name in (
+            (q.player, "player", "IDJoueur"),
+            (q.hash_joueur, "hash", "HashJoueur"),
+            (q.inscription, "inscription", "Inscription"),
+        ):
+            if value is not None and driver != name:
+                where.append(f"EXISTS (SELECT 1 FROM parties p WHERE p.row = e.row AND p.{column} = ?)")
+                args.append(value)
+        if q.finding is not None and driver != "finding":  # pragma: no cover - finding always drives
+            where.append("EXISTS (SELECT 1 FROM flags f WHERE f.row = e.row AND f.code = ?)")
+            args.append(q.finding)
+        if q.text is not None and driver != "text":  # pragma: no cover - text drives unless a stronger one
+            where.append("e.row IN (SELECT rowid FROM event_text WHERE event_text MATCH ?)")
+            args.append(_fts_words(q.text))
+        tail = {"a": "d.at, d.row", "i": "e.row", "r": "d.rowid"}[order]
+        sql = f"SELECT {_EVENT_COLUMNS}, {tail} FROM {source} WHERE " + (" AND ".join(where) or "1")
+        return sql, args, driver, order
+
+    # -- one event, one player, one Tech ---------------------------------------------------------
+
+    def event(self, oper: str, coffre: int, id_evt: int) -> tuple[EventRow, LotRow, list[Finding]] | None:
+        found = self.db.execute(
+            f"SELECT {_EVENT_COLUMNS}, e.row FROM events e WHERE e.oper = ? AND e.coffre = ? AND e.id_evt = ?",
+            (oper, coffre, id_evt),
+        ).fetchone()
+        if found is None:
+            return None
+        row = self._with_players(found)
+        lot = self.lot(oper, coffre, row.lot)
+        assert lot is not None
+        return row, lot, self._findings(found[-1])
+
+    def _findings(self, row: int) -> list[Finding]:
+        return [
+            Finding(code, message, round_, seat, player)
+            for code, message, round_, seat, player in self.db.execute(
+                "SELECT code, message, round, seat, player FROM findings WHERE row = ? ORDER BY n", (row,)
+            )
+        ]
+
+    def lot(self, oper: str, coffre: int, number: int) -> LotRow | None:
+        found = self.db.execute(
+            "SELECT * FROM lots WHERE oper = ? AND coffre = ? AND number = ?", (oper, coffre, number)
+        ).fetchone()
+        return None if found is None else LotRow(*found[:6], bytes(found[6]), found[7])
+
+    def neighbours(
+        self, oper: str, player: str, at: str, row: int
+    ) -> tuple[EventRow | None, EventRow | None]:
+        """The player's events just before and just after the event at (``at``, ``row``)."""
+        out: list[EventRow | None] = []
+        for comparison, direction in (("<", "DESC"), (">", "ASC")):
+            found = self.db.execute(
+                f"SELECT {_EVENT_COLUMNS}, e.row FROM parties d JOIN events e ON e.row = d.row "
+                f"WHERE d.player = ? AND e.oper = ? AND (d.at, d.row) {comparison} (?, ?) "
+                f"ORDER BY d.at {direction}, d.row {direction} LIMIT 1",
+                (player, oper, at, row),
+            ).fetchone()
+            out.append(None if found is None else _event_row(found))
+        return out[0], out[1]
+
+    def row_of(self, oper: str, coffre: int, id_evt: int) -> int | None:
+        found = self.db.execute(
+            "SELECT row FROM events WHERE oper = ? AND coffre = ? AND id_evt = ?", (oper, coffre, id_evt)
+        ).fetchone()
+        return None if found is None else int(found[0])
+
+    def player_parties(
+        self, player: str, since: datetime | None, until: datetime | None, limit: int = 5000
+    ) -> list[PartyRow]:
+        """The player's events over a period, by date (at most ``limit``, the first)."""
+        sql = (
+            "SELECT e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.inscription, d.seat, "
+            "d.before, d.after, e.tech FROM parties d JOIN events e ON e.row = d.row WHERE d.player = ?"
+        )
+        args: list[Any] = [player]
+        if since is not None:
+            sql += " AND d.at >= ?"
+            args.append(stamp(since))
+        if until is not None:
+            sql += " AND d.at <= ?"
+            args.append(stamp(until))
+        sql += " ORDER BY d.at, d.row LIMIT ?"
+        args.append(limit)
+        return [
+            PartyRow(*values[:9], _decimal(values[9]), _decimal(values[10]), values[11])
+            for values in self.db.execute(sql, args)
+        ]
+
+    def player_findings(self, player: str, limit: int = 500) -> list[FindingRow]:
+        """Findings naming the player, or on an event that names them, by date."""
+        sql = (
+            "SELECT e.oper, e.coffre, e.id_evt, e.type, e.at, f.code, f.message, f.round, f.seat, f.player "
+            "FROM parties d JOIN events e ON e.row = d.row JOIN findings f ON f.row = e.row "
+            "WHERE d.player = ? AND e.findings > 0 AND (f.player IS NULL OR f.player = ?) "
+            "ORDER BY d.at, d.row, f.n LIMIT ?"
+        )
+        return [
+            FindingRow(*values[:5], Finding(*values[5:]))
+            for values in self.db.execute(sql, (player, player, limit))
+        ]
+
+    def tech_events(self, tech: str, limit: int = 5000) -> list[tuple[EventRow, list[Finding]]]:
+        """Every event of a Tech (table or tournament), by date (at most ``limit``, the first)."""
+        found = self.db.execute(
+            f"SELECT {_EVENT_COLUMNS}, e.row FROM events e WHERE e.tech = ? ORDER BY e.at, e.row LIMIT ?",
+            (tech, limit),
+        ).fetchall()
+        return [
+            (self._with_players(values), self._findings(values[-1]) if values[10] else []) for values in found
+        ]
+
+    def tech_parties(self, tech: str, limit: int = 20000) -> list[PartyRow]:
+        """The seats of every hand of a Tech: chips before and after, by date."""
+        return [
+            PartyRow(*values[:9], _decimal(values[9]), _decimal(values[10]), values[11])
+            for values in self.db.execute(
+                "SELECT e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.inscription, d.seat, "
+                "d.before, d.after, e.tech FROM events e JOIN parties d ON d.row = e.row "
+                "WHERE e.tech = ? AND e.type = 'POJEU' ORDER BY e.at, e.row LIMIT ?",
+                (tech, limit),
+            )
+        ]
+
+    # -- the overview ---------------------------------------------------------------------------
+
+    def coffres(self) -> list[CoffreState]:
+        return [
+            CoffreState(oper, coffre, lots, events, bytes(chain), sealed_at, refused)
+            for oper, coffre, lots, events, chain, sealed_at, refused in self.db.execute(
+                "SELECT oper, coffre, lots, events, chain, sealed_at, refused FROM coffres ORDER BY oper, coffre"
+            )
+        ]
+
+    def lots_by_day(self, days: int = 90) -> list[tuple[str, int, int]]:
+        """(day, lots, events) of the newest ``days`` days that have lots."""
+        return list(
+            reversed(
+                self.db.execute(
+                    "SELECT day, sum(lots), sum(events) FROM lot_days GROUP BY day ORDER BY day DESC LIMIT ?",
+                    (days,),
+                ).fetchall()
+            )
+        )
+
+    def findings_by_day(self, days: int = 90) -> list[tuple[str, str, int]]:
+        """(day, code, count) of the newest ``days`` days that have findings."""
+        newest = [
+            d
+            for (d,) in self.db.execute(
+                "SELECT DISTINCT day FROM finding_days ORDER BY day DESC LIMIT ?", (days,)
+            )
+        ]
+        if not newest:
+            return []
+        return self.db.execute(
+            "SELECT day, code, count FROM finding_days WHERE day >= ? ORDER BY day, code", (min(newest),)
+        ).fetchall()
+
+    def finding_codes(self) -> list[str]:
+        return [code for (code,) in self.db.execute("SELECT DISTINCT code FROM finding_days ORDER BY code")]
+
+    def event_types(self) -> list[str]:
+        return [t for (t,) in self.db.execute("SELECT DISTINCT type FROM events ORDER BY type")]
+
+    def export_rows(self, query: Query, limit: int = MAX_EXPORT_ROWS) -> Iterator[EventRow]:
+        """Every row ``query`` matches, page after page, up to ``limit`` (then IndexQueryError)."""
+        after, given = None, 0
+        while True:
+            page = self.search(query, after=after, page_size=MAX_PAGE_SIZE)
+            for row in page.rows:
+                given += 1
+                if given > limit:
+                    raise IndexQueryError(f"more than {limit} events match: narrow the search to export it")
+                yield row
+            if page.next is None:
+                return
+            after = page.next
+
+    # -- comparing two indexes (a rebuild against the live one) ---------------------------------
+
+    def dump(self) -> Iterator[tuple[str, tuple[Any, ...]]]:
+        """Every fact of the index keyed by (IDOper, IDCoffre, IDEvt) rather than row numbers, which
+        depend on the order coffres were indexed in: two indexes of one archive dump the same."""
+        db = self.db
+        queries = {
+            "coffres": "SELECT oper, coffre, lots, events, lot_digest, chain, frontier, sealed_at, refused FROM coffres",
+            "lots": "SELECT * FROM lots",
+            "lot_days": "SELECT * FROM lot_days",
+            "events": "SELECT oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, findings FROM events",
+            "parties": "SELECT e.oper, e.coffre, e.id_evt, p.player, p.hash, p.inscription, p.seat, p.before, "
+            "p.after, p.at FROM parties p JOIN events e ON e.row = p.row",
+            "findings": "SELECT e.oper, e.coffre, e.id_evt, f.n, f.code, f.message, f.round, f.seat, f.player "
+            "FROM findings f JOIN events e ON e.row = f.row",
+            "flags": "SELECT e.oper, e.coffre, e.id_evt, f.code, f.at FROM flags f JOIN events e ON e.row = f.row",
+            "finding_days": "SELECT * FROM finding_days",
+            "trail": "SELECT * FROM trail",
+            "text": "SELECT e.oper, e.coffre, e.id_evt FROM events e WHERE e.row IN (SELECT rowid FROM event_text)",
+        }
+        for table, sql in queries.items():
+            for values in sorted(db.execute(sql).fetchall(), key=repr):
+                yield table, tuple(values)
+
+
+# -- the background thread of the regulator API ---------------------------------------------------
+
+
+class IndexThread(threading.Thread):
+    """Keeps the index up with the archive, every ``interval`` seconds, in its own thread with its
+    own connection: the API's answers read the index while it writes (SQLite's WAL), and nothing
+    here touches the recording path (the archive is only read)."""
+
+    def __init__(
+        self,
+        path: Path,
+        storage: ArchiveStorage,
+        trust: TrustStore,
+        *,
+        interval: float = 2.0,
+    ) -> None:
+        super().__init__(name="coffre-console-index", daemon=True)
+        self.path, self.storage, self.trust, self.interval = path, storage, trust, interval
+        self._stop = threading.Event()
+        self.passes = 0
+        self.last: CatchUp | None = None
+        self.caught_up = threading.Event()
+        connect(path).close()  # created (or its schema checked) before the API answers
+
+    def run(self) -> None:
+        with closing(connect(self.path)) as db:
+            indexer = Indexer(db, self.storage, self.trust)
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    done = indexer.catch_up(max_lots=200)
+                except Exception:
+                    log.warning("console index: a pass failed; trying again", exc_info=True)
+                    self._stop.wait(self.interval)
+                    continue
+                self.last = done
+                self.passes += 1
+                metrics.CONSOLE_INDEX_LAG.set(done.lag_seconds)
+                metrics.CONSOLE_INDEX_LOTS_BEHIND.set(done.behind)
+                metrics.CONSOLE_INDEX_REFUSED.set(len(done.refused))
+                if done.behind == 0:
+                    self.caught_up.set()
+                if done.lots and done.behind:
+                    continue  # more to index: no wait
+                self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.join(timeout)
+
+
+__all__ = [
+    "MAX_EXPORT_ROWS",
+    "PAGE_SIZE",
+    "CatchUp",
+    "CoffreState",
+    "EventRow",
+    "EventSearch",
+    "FindingRow",
+    "IndexQueryError",
+    "IndexThread",
+    "Indexer",
+    "LotRow",
+    "Page",
+    "PartyRow",
+    "Query",
+    "connect",
+    "rebuild",
+    "stamp",
+]
