@@ -520,6 +520,45 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_console_index(args: argparse.Namespace) -> int:
+    """Build the console's index of an archive folder (docs/console.md): brings an existing index up
+    to date, or with ``--rebuild`` makes a new one from the archive alone and puts it in place."""
+    import contextlib
+    import time
+
+    from coffre_regulator.event_index import Indexer, connect, rebuild
+
+    from .adapters.storage import LocalStorage
+    from .domain.signing import TrustStore
+
+    if not args.cert:
+        print("coffre console-index: name the certificate(s) you trust with --cert PEM", file=sys.stderr)
+        return 2
+    if not Path(args.path).is_dir():
+        print(f"coffre console-index: no archive folder {args.path}", file=sys.stderr)
+        return 2
+    try:
+        trust = TrustStore.from_pem_files(args.cert)
+    except (OSError, ValueError) as exc:
+        print(f"coffre console-index: {exc}", file=sys.stderr)
+        return 2
+    storage, index = LocalStorage(Path(args.path)), Path(args.index)
+    started = time.monotonic()
+    try:
+        if args.rebuild:
+            done = rebuild(index, storage, trust)
+        else:
+            with contextlib.closing(connect(index)) as db:
+                done = Indexer(db, storage, trust).catch_up()
+    except (OSError, ValueError) as exc:
+        print(f"coffre console-index: {exc}", file=sys.stderr)
+        return 2
+    print(f"{index}: {done.lots} lot(s), {done.events} event(s) added in {time.monotonic() - started:.1f} s")
+    for reason in done.refused:
+        print(f"refused: {reason}")
+    return 1 if done.refused else 0
+
+
 def cmd_proof(args: argparse.Namespace) -> int:
     """Print an RFC 9162 inclusion or consistency proof (JSON) from an archive that verifies."""
     from .audit import archive_proof
@@ -684,6 +723,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=int, default=3 * 365, help="validity of the certificate")
     p.add_argument("--name", default="coffre vault", help="the certificate's common name")
     p.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser(
+        "console-index",
+        help="build or rebuild the regulator console's index of an archive folder (verified lots only)",
+    )
+    p.add_argument("path", help="the archive's root folder")
+    p.add_argument(
+        "--cert", action="append", default=[], metavar="PEM", help="a trusted certificate (repeatable)"
+    )
+    p.add_argument("--index", required=True, metavar="FILE", help="the index (an SQLite file)")
+    p.add_argument(
+        "--rebuild", action="store_true", help="a new index from the archive alone, put in place of FILE"
+    )
+    p.set_defaults(func=cmd_console_index)
 
     p = sub.add_parser(
         "witness-keygen", help="a witness's Ed25519 key and public key; prints its vkey (C2SP note verifier)"

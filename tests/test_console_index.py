@@ -1,0 +1,251 @@
+"""The console's index (services/regulator/event_index.py): built from verified lots only, searched
+page by page, resumed after a crash or a restart, and equal to a rebuild from the archive alone."""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from coffre_regulator import event_index
+from coffre_regulator.event_index import EventSearch, Indexer, IndexQueryError, Query, connect, rebuild
+from coffre_vault.sealer import Sealer
+
+from coffre.adapters.journal import JournalSet
+from coffre.adapters.storage import LocalStorage
+from coffre.cli import main
+from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate
+
+from audit_hands import T0, Clock, build_archive
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    return build_archive(tmp_path_factory.mktemp("console-index"))
+
+
+@pytest.fixture
+def archive(built, tmp_path) -> tuple[Path, TrustStore]:
+    """A copy of the built archive (tests may damage theirs)."""
+    root = tmp_path / "archive"
+    shutil.copytree(built[0], root)
+    return root, TrustStore.from_pem_files([built[1]])
+
+
+def index_all(root: Path, trust: TrustStore, path: Path, **kwargs) -> event_index.CatchUp:
+    with closing(connect(path)) as db:
+        return Indexer(db, LocalStorage(root), trust).catch_up(**kwargs)
+
+
+def ids(page: event_index.Page) -> list[tuple[int, int]]:
+    return [(row.coffre, row.id_evt) for row in page.rows]
+
+
+def every_page(search: EventSearch, query: Query, size: int) -> list[tuple[int, int]]:
+    found, after = [], None
+    while True:
+        page = search.search(query, after=after, page_size=size)
+        found += ids(page)
+        if page.next is None:
+            return found
+        after = page.next
+
+
+def test_every_sealed_event_is_found_by_each_field(archive, tmp_path):
+    root, trust = archive
+    done = index_all(root, trust, tmp_path / "index.sqlite")
+    assert (done.lots, done.events, done.refused, done.behind) == (7, 22, [], 0)
+    search = EventSearch(tmp_path / "index.sqlite")
+    assert [(c.oper, c.coffre, c.lots, c.events, c.refused) for c in search.coffres()] == [
+        ("0099", 1, 1, 1, None),
+        ("0099", 2, 6, 21, None),
+    ]
+    everything = search.search(Query(oper="0099"), page_size=100)
+    assert len(everything.rows) == 22 and everything.next is None
+    dates = [row.at for row in everything.rows]
+    assert dates == sorted(dates), "a search is by date"
+
+    alice = search.search(Query(player="alice"), page_size=100)
+    assert alice.driver == "IDJoueur" and alice.rows
+    assert all("alice" in row.players for row in alice.rows)
+    kinds = {row.type for row in alice.rows}
+    assert {"CPTEALIM", "POINSCRIT", "POJEU"} <= kinds
+    hands = search.search(Query(player="alice", type="POJEU"), page_size=100)
+    assert [r.id_evt for r in hands.rows] == [r.id_evt for r in alice.rows if r.type == "POJEU"]
+    assert search.search(Query(tech="T-42"), page_size=100).rows
+    assert all(r.tech == "T-42" for r in search.search(Query(tech="T-42"), page_size=100).rows)
+
+    flagged = search.search(Query(finding="CARD_DEALT_TWICE"))
+    assert ids(flagged) == [(1, 1)]
+    row, lot, findings = search.event("0099", 1, 1)
+    assert row.type == "POJEU" and row.findings == len(findings) >= 1
+    assert findings[0].code == "CARD_DEALT_TWICE" and findings[0].seat == 3
+    assert lot.number == 1 and lot.key.startswith("0099/1/")
+
+    span = search.search(Query(oper="0099", coffre=2, first_id=5, last_id=9))
+    assert span.driver == "IDEvt" and ids(span) == [(2, n) for n in range(5, 10)]
+    day = datetime.fromisoformat(alice.rows[0].at.replace("Z", "+00:00"))
+    same_day = search.search(Query(since=day, until=day), page_size=100)
+    assert (2, alice.rows[0].id_evt) in ids(same_day)
+    assert all(r.at == alice.rows[0].at for r in same_day.rows)
+    worded = search.search(Query(text="alice"), page_size=100)
+    assert set(ids(alice)) <= set(ids(worded))  # and events whose words name her (a finding, an Info)
+    inscription = alice.rows[1].inscription or next(r.inscription for r in alice.rows if r.inscription)
+    assert search.search(Query(inscription=inscription)).rows
+    hashed = search.player_parties("alice", None, None)[0].hash_joueur
+    assert hashed and ids(search.search(Query(hash_joueur=hashed), page_size=100)) == [
+        (2, p.id_evt) for p in search.player_parties("alice", None, None) if p.hash_joueur == hashed
+    ]
+    assert search.search(Query(player="nobody")).rows == []
+
+
+def test_pages_cover_the_results_once_and_cursors_are_checked(archive, tmp_path):
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    search = EventSearch(tmp_path / "index.sqlite")
+    for query in (
+        Query(oper="0099"),
+        Query(player="alice"),
+        Query(oper="0099", coffre=2),
+        Query(text="T-42"),
+    ):
+        whole = ids(search.search(query, page_size=1000))
+        for size in (1, 2, 5):
+            assert every_page(search, query, size) == whole, (query, size)
+    page = search.search(Query(player="alice"), page_size=2)
+    for forged in ("x:1", "a:zz", "i:1", "a:2026-01-01T00:00:00Z:notanumber", "r:" + "9" * 300):
+        with pytest.raises(IndexQueryError):
+            search.search(Query(player="alice"), after=forged)
+    with pytest.raises(IndexQueryError):  # a cursor of another kind of search
+        search.search(Query(oper="0099", coffre=2), after=page.next)
+
+
+@pytest.mark.parametrize(
+    "words", ['"', "ali*", "NEAR(alice bruno)", "' OR 1=1 --", "a:b", "<script>alert(1)</script>", "../.."]
+)
+def test_words_are_only_words(archive, tmp_path, words):
+    """Full-text words are matched as words: no FTS5 syntax, no SQL, no error."""
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    found = EventSearch(tmp_path / "index.sqlite").search(Query(text=words))
+    assert found.driver == "text"
+    if words == "ali*":
+        assert found.rows == []  # the star is not a prefix query: "ali" is no word of the index
+
+
+def test_a_live_index_resumed_lot_by_lot_equals_a_rebuild(archive, tmp_path):
+    """The index as the API builds it (a few lots per pass, a new connection each time: a restart)
+    holds exactly what a rebuild from the archive alone holds, the money trail's state included."""
+    root, trust = archive
+    live = tmp_path / "live.sqlite"
+    passes = 0
+    while True:
+        done = index_all(root, trust, live, max_lots=1)
+        passes += 1
+        if done.lots == 0:
+            break
+    assert passes == 8
+    rebuilt = tmp_path / "rebuilt.sqlite"
+    assert rebuild(rebuilt, LocalStorage(root), trust).events == 22
+    dump_live, dump_rebuilt = list(EventSearch(live).dump()), list(EventSearch(rebuilt).dump())
+    assert dump_live == dump_rebuilt
+    assert {table for table, _ in dump_live} >= {"events", "parties", "findings", "flags", "trail", "lots"}
+
+
+def test_a_crash_inside_a_lot_leaves_whole_lots(archive, tmp_path, monkeypatch):
+    root, trust = archive
+    path = tmp_path / "index.sqlite"
+    real = Indexer._add_event
+    seen = []
+
+    def dies_at_the_third_event_of_coffre_2(self, oper, coffre, lot, id_evt, canonical):
+        if coffre == 2 and id_evt == 7:
+            raise KeyboardInterrupt("killed")
+        seen.append((coffre, id_evt))
+        return real(self, oper, coffre, lot, id_evt, canonical)
+
+    monkeypatch.setattr(Indexer, "_add_event", dies_at_the_third_event_of_coffre_2)
+    with pytest.raises(KeyboardInterrupt):
+        index_all(root, trust, path)
+    assert (2, 5) in seen and (2, 6) in seen  # lot 2 of coffre 2 (IDEvt 5..8) was being written
+    search = EventSearch(path)
+    assert [r.id_evt for r in search.search(Query(oper="0099", coffre=2), page_size=100).rows] == [1, 2, 3, 4]
+    monkeypatch.setattr(Indexer, "_add_event", real)
+    index_all(root, trust, path)
+    rebuilt = tmp_path / "rebuilt.sqlite"
+    rebuild(rebuilt, LocalStorage(root), trust)
+    assert list(EventSearch(path).dump()) == list(EventSearch(rebuilt).dump())
+
+
+def test_a_lot_that_does_not_verify_stops_its_coffre_only(archive, tmp_path):
+    root, trust = archive
+    lots = sorted((root / "0099" / "2").rglob("0099-2-0000000003.xml"))
+    lot = next(p for p in lots if p.parent.name != "checkpoints")
+    lot.write_bytes(lot.read_bytes().replace(b"alice", b"alicf", 1))
+    done = index_all(root, trust, tmp_path / "index.sqlite")
+    assert len(done.refused) == 1 and done.refused[0].startswith("0099/2: ")
+    search = EventSearch(tmp_path / "index.sqlite")
+    states = {c.coffre: c for c in search.coffres()}
+    assert states[1].lots == 1 and states[1].refused is None
+    assert states[2].lots == 2 and "lot 3 does not verify" in (states[2].refused or "")
+    assert max(r.id_evt for r in search.search(Query(oper="0099", coffre=2), page_size=100).rows) == 8
+    assert done.behind == 1  # lot 3 is sealed and not indexed: the lag says so
+
+
+def test_an_event_this_version_cannot_read_is_indexed_with_a_finding(tmp_path):
+    """Whatever a lot holds is found: an event the catalogue cannot read again is indexed by its
+    root element with AUDIT_FAILED, and the next events are indexed as usual."""
+    key, cert = generate_key_and_certificate("console test", "ecdsa", not_before=T0.replace(year=2025))
+    (tmp_path / "cert.pem").write_bytes(cert)
+    root = tmp_path / "archive"
+    root.mkdir()
+    strange = b"<ZZUNKNOWN><IDOper>0099</IDOper><IDCoffre>7</IDCoffre><IDEvt>1</IDEvt></ZZUNKNOWN>"
+    with JournalSet(tmp_path / "journal") as journals:
+        sealer = Sealer(
+            LocalStorage(root),
+            Signer.from_pem(key, cert),
+            journals,
+            max_events=4,
+            max_age=3600,
+            clock=Clock(),
+        )
+        journal = journals.journal("0099", 7)
+        journal.append(1, strange)
+        journal.sync()
+        sealer.recorded("0099", 7)
+        sealer.seal_all()
+    trust = TrustStore.from_pem_files([tmp_path / "cert.pem"])
+    done = index_all(root, trust, tmp_path / "index.sqlite")
+    assert done.events == 1 and not done.refused
+    row, _, findings = EventSearch(tmp_path / "index.sqlite").event("0099", 7, 1)
+    assert row.type == "ZZUNKNOWN" and [f.code for f in findings] == ["AUDIT_FAILED"]
+    assert row.at == "1970-01-01T00:00:00Z"
+
+
+def test_the_command_builds_and_rebuilds(archive, tmp_path, capsys, built):
+    root, _ = archive
+    index = tmp_path / "cli.sqlite"
+    assert main(["console-index", str(root), "--cert", str(built[1]), "--index", str(index)]) == 0
+    assert "7 lot(s), 22 event(s) added" in capsys.readouterr().out
+    assert main(["console-index", str(root), "--cert", str(built[1]), "--index", str(index)]) == 0
+    assert "0 lot(s), 0 event(s) added" in capsys.readouterr().out
+    before = list(EventSearch(index).dump())
+    assert (
+        main(["console-index", str(root), "--cert", str(built[1]), "--index", str(index), "--rebuild"]) == 0
+    )
+    assert list(EventSearch(index).dump()) == before
+    assert main(["console-index", str(root), "--index", str(index)]) == 2
+
+
+def test_an_index_of_another_schema_is_refused(tmp_path):
+    path = tmp_path / "index.sqlite"
+    with closing(connect(path)) as db:
+        db.execute("UPDATE meta SET value = '0' WHERE key = 'schema'")
+    with pytest.raises(ValueError, match="rebuild it"):
+        connect(path)
+
+
+def test_dates_are_stamped_in_utc():
+    assert event_index.stamp(datetime(2026, 3, 1, 21, 0, tzinfo=UTC)) == "2026-03-01T21:00:00Z"
