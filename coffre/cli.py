@@ -331,6 +331,12 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"--key {tls.client_key} https://localhost:{settings.api_port}/v1/coffres",
             flush=True,
         )
+        if settings.console:
+            print(
+                f"regulator's console: https://localhost:{settings.api_port}/console/ (log in with the "
+                f"development token, the regulator-dev line of {tls.tokens_file})",
+                flush=True,
+            )
     if stack.dev_witness:
         print(
             f"witness (development, cosigns every checkpoint): {stack.dev_witness.url}, "

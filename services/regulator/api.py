@@ -699,14 +699,22 @@ def _middleware(
                 token = console.session_token(request)
                 if token is not None:
                     authorization = f"Bearer {token}"
-                    record["session"] = True
             result = auth.authenticate(_peer_certificate(request), authorization)
             record.update(subject=result.subject, token=result.token, auth=result.method)
             if in_console:
+                if (
+                    result.method
+                    and authorization is not None
+                    and authorization != request.headers.get("Authorization")
+                ):
+                    record["auth"] = f"{result.method} (console session)"
                 response, error = await _console_answer(request, handler, result)
-                if "console_login" in request:
-                    record["login"], name = request["console_login"]
-                    record["token"] = name or record["token"]
+                if console.LOGIN in request:
+                    outcome, name = request[console.LOGIN]
+                    if outcome == "accepted":
+                        record.update(token=name, auth="token (console login)")
+                    else:
+                        error = ("login_refused", "the token given on the login page is not accepted")
             elif result.status == 401:
                 challenge = 'Bearer realm="coffre"' + (
                     ', error="invalid_token"' if result.invalid_token else ""

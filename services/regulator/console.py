@@ -201,6 +201,8 @@ def _link(path: str, **params: object) -> str:
 
 
 _CONSOLE: web.AppKey[Console] = web.AppKey("console", Console)
+LOGIN: web.RequestKey[tuple[str, str | None]] = web.RequestKey("console_login", tuple)
+"""What a login attempt gave (``accepted`` or ``refused``, the token's name): for the access log."""
 
 
 def _console(request: web.Request) -> Console:
@@ -642,7 +644,7 @@ async def login_page(request: web.Request) -> web.Response:
         authenticate: Callable[[str], str | None] = request.app[_CHECK_TOKEN]
         name = authenticate(token) if token and len(token) <= 4096 else None
         if name is None:
-            request["console_login"] = ("refused", None)
+            request[LOGIN] = ("refused", None)
             return console.render(
                 "login.html",
                 code=401,
@@ -650,7 +652,7 @@ async def login_page(request: web.Request) -> web.Response:
                 modes=console.login_modes,
                 message="This token is not accepted.",
             )
-        request["console_login"] = ("accepted", name)
+        request[LOGIN] = ("accepted", name)
         response = _redirect(f"{PREFIX}/")
         response.set_cookie(
             COOKIE,
@@ -741,6 +743,7 @@ def console_app_ready(app: web.Application) -> bool:
 __all__ = [
     "COOKIE",
     "CSP",
+    "LOGIN",
     "POST_PATHS",
     "PREFIX",
     "PUBLIC_PATHS",

@@ -1,0 +1,312 @@
+"""The regulator's console over HTTPS, as a client without a browser sees it: nothing but the login
+without credentials, a session only for a token the API accepts, the console's headers on every
+answer, hostile inputs escaped, read-only, every page in the access log with who asked, and a lot
+changed after it was indexed refused. The browser's view: tests/browser/test_console.py."""
+
+from __future__ import annotations
+
+import asyncio
+import http.cookiejar
+import json
+import shutil
+import socket
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from coffre_regulator import console
+from coffre_regulator.api import start_regulator_api, stop_regulator_api
+
+from coffre.adapters.storage import LocalStorage
+from coffre.config import Settings
+from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate
+
+from audit_hands import build_archive
+
+TOKEN = "console-test-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, tmp: Path) -> None:
+        built, cert = build_archive(tmp)
+        self.root = tmp / "served"
+        shutil.copytree(built, self.root)
+        self.tokens = tmp / "tokens"
+        self.tokens.write_text(f"inspector:{TOKEN}\n")
+        self.data = tmp / "data"
+        self.settings = Settings(
+            data_dir=self.data,
+            archive_dir=self.root,
+            api_port=free_port(),
+            api_auth="token",
+            api_tokens_file=self.tokens,
+            console_index_interval_seconds=0.2,
+        )
+        key, signer_cert = generate_key_and_certificate("console test", "ecdsa")
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.runner = asyncio.run_coroutine_threadsafe(
+            start_regulator_api(
+                self.settings,
+                LocalStorage(self.root),
+                TrustStore.from_pem_files([cert]),
+                Signer.from_pem(key, signer_cert),
+            ),
+            self.loop,
+        ).result(30)
+        self.base = f"https://127.0.0.1:{self.settings.api_port}"
+        self.thread = self.runner.app[console._CONSOLE].thread
+        assert self.thread is not None and self.thread.caught_up.wait(30)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(stop_regulator_api(self.runner), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    served = Server(tmp_path_factory.mktemp("console"))
+    yield served
+    served.stop()
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+class Client:
+    """A TLS client with its own cookie jar; redirects are not followed (they are asserted)."""
+
+    def __init__(self, base: str) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        self.base, self.jar = base, http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context),
+            urllib.request.HTTPCookieProcessor(self.jar),
+            NoRedirect,
+        )
+
+    def get(self, path: str, data: bytes | None = None, headers: dict[str, str] | None = None):
+        request = urllib.request.Request(self.base + path, data=data, headers=headers or {})
+        try:
+            with self.opener.open(request, timeout=30) as answer:
+                return answer.status, dict(answer.headers), answer.read()
+        except urllib.error.HTTPError as error:
+            return error.code, dict(error.headers), error.read()
+
+    def login(self, token: str = TOKEN):
+        return self.get("/console/login", f"token={token}".encode())
+
+
+@pytest.fixture
+def client(server) -> Client:
+    logged = Client(server.base)
+    status, headers, _ = logged.login()
+    assert status == 303 and headers["Location"] == "/console/"
+    return logged
+
+
+PAGES = (
+    "/console/",
+    "/console",
+    "/console/search?player=alice",
+    "/console/search.csv?player=alice",
+    "/console/search-lots.zip?player=alice",
+    "/console/event/0099/1/1",
+    "/console/event/0099/1/1/proof.json",
+    "/console/hand/0099/1/1?round=1",
+    "/console/coffre/0099/1/checkpoint.xml",
+    "/console/certificates.pem",
+    "/console/player?oper=0099&id=alice",
+    "/console/tech?oper=0099&id=T-42",
+    "/console/no-such-page",
+)
+
+
+def test_without_credentials_only_the_login_is_served(server):
+    anonymous = Client(server.base)
+    for path in PAGES:
+        status, headers, body = anonymous.get(path)
+        assert status == 303 and headers["Location"] == "/console/login", path
+        assert b"alice" not in body and b"0099" not in body, path
+        assert headers["Content-Security-Policy"] == console.CSP
+    status, headers, body = anonymous.get("/console/login")
+    assert status == 200 and b'name="token"' in body and b"alice" not in body
+    assert anonymous.get("/console/static/console.css")[0] == 200
+    status, _, body = anonymous.login("not-the-token-at-all-000")
+    assert status == 401 and b"not accepted" in body and not list(anonymous.jar)
+    assert anonymous.get("/console/")[0] == 303
+    assert anonymous.get("/v1/coffres")[0] == 401  # the API itself still answers in JSON
+    forged = Client(server.base)
+    forged.get("/console/login")
+    cookie = http.cookiejar.Cookie(
+        0, console.COOKIE, "x" * 43, None, False, "127.0.0.1", False, False, "/", True, True, None, False,
+        None, None, {},
+    )  # fmt: skip
+    forged.jar.set_cookie(cookie)
+    assert forged.get("/console/")[0] == 303
+
+
+def test_a_session_for_an_accepted_token(server):
+    logged = Client(server.base)
+    status, headers, _ = logged.login()
+    assert status == 303
+    cookie = headers["Set-Cookie"]
+    assert cookie.startswith(f"{console.COOKIE}=")
+    for attribute in ("HttpOnly", "Secure", "SameSite=Strict", "Path=/"):
+        assert attribute in cookie
+    assert TOKEN not in cookie
+    for path in PAGES[:-1]:
+        status, headers, body = logged.get(path)
+        if path == "/console":
+            assert status == 303
+            continue
+        assert status == 200, (path, body[:300])
+        assert headers["Content-Security-Policy"] == console.CSP
+        assert headers["X-Frame-Options"] == "DENY" and headers["Cache-Control"] == "no-store"
+        if headers["Content-Type"].startswith("text/html"):
+            assert b"<script" not in body and b"http://" not in body and b"https://" not in body, path
+    assert logged.get("/console/no-such-page")[0] == 404
+    # the bearer header works as for the API
+    status, _, body = Client(server.base).get(
+        "/console/search?player=alice", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert status == 200 and b"alice" in body
+    # logout ends the session
+    assert logged.get("/console/logout", b"")[0] == 303
+    assert logged.get("/console/")[0] == 303
+
+
+def test_a_token_removed_from_the_file_ends_its_sessions(server):
+    logged = Client(server.base)
+    logged.login()
+    assert logged.get("/console/")[0] == 200
+    kept = server.tokens.read_text()
+    try:
+        server.tokens.write_text("someone-else:another-token-0123456789abc\n")
+        time.sleep(0.05)
+        assert logged.get("/console/")[0] == 303
+    finally:
+        server.tokens.write_text(kept)
+    assert logged.get("/console/")[0] == 200
+
+
+def test_read_only_and_no_form_from_elsewhere(client):
+    for path in ("/console/", "/console/search?player=alice", "/console/event/0099/1/1"):
+        status, headers, _ = client.get(path, b"x=1")
+        assert status == 405 and headers["Allow"] == "GET"
+    status, _, _ = client.get(
+        "/console/login", f"token={TOKEN}".encode(), headers={"Origin": "https://evil.example"}
+    )
+    assert status == 403
+
+
+@pytest.mark.parametrize(
+    "value", ["'", "<script>alert(1)</script>", "../../etc/passwd", '"><img src=x onerror=alert(1)>', "%00"]
+)
+def test_hostile_inputs_are_shown_escaped(client, value):
+    from urllib.parse import quote
+
+    for field in ("player", "text", "tech", "hash", "inscription", "oper"):
+        status, _, body = client.get(f"/console/search?{field}={quote(value)}")
+        assert status == 200, (field, body[:300])
+        page = body.decode()
+        assert "<script>alert" not in page and "<img src=x" not in page
+        if "<" in value:
+            assert "&lt;" in page
+    for path in (
+        f"/console/player?id={quote(value)}",
+        f"/console/tech?id={quote(value)}",
+        f"/console/event/{quote(value, safe='')}/1/1",
+        f"/console/hand/0099/{quote(value, safe='')}/1",
+        f"/console/search?coffre={quote(value)}",
+        f"/console/search?since={quote(value)}",
+    ):
+        status, _, body = client.get(path)
+        assert status in (200, 400, 404), (path, status)
+        assert b"<script>alert" not in body and b"root:x:0" not in body
+
+
+def test_exports(client):
+    status, headers, body = client.get("/console/search.csv?player=alice")
+    assert status == 200 and headers["Content-Type"].startswith("text/csv")
+    lines = body.decode().splitlines()
+    assert lines[0].startswith("IDOper,IDCoffre,IDEvt") and len(lines) > 5
+    assert console._csv_safe("a,=cmd|' /C calc'!A0,-1,@x\n") == "a,'=cmd|' /C calc'!A0,'-1,'@x\r\n"
+    status, headers, body = client.get("/console/search-lots.zip?player=alice")
+    assert status == 200 and headers["Content-Type"] == "application/zip"
+    import io
+    import zipfile
+
+    names = zipfile.ZipFile(io.BytesIO(body)).namelist()
+    assert any("/checkpoints/" in n for n in names) and any("/checkpoints/" not in n for n in names)
+    status, _, body = client.get("/console/event/0099/2/8/proof.json")
+    proof = json.loads(body)
+    assert status == 200 and proof["type"] == "inclusion" and proof["id_evt"] == 8
+
+
+def test_pages_show_the_record(client):
+    status, _, body = client.get("/console/event/0099/1/1")
+    page = body.decode()
+    assert status == 200 and "CARD_DEALT_TWICE" in page and "HashChaine" in page and "&lt;POJEU" in page
+    status, _, body = client.get("/console/hand/0099/1/1?round=0")
+    page = body.decode()
+    assert "Round 1 of 6" in page and "Next round" in page and "<svg" in page
+    last = client.get("/console/hand/0099/1/1?round=99")[2].decode()
+    assert "Round 6 of 6" in last
+    player = client.get("/console/player?oper=0099&id=alice")[2].decode()
+    assert "Balance of alice" in player and "<polyline" in player
+    tech = client.get("/console/tech?oper=0099&id=T-42")[2].decode()
+    assert "Chips after each hand of T-42" in tech and "<polyline" in tech
+    overview = client.get("/console/")[2].decode()
+    assert "verified to lot 6" in overview and "Every sealed lot is indexed" in overview
+
+
+def test_every_page_is_in_the_access_log_with_who_asked(server, client):
+    client.get("/console/search?player=alice&type=POJEU")
+    Client(server.base).get("/console/event/0099/1/1")
+    records = [
+        json.loads(line)
+        for log in sorted((server.data / "access").glob("*"))
+        for line in log.read_text().splitlines()
+        if line.strip()
+    ]
+    asked = [
+        r
+        for r in records
+        if r.get("path") == "/console/search" and r.get("query") == "player=alice&type=POJEU"
+    ]
+    assert asked and asked[-1]["token"] == "inspector" and asked[-1]["status"] == 200
+    anonymous = [r for r in records if r.get("path") == "/console/event/0099/1/1" and r.get("status") == 303]
+    assert anonymous and anonymous[-1]["token"] is None
+    logins = [r for r in records if r.get("path") == "/console/login" and r.get("method") == "POST"]
+    assert any(r["auth"] == "token (console login)" and r["token"] == "inspector" for r in logins)
+    assert asked[-1]["auth"] == "token (console session)"
+    assert all(TOKEN not in json.dumps(r) for r in records)
+
+
+def test_a_lot_changed_after_it_was_indexed_is_refused(server, client):
+    lot = next(
+        p
+        for p in (server.root / "0099" / "2").rglob("0099-2-0000000004.xml")
+        if p.parent.name != "checkpoints"
+    )
+    kept = lot.read_bytes()
+    try:
+        lot.write_bytes(kept.replace(b"<Evenements>", b"<Evenements> ", 1))
+        status, _, body = client.get("/console/event/0099/2/14")
+        assert status == 409 and b"not the lot the index verified" in body
+    finally:
+        lot.write_bytes(kept)
