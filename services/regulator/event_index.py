@@ -951,7 +951,7 @@ class IndexThread(threading.Thread):
     ) -> None:
         super().__init__(name="coffre-console-index", daemon=True)
         self.path, self.storage, self.trust, self.interval = path, storage, trust, interval
-        self._stop = threading.Event()
+        self._stopping = threading.Event()  # not _stop: threading.Thread._stop() is a method join() calls
         self.passes = 0
         self.last: CatchUp | None = None
         self.caught_up = threading.Event()
@@ -960,13 +960,13 @@ class IndexThread(threading.Thread):
     def run(self) -> None:
         with closing(connect(self.path)) as db:
             indexer = Indexer(db, self.storage, self.trust)
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 started = time.monotonic()
                 try:
                     done = indexer.catch_up(max_lots=200)
                 except Exception:
                     log.warning("console index: a pass failed; trying again", exc_info=True)
-                    self._stop.wait(self.interval)
+                    self._stopping.wait(self.interval)
                     continue
                 self.last = done
                 self.passes += 1
@@ -977,10 +977,10 @@ class IndexThread(threading.Thread):
                     self.caught_up.set()
                 if done.lots and done.behind:
                     continue  # more to index: no wait
-                self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+                self._stopping.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
+        self._stopping.set()
         self.join(timeout)
 
 
