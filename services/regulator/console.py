@@ -722,10 +722,12 @@ def add_console(app: web.Application, console: Console, check_token: Callable[[s
 
 
 def secure_headers(response: web.StreamResponse) -> None:
-    """What every console answer carries: the CSP, no framing, no referrer, no cache."""
+    """What every console answer carries: the CSP, no framing, no referrer to other sites, no cache."""
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    # same-origin, not no-referrer: under no-referrer a browser posts forms with "Origin: null", which
+    # the API's same-site check of the login and logout forms refuses; nothing leaves for another site
+    response.headers["Referrer-Policy"] = "same-origin"
     response.headers.setdefault("Cache-Control", "no-store")
 
 
