@@ -1,7 +1,7 @@
 """The regulator's console over HTTPS, as a client without a browser sees it: nothing but the login
 without credentials, a session only for a token the API accepts, the console's headers on every
 answer, hostile inputs escaped, read-only, every page in the access log with who asked, and a lot
-changed after it was indexed refused. The browser's view: tests/browser/test_console.py."""
+changed after it was indexed refused. The browser's view: tests/browser/test_console_browser.py."""
 
 from __future__ import annotations
 
