@@ -605,6 +605,19 @@ def _parse_cursor(text: str) -> tuple[str, list[str]]:
     return kind, rest.split(":") if kind != "a" else rest.rsplit(":", 1)
 
 
+def _drivers(q: Query) -> tuple[tuple[str, str, str, str | None], ...]:
+    """The searches driven by an index of (value, date, row), strongest first: (name, table,
+    column, the value asked)."""
+    return (
+        ("finding", "flags", "code", q.finding),
+        ("HashJoueur", "parties", "hash", q.hash_joueur),
+        ("IDJoueur", "parties", "player", q.player),
+        ("Inscription", "parties", "inscription", q.inscription),
+        ("Pool", "events", "pool", q.pool),
+        ("Tech", "events", "tech", q.tech),
+    )
+
+
 class EventSearch:
     """Queries on the index, from any thread (one read-only connection per thread)."""
 
@@ -677,30 +690,12 @@ class EventSearch:
         where: list[str] = []
         args: list[Any] = []
         order = "a"
-        if q.finding is not None:
-            driver, source = "finding", "flags d JOIN events e ON e.row = d.row"
-            where.append("d.code = ?")
-            args.append(q.finding)
-        elif q.hash_joueur is not None:
-            driver, source = "HashJoueur", "parties d JOIN events e ON e.row = d.row"
-            where.append("d.hash = ?")
-            args.append(q.hash_joueur)
-        elif q.player is not None:
-            driver, source = "IDJoueur", "parties d JOIN events e ON e.row = d.row"
-            where.append("d.player = ?")
-            args.append(q.player)
-        elif q.inscription is not None:
-            driver, source = "Inscription", "parties d JOIN events e ON e.row = d.row"
-            where.append("d.inscription = ?")
-            args.append(q.inscription)
-        elif q.pool is not None:
-            driver, source = "Pool", "events d JOIN events e ON e.row = d.row"
-            where.append("d.pool = ?")
-            args.append(q.pool)
-        elif q.tech is not None:
-            driver, source = "Tech", "events d JOIN events e ON e.row = d.row"
-            where.append("d.tech = ?")
-            args.append(q.tech)
+        driven = next((found for found in _drivers(q) if found[3] is not None), None)
+        if driven is not None:
+            driver, table, column, value = driven
+            source = f"{table} d JOIN events e ON e.row = d.row"
+            where.append(f"d.{column} = ?")
+            args.append(value)
         elif q.text is not None:
             driver, source, order = "text", "event_text d JOIN events e ON e.row = d.rowid", "r"
             where.append("event_text MATCH ?")

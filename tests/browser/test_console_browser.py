@@ -39,7 +39,7 @@ from coffre.domain.normalize import normalize
 from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate
 
 from audit_hands import DEMO, T0, Clock
-from test_report_screenshot import chromium
+from test_report_screenshot import CHROMIUM_ARGS, chromium
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -47,15 +47,6 @@ CASH, MIXED = DEMO / "cash", DEMO / "mixed"
 FLAGGED_FILE = "03-POJEU-hand-1-falsified.json"
 PLAYERS = ("gaelle", "hugo", "ines", "jules", "karim")
 VIEWPORT = {"width": 1280, "height": 900}
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # as root in CI containers
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 HOSTILE = ("'", "<script>alert(1)</script>", "../../etc/passwd")
 
 

@@ -19,6 +19,19 @@ from png_decode import Image, decode
 WINDOW = (1400, 1900)
 
 
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # as root in CI containers
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    # without these, Chromium's connections are refused by a closed network, many at a time
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+"""Chromium's flags in every browser test."""
+
+
 def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
         if found := shutil.which(name):
@@ -69,13 +82,7 @@ def test_the_flagged_hand_renders_in_chromium(tmp_path, capsys):
     command = [
         browser,
         "--headless",
-        "--no-sandbox",  # as root in CI containers
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
+        *CHROMIUM_ARGS,
         "--hide-scrollbars",
         "--force-device-scale-factor=1",
         f"--user-data-dir={tmp_path / 'profile'}",
