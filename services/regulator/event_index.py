@@ -78,6 +78,7 @@ CREATE TABLE IF NOT EXISTS events (
   forced TEXT, findings INTEGER NOT NULL, UNIQUE (oper, coffre, id_evt));
 CREATE INDEX IF NOT EXISTS events_at ON events (at, row);
 CREATE INDEX IF NOT EXISTS events_type ON events (type, at, row);
+CREATE INDEX IF NOT EXISTS events_coffre ON events (coffre, id_evt);
 CREATE INDEX IF NOT EXISTS events_tech ON events (tech, at, row) WHERE tech IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_pool ON events (pool, at, row) WHERE pool IS NOT NULL;
 CREATE TABLE IF NOT EXISTS parties (
