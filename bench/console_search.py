@@ -366,6 +366,11 @@ def kinds(p: dict[str, Any]) -> Iterator[tuple[str, Query, bool]]:
     yield "type + date (day)", Query(type="POINSCRIT", since=since, until=until), False
     yield "type + coffre", Query(type="POBILAN", coffre=p["coffre"]), False
     yield "type + Tech", Query(tech=p["tournament"], type="POINSCRIT"), False
+    yield "player + Inscription", Query(player=p["busy_player"], inscription=p["inscription"]), False
+    yield "finding + type", Query(finding=p["finding"], type="POJEU"), False
+    # worst cases of one driving index: a busy driver, and a check few (or none) of its rows pass
+    yield "player + Tech", Query(player=p["busy_player"], tech=p["tech"]), False
+    yield "player + type (none)", Query(player=p["busy_player"], type="POANNUL"), False
 
 
 def measure(path: Path, probes: dict[str, Any], repeats: int) -> list[dict[str, Any]]:

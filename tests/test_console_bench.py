@@ -35,8 +35,19 @@ KINDS = {
     "type + date (day)": "type",
     "type + coffre": "IDEvt",
     "type + Tech": "Tech",
+    "player + Inscription": "Inscription",
+    "finding + type": "finding",
+    "player + Tech": "IDJoueur",
+    "player + type (none)": "IDJoueur",
 }
-MAY_BE_EMPTY = {"finding + date (day)", "player (rare) + type", "player + date (day)"}
+MAY_BE_EMPTY = {
+    "finding + date (day)",
+    "player (rare) + type",
+    "player + date (day)",
+    "player + Inscription",
+    "player + Tech",
+    "player + type (none)",
+}
 """Kinds whose one day or one rare player may hold no such event in a tiny index."""
 
 
@@ -56,6 +67,7 @@ def test_a_tiny_console_index_answers_every_kind_of_search(tmp_path: Path) -> No
             assert results[kind]["rows"] > 0, kind
     for kind in ("player (busy)", "type POINSCRIT", "text (common word)", "date (one day)"):
         assert results[kind]["rows"] > 0
+    assert results["player + type (none)"]["rows"] == 0
     assert results["player (busy)"]["rows"] == results["player (busy), page 2"]["rows"] == 50
     # the same index again: reused, not built twice
     again = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)

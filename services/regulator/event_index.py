@@ -678,7 +678,16 @@ class EventSearch:
         where: list[str] = []
         args: list[Any] = []
         order = "a"
-        if q.finding is not None:
+        # the most selective first: a Pool is one hand, an Inscription one registration
+        if q.pool is not None:
+            driver, source = "Pool", "events d JOIN events e ON e.row = d.row"
+            where.append("d.pool = ?")
+            args.append(q.pool)
+        elif q.inscription is not None:
+            driver, source = "Inscription", "parties d JOIN events e ON e.row = d.row"
+            where.append("d.inscription = ?")
+            args.append(q.inscription)
+        elif q.finding is not None:
             driver, source = "finding", "flags d JOIN events e ON e.row = d.row"
             where.append("d.code = ?")
             args.append(q.finding)
@@ -690,14 +699,6 @@ class EventSearch:
             driver, source = "IDJoueur", "parties d JOIN events e ON e.row = d.row"
             where.append("d.player = ?")
             args.append(q.player)
-        elif q.inscription is not None:
-            driver, source = "Inscription", "parties d JOIN events e ON e.row = d.row"
-            where.append("d.inscription = ?")
-            args.append(q.inscription)
-        elif q.pool is not None:
-            driver, source = "Pool", "events d JOIN events e ON e.row = d.row"
-            where.append("d.pool = ?")
-            args.append(q.pool)
         elif q.tech is not None:
             driver, source = "Tech", "events d JOIN events e ON e.row = d.row"
             where.append("d.tech = ?")
@@ -738,7 +739,7 @@ class EventSearch:
             if value is not None and driver != name:
                 where.append(f"EXISTS (SELECT 1 FROM parties p WHERE p.row = e.row AND p.{column} = ?)")
                 args.append(value)
-        if q.finding is not None and driver != "finding":  # pragma: no cover - finding always drives
+        if q.finding is not None and driver != "finding":
             where.append("EXISTS (SELECT 1 FROM flags f WHERE f.row = e.row AND f.code = ?)")
             args.append(q.finding)
         if q.text is not None and driver != "text":  # pragma: no cover - text drives unless a stronger one
