@@ -32,8 +32,46 @@ the median of ``--repeats`` more on that connection. Two kinds also go to their 
 cursor of the first. The table gives the driving index (``Page.driver``), the rows of the page, the
 milliseconds cold and warm, and whether both are under 200 ms.
 
-Measured on this machine (2 shared cores, SQLite 3.40.1, another session's browser test running):
-see the end of this docstring (filled in from real runs).
+Measured on this machine (2 shared cores, SQLite 3.40.1, another session's browser test running;
+ms to the first page, cold = new connection): 1M events, built in 58 s, 735 MB; 10M events, built in
+506 s (8 min 26 s), 7,431 MB (about 740 bytes an event: 100M would be about 75 GB and, the build
+growing a little faster than N, over 85 minutes to build).
+
+    search                     driver      1M cold 1M warm 10M rows 10M cold 10M warm
+    player (busy)              IDJoueur        1.2     0.7       50      1.3      0.7
+    player (busy), page 2      IDJoueur        1.0     0.7       50      1.2      0.7
+    player (rare)              IDJoueur        0.4     0.0        3      1.8      0.1
+    HashJoueur                 HashJoueur      0.7     0.2       50      8.7      0.6
+    Inscription                Inscription     0.5     0.0        1      0.8      0.0
+    Tech (cash table)          Tech            1.2     0.7       50      1.9      0.7
+    Tech (tournament)          Tech            1.1     0.7       50      1.4      0.6
+    Pool                       Pool            0.4     0.0        1      3.6      0.0
+    finding                    finding         1.2     0.7       50      1.9      0.6
+    finding (rarest code)      finding         1.4     0.6       50      4.5      0.7
+    type POINSCRIT             type            1.1     0.6       50      1.2      0.6
+    type POINSCRIT, page 2     type            1.0     0.6       50      1.1      0.6
+    date (one day)             date            1.2     0.6       50      1.6      0.7
+    coffre + IDEvt range       IDEvt           1.2     0.7       50      1.3      0.7
+    oper + coffre + IDEvt      IDEvt           1.1     0.7       50      1.3      0.6
+    text (rare word)           text            1.5     0.6       50     11.5      0.7
+    text (common word)         text            1.2     0.6       50      2.3      0.7
+    player + type              IDJoueur        2.0     1.1       50      3.4      1.6
+    player (rare) + type       IDJoueur        0.5     0.0        3      0.6      0.1
+    player + date (day)        IDJoueur        1.1     0.7       50      1.2      0.7
+    finding + date (day)       finding         0.4     0.0       24      1.0      0.3
+    type + date (day)          type            1.0     0.6       50      1.1      0.6
+    type + coffre              IDEvt           1.8     0.9       50      2.0      1.4
+    type + Tech                Tech            1.2     0.6       50      1.9      0.9
+    player + Inscription       Inscription     0.5     0.0        0      0.7      0.0
+    finding + type             finding         1.5     0.7       50      3.3      1.3
+    player + Tech              IDJoueur      102.9    68.0       31    893.1    762.3
+    player + type (none)       IDJoueur       99.3    63.9        0    822.9    735.9
+
+Over 200 ms at 10M (and growing with the busy player's rows: 1.8M parties for J1): ``player +
+Tech`` and ``player + type (none)``, driven by the player's index (parties_player) while few or none
+of its rows pass the other check, so every one of them is read. Before the index events_coffre
+(coffre, id_evt), ``coffre + IDEvt range`` took 4,638 ms and ``type + coffre`` 1,726 ms at 10M
+(a scan of every event: without IDOper the (oper, coffre, id_evt) key was no use).
 """
 
 from __future__ import annotations
@@ -293,7 +331,7 @@ def build(path: Path, events: int, coffres: int, days: int, players: int, seed: 
     db.execute("COMMIT")
     db.executescript(_SCHEMA)  # the secondary indexes, made once over all the rows
     busy = party_count.most_common(1)[0][0]
-    rare = next(k for k in range(players, 0, -1) if party_count[k] == 1)
+    rare = min(range(players, players // 2, -1), key=lambda k: party_count[k] or events)  # fewest parties
     mid = next(k for k in range(players // 100, players) if party_count[k] >= 3)
     tournament = next(
         t for t in range(min(events // 400, techs - 1) // 4 * 4, techs) if t % 4 == 0
