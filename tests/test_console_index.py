@@ -249,3 +249,38 @@ def test_an_index_of_another_schema_is_refused(tmp_path):
 
 def test_dates_are_stamped_in_utc():
     assert event_index.stamp(datetime(2026, 3, 1, 21, 0, tzinfo=UTC)) == "2026-03-01T21:00:00Z"
+
+
+def test_a_page_reads_a_bounded_window_and_the_next_goes_on(archive, tmp_path, monkeypatch):
+    """A sparse combination (alice's few POBILAN among her events) answers pages that are not full
+    when the window is small, each saying where it stopped; together they hold every match once."""
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    search = EventSearch(tmp_path / "index.sqlite")
+    query = Query(player="alice", type="POJEU", oper="0099")
+    whole = ids(search.search(query, page_size=1000))
+    assert len(whole) >= 2
+    monkeypatch.setattr(event_index, "SCAN_WINDOW", 2)
+    pages, after, found = 0, None, []
+    while True:
+        page = search.search(query, after=after, page_size=50)
+        pages += 1
+        found += ids(page)
+        if page.next is None:
+            break
+        assert len(page.rows) < 50 and page.stopped_at is not None
+        after = page.next
+    assert found == whole and pages > 2
+
+
+def test_the_index_with_the_fewest_rows_drives(archive, tmp_path):
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    search = EventSearch(tmp_path / "index.sqlite")
+    assert search.search(Query(player="alice", finding="CARD_DEALT_TWICE")).driver == "finding"
+    assert search.search(Query(player="alice", type="CPTEALIM")).driver == "type"
+    hands = len(search.search(Query(type="POJEU"), page_size=1000).rows)
+    for player in ("alice", "bruno", "chloe", "david"):
+        own = len(search.search(Query(player=player), page_size=1000).rows)
+        expected = "IDJoueur" if own < hands else "type"
+        assert search.search(Query(player=player, type="POJEU")).driver == expected, (player, own, hands)

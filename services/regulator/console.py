@@ -49,6 +49,7 @@ from coffre.plots import Series, line_plot
 
 from .archive_index import ArchiveIndex, ArchiveQueryError
 from .event_index import (
+    SCAN_WINDOW,
     EventRow,
     EventSearch,
     IndexQueryError,
@@ -347,6 +348,7 @@ async def search(request: web.Request) -> web.Response:
         page=page,
         after=after,
         elapsed_ms=elapsed,
+        scan_window=SCAN_WINDOW,
         types=types,
         finding_codes=codes,
     )

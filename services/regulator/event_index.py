@@ -78,6 +78,7 @@ CREATE TABLE IF NOT EXISTS events (
   forced TEXT, findings INTEGER NOT NULL, UNIQUE (oper, coffre, id_evt));
 CREATE INDEX IF NOT EXISTS events_at ON events (at, row);
 CREATE INDEX IF NOT EXISTS events_type ON events (type, at, row);
+CREATE INDEX IF NOT EXISTS events_coffre ON events (coffre, id_evt);
 CREATE INDEX IF NOT EXISTS events_tech ON events (tech, at, row) WHERE tech IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_pool ON events (pool, at, row) WHERE pool IS NOT NULL;
 CREATE TABLE IF NOT EXISTS parties (
@@ -165,6 +166,9 @@ class Page:
     """The cursor of the next page, None on the last."""
     driver: str
     """Which index the search was driven by (shown to the investigator, and measured in bench/)."""
+    stopped_at: str | None = None
+    """Where the page's reading stopped when it is not full and a next page goes on (a date, or an
+    IDEvt): the search read :data:`SCAN_WINDOW` rows of its index there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,20 +606,73 @@ def _parse_cursor(text: str) -> tuple[str, list[str]]:
     kind, _, rest = text.partition(":")
     if kind not in ("a", "i", "r") or not rest or len(text) > 200:
         raise IndexQueryError("the page cursor is not one this console gave")
-    return kind, rest.split(":") if kind != "a" else rest.rsplit(":", 1)
+    return kind, rest.rsplit(":", 1) if kind == "a" else rest.split(":")
 
 
-def _drivers(q: Query) -> tuple[tuple[str, str, str, str | None], ...]:
-    """The searches driven by an index of (value, date, row), strongest first: (name, table,
-    column, the value asked)."""
-    return (
-        ("finding", "flags", "code", q.finding),
-        ("HashJoueur", "parties", "hash", q.hash_joueur),
-        ("IDJoueur", "parties", "player", q.player),
-        ("Inscription", "parties", "inscription", q.inscription),
-        ("Pool", "events", "pool", q.pool),
-        ("Tech", "events", "tech", q.tech),
+SCAN_WINDOW = 20_000
+"""Rows of its driving index one page reads at most: a search whose conditions few of those rows
+meet (the busiest player's events of a rare type) answers a page that is not full, in bounded time,
+and its next page goes on from where it stopped (bench/console_search.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Driver:
+    """An index a search can be driven from: its table (as ``d``), its conditions, its order."""
+
+    name: str
+    table: str
+    where: tuple[str, ...]
+    args: tuple[Any, ...]
+    order: str = "a"
+    """``a``: by date (``d.at, d.row``); ``i``: by IDEvt (``d.id_evt, d.row``); ``r``: by row."""
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return {"a": ("d.at", "d.row"), "i": ("d.id_evt", "d.row"), "r": ("d.rowid",)}[self.order]
+
+    @property
+    def row(self) -> str:
+        return "rowid" if self.table == "event_text" else "row"
+
+
+def _drivers(q: Query) -> list[_Driver]:
+    """The indexes ``q`` can be driven from, the most selective by nature first (a Pool is one hand,
+    an Inscription one registration); the dates bound every index ordered by date."""
+    dates: tuple[tuple[str, str], ...] = tuple(
+        (condition, stamp(moment))
+        for moment, condition in ((q.since, "d.at >= ?"), (q.until, "d.at <= ?"))
+        if moment is not None
     )
+    found = [
+        _Driver(name, table, (f"d.{column} = ?", *(c for c, _ in dates)), (value, *(v for _, v in dates)))
+        for name, table, column, value in (
+            ("Pool", "events", "pool", q.pool),
+            ("Inscription", "parties", "inscription", q.inscription),
+            ("finding", "flags", "code", q.finding),
+            ("HashJoueur", "parties", "hash", q.hash_joueur),
+            ("IDJoueur", "parties", "player", q.player),
+            ("Tech", "events", "tech", q.tech),
+        )
+        if value is not None
+    ]
+    if q.text is not None:
+        found.append(_Driver("text", "event_text", ("event_text MATCH ?",), (_fts_words(q.text),), "r"))
+    if q.coffre is not None:
+        where, args = ["d.coffre = ?"], [q.coffre]
+        for value, condition in ((q.first_id, "d.id_evt >= ?"), (q.last_id, "d.id_evt <= ?")):
+            if value is not None:
+                where.append(condition)
+                args.append(value)
+        found.append(_Driver("IDEvt", "events", tuple(where), tuple(args), "i"))
+    if q.type is not None:
+        found.append(
+            _Driver(
+                "type", "events", ("d.type = ?", *(c for c, _ in dates)), (q.type, *(v for _, v in dates))
+            )
+        )
+    if dates or not found:
+        found.append(_Driver("date", "events", tuple(c for c, _ in dates), tuple(v for _, v in dates)))
+    return found
 
 
 class EventSearch:
@@ -633,92 +690,92 @@ class EventSearch:
         return db
 
     def search(self, query: Query, *, after: str | None = None, page_size: int = PAGE_SIZE) -> Page:
-        """One page of the events ``query`` matches, by date (then as indexed); by IDEvt when only a
-        coffre (and an IDEvt range) is asked; by relevance order of the full-text index for text."""
+        """One page of the events ``query`` matches: by date, by IDEvt when a coffre drives it, as
+        indexed for words (:class:`_Driver`). A page reads at most :data:`SCAN_WINDOW` rows of the
+        index that drives it: a page that is not full but has a next cursor stopped there."""
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise IndexQueryError(f"page size from 1 to {MAX_PAGE_SIZE}")
-        sql, args, driver, order = self._plan(query)
+        driver = self._choose(query)
+        cursor: list[Any] = []
         if after is not None:
             kind, parts = _parse_cursor(after)
-            if kind != order:
+            if kind != driver.order or len(parts) != len(driver.key):
                 raise IndexQueryError("the page cursor belongs to another search")
             try:
-                if kind == "a":
-                    sql += " AND (d.at, d.row) > (?, ?)"
-                    args += [parts[0], int(parts[1])]
-                elif kind == "i":
-                    sql += " AND e.id_evt > ?"
-                    args.append(int(parts[0]))
-                else:
-                    sql += " AND d.rowid > ?"
-                    args.append(int(parts[0]))
-            except (ValueError, IndexError):
+                cursor = [parts[0] if driver.order == "a" else int(parts[0]), *(int(p) for p in parts[1:])]
+            except ValueError:
                 raise IndexQueryError("the page cursor is not one this console gave") from None
-        sql += {
-            "a": " ORDER BY d.at, d.row",
-            "i": " ORDER BY e.id_evt",
-            "r": " ORDER BY d.rowid",
-        }[order] + " LIMIT ?"
-        args.append(page_size + 1)
-        try:
-            found = self.db.execute(sql, args).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "fts5" in str(exc) or "syntax" in str(exc):
-                raise IndexQueryError(f"the text search is not understood: {exc}") from None
-            raise
+        key = ", ".join(driver.key)
+        where, args = list(driver.where), list(driver.args)
+        if cursor:
+            where.append(f"({key}) > ({', '.join('?' * len(cursor))})")
+            args += cursor
+        ending = self.db.execute(
+            f"SELECT {key} FROM {driver.table} d WHERE {' AND '.join(where) or '1'} "
+            f"ORDER BY {key} LIMIT 1 OFFSET {SCAN_WINDOW - 1}",
+            args,
+        ).fetchone()
+        if ending is not None:
+            where.append(f"({key}) <= ({', '.join('?' * len(ending))})")
+            args += list(ending)
+        residual, residual_args = self._residual(query, driver)
+        found = self.db.execute(
+            f"SELECT {_EVENT_COLUMNS}, e.row, {key} FROM {driver.table} d JOIN events e ON e.row = d.{driver.row} "
+            f"WHERE {' AND '.join(where + residual) or '1'} ORDER BY {key} LIMIT ?",
+            [*args, *residual_args, page_size + 1],
+        ).fetchall()
         rows = [self._with_players(values) for values in found[:page_size]]
-        following = None
+        width = len(driver.key)
         if len(found) > page_size:
-            last = found[page_size - 1]
-            following = {
-                "a": lambda: _cursor("a", last[-2], last[-1]),
-                "i": lambda: _cursor("i", last[2]),
-                "r": lambda: _cursor("r", last[-1]),
-            }[order]()
-        return Page(rows, following, driver)
+            following, stopped = _cursor(driver.order, *found[page_size - 1][-width:]), None
+        elif ending is not None:  # the window ends before the page is full: the next one goes on
+            following, stopped = _cursor(driver.order, *ending), str(ending[0])
+        else:
+            following, stopped = None, None
+        return Page(rows, following, driver.name, stopped)
 
     def _with_players(self, values: Sequence[Any]) -> EventRow:
         row = _event_row(values)
         players = tuple(
-            p for (p,) in self.db.execute("SELECT player FROM parties WHERE row = ? LIMIT 13", (values[-1],))
+            p for (p,) in self.db.execute("SELECT player FROM parties WHERE row = ? LIMIT 13", (values[11],))
         )
         return replace(row, players=players)
 
-    def _plan(self, q: Query) -> tuple[str, list[Any], str, str]:
-        """The SQL of a search: the driving table (``d``, ordered by its index), joined to the event
-        (``e``), and every other condition checked on the rows it gives."""
+    def _choose(self, q: Query) -> _Driver:
+        """The index to drive ``q`` from: among those ``q`` can use, the one with the fewest matching
+        rows, each counted up to :data:`SCAN_WINDOW` (a few milliseconds); on a tie, the first of
+        :func:`_drivers`' order (the most selective by nature first)."""
+        candidates = _drivers(q)
+        if len(candidates) == 1:
+            return candidates[0]
+        best, fewest = candidates[0], None
+        for candidate in candidates:
+            count = self.db.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {candidate.table} d "
+                f"WHERE {' AND '.join(candidate.where) or '1'} LIMIT {SCAN_WINDOW})",
+                candidate.args,
+            ).fetchone()[0]
+            if fewest is None or count < fewest:
+                best, fewest = candidate, count
+            if count == 0:
+                break
+        return best
+
+    @staticmethod
+    def _residual(q: Query, driver: _Driver) -> tuple[list[str], list[Any]]:
+        """Every condition of ``q`` the driver does not check itself, on the event (``e``)."""
         where: list[str] = []
         args: list[Any] = []
-        order = "a"
-        driven = next((found for found in _drivers(q) if found[3] is not None), None)
-        if driven is not None:
-            driver, table, column, value = driven
-            source = f"{table} d JOIN events e ON e.row = d.row"
-            where.append(f"d.{column} = ?")
-            args.append(value)
-        elif q.text is not None:
-            driver, source, order = "text", "event_text d JOIN events e ON e.row = d.rowid", "r"
-            where.append("event_text MATCH ?")
-            args.append(_fts_words(q.text))
-        elif q.coffre is not None and q.since is None and q.until is None:
-            driver, source, order = "IDEvt", "events d JOIN events e ON e.row = d.row", "i"
-        elif q.type is not None:
-            driver, source = "type", "events d JOIN events e ON e.row = d.row"
-            where.append("d.type = ?")
-            args.append(q.type)
-        else:
-            driver, source = "date", "events d JOIN events e ON e.row = d.row"
-        date_column = "e.at" if order != "a" else "d.at"
         checks: list[tuple[object, str]] = [
             (q.oper, "e.oper = ?"),
             (q.coffre, "e.coffre = ?"),
             (q.first_id, "e.id_evt >= ?"),
             (q.last_id, "e.id_evt <= ?"),
-            (q.since and stamp(q.since), f"{date_column} >= ?"),
-            (q.until and stamp(q.until), f"{date_column} <= ?"),
-            (q.type if driver != "type" else None, "e.type = ?"),
-            (q.tech if driver not in ("Tech",) else None, "e.tech = ?"),
-            (q.pool if driver != "Pool" else None, "e.pool = ?"),
+            (q.since and stamp(q.since), "e.at >= ?"),
+            (q.until and stamp(q.until), "e.at <= ?"),
+            (q.type, "e.type = ?"),
+            (q.tech, "e.tech = ?"),
+            (q.pool, "e.pool = ?"),
         ]
         for value, condition in checks:
             if value is not None:
@@ -729,18 +786,16 @@ class EventSearch:
             (q.hash_joueur, "hash", "HashJoueur"),
             (q.inscription, "inscription", "Inscription"),
         ):
-            if value is not None and driver != name:
+            if value is not None and driver.name != name:
                 where.append(f"EXISTS (SELECT 1 FROM parties p WHERE p.row = e.row AND p.{column} = ?)")
                 args.append(value)
-        if q.finding is not None and driver != "finding":  # pragma: no cover - finding always drives
+        if q.finding is not None and driver.name != "finding":
             where.append("EXISTS (SELECT 1 FROM flags f WHERE f.row = e.row AND f.code = ?)")
             args.append(q.finding)
-        if q.text is not None and driver != "text":  # pragma: no cover - text drives unless a stronger one
+        if q.text is not None and driver.name != "text":
             where.append("e.row IN (SELECT rowid FROM event_text WHERE event_text MATCH ?)")
             args.append(_fts_words(q.text))
-        tail = {"a": "d.at, d.row", "i": "e.row", "r": "d.rowid"}[order]
-        sql = f"SELECT {_EVENT_COLUMNS}, {tail} FROM {source} WHERE " + (" AND ".join(where) or "1")
-        return sql, args, driver, order
+        return where, args
 
     # -- one event, one player, one Tech ---------------------------------------------------------
 

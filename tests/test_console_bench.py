@@ -1,0 +1,76 @@
+"""bench/console_search.py in its quick form: a tiny synthetic console index, built, then every kind
+of search answered (timing goals live in bench/, not here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+KINDS: dict[str, set[str]] = {
+    "player (busy)": {"IDJoueur"},
+    "player (busy), page 2": {"IDJoueur"},
+    "player (rare)": {"IDJoueur"},
+    "HashJoueur": {"HashJoueur"},
+    "Inscription": {"Inscription"},
+    "Tech (cash table)": {"Tech"},
+    "Tech (tournament)": {"Tech"},
+    "Pool": {"Pool"},
+    "finding": {"finding"},
+    "finding (rarest code)": {"finding"},
+    "type POINSCRIT": {"type"},
+    "type POINSCRIT, page 2": {"type"},
+    "date (one day)": {"date"},
+    "coffre + IDEvt range": {"IDEvt"},
+    "oper + coffre + IDEvt": {"IDEvt"},
+    "text (rare word)": {"text"},
+    "text (common word)": {"text"},
+    # a combination is driven by whichever of its indexes has the fewest rows for it
+    "player + type": {"IDJoueur", "type"},
+    "player (rare) + type": {"IDJoueur", "type"},
+    "player + date (day)": {"IDJoueur", "date"},
+    "finding + date (day)": {"finding", "date"},
+    "type + date (day)": {"type", "date"},
+    "type + coffre": {"IDEvt", "type"},
+    "type + Tech": {"Tech", "type"},
+    "player + Inscription": {"Inscription", "IDJoueur"},
+    "finding + type": {"finding", "type"},
+    "player + Tech": {"IDJoueur", "Tech"},
+    "player + type (none)": {"IDJoueur", "type"},
+}
+MAY_BE_EMPTY = {
+    "finding + date (day)",
+    "player (rare) + type",
+    "player + date (day)",
+    "player + Inscription",
+    "player + Tech",
+    "player + type (none)",
+}
+"""Kinds whose one day or one rare player may hold no such event in a tiny index."""
+
+
+def test_a_tiny_console_index_answers_every_kind_of_search(tmp_path: Path) -> None:
+    index = tmp_path / "console.sqlite"
+    argv = [sys.executable, str(ROOT / "bench" / "console_search.py"), "--events", "20000"]
+    argv += ["--players", "5000", "--repeats", "1", "--path", str(index), "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["events"] == 20000 and not summary["reused"] and summary["index_bytes"] > 0
+    results = {r["kind"]: r for r in summary["results"]}
+    assert set(results) == set(KINDS)
+    for kind, drivers in KINDS.items():
+        assert results[kind]["driver"] in drivers, kind
+        if kind not in MAY_BE_EMPTY:
+            assert results[kind]["rows"] > 0, kind
+    for kind in ("player (busy)", "type POINSCRIT", "text (common word)", "date (one day)"):
+        assert results[kind]["rows"] > 0
+    assert results["player + type (none)"]["rows"] == 0
+    assert results["player (busy)"]["rows"] == results["player (busy), page 2"]["rows"] == 50
+    # the same index again: reused, not built twice
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["reused"]
