@@ -40,6 +40,10 @@ KINDS: dict[str, set[str]] = {
     "finding + type": {"finding", "type"},
     "player + Tech": {"IDJoueur", "Tech"},
     "player + type (none)": {"IDJoueur", "type"},
+    "player + finding": {"IDJoueur", "finding"},
+    "player + finding, page 2": {"IDJoueur", "finding"},
+    "type + word (none)": {"type", "text"},
+    "type + word (none), page 2": {"type", "text"},
 }
 MAY_BE_EMPTY = {
     "finding + date (day)",
@@ -48,8 +52,14 @@ MAY_BE_EMPTY = {
     "player + Inscription",
     "player + Tech",
     "player + type (none)",
+    "player + finding",
+    "player + finding, page 2",
+    "type + word (none)",
+    "type + word (none), page 2",
 }
 """Kinds whose one day or one rare player may hold no such event in a tiny index."""
+SECOND_PAGES = {"player + finding, page 2", "type + word (none), page 2"}
+"""Second pages measured only when the first has a next one (not in a tiny index)."""
 
 
 def test_a_tiny_console_index_answers_every_kind_of_search(tmp_path: Path) -> None:
@@ -61,7 +71,7 @@ def test_a_tiny_console_index_answers_every_kind_of_search(tmp_path: Path) -> No
     summary = json.loads(done.stdout)
     assert summary["events"] == 20000 and not summary["reused"] and summary["index_bytes"] > 0
     results = {r["kind"]: r for r in summary["results"]}
-    assert set(results) == set(KINDS)
+    assert set(KINDS) - SECOND_PAGES <= set(results) <= set(KINDS)
     for kind, drivers in KINDS.items():
         assert results[kind]["driver"] in drivers, kind
         if kind not in MAY_BE_EMPTY:
