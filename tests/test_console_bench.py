@@ -73,6 +73,8 @@ def test_a_tiny_console_index_answers_every_kind_of_search(tmp_path: Path) -> No
     results = {r["kind"]: r for r in summary["results"]}
     assert set(KINDS) - SECOND_PAGES <= set(results) <= set(KINDS)
     for kind, drivers in KINDS.items():
+        if kind not in results:
+            continue
         assert results[kind]["driver"] in drivers, kind
         if kind not in MAY_BE_EMPTY:
             assert results[kind]["rows"] > 0, kind
