@@ -104,6 +104,11 @@ def files_task(files: Sequence[str]) -> bytes:
     return dumps(out)
 
 
+def events_task(raws: Sequence[bytes]) -> bytes:
+    """The outcome of each event's bytes, in order (the console's index of a lot's events)."""
+    return dumps([outcome(raw) for raw in raws])
+
+
 def lot_task(file: str, source: str, part: int, parts: int) -> bytes:
     """The ``part``-th of ``parts`` slices of a lot's events: ("unreadable", message) or
     ("events", [(label, outcome), ...])."""

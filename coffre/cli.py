@@ -552,10 +552,14 @@ def cmd_console_index(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         if args.rebuild:
-            done = rebuild(index, storage, trust)
+            done = rebuild(index, storage, trust, jobs=args.jobs)
         else:
             with contextlib.closing(connect(index)) as db:
-                done = Indexer(db, storage, trust).catch_up()
+                indexer = Indexer(db, storage, trust, jobs=args.jobs)
+                try:
+                    done = indexer.catch_up()
+                finally:
+                    indexer.close()
     except (OSError, ValueError) as exc:
         print(f"coffre console-index: {exc}", file=sys.stderr)
         return 2
@@ -741,6 +745,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", required=True, metavar="FILE", help="the index (an SQLite file)")
     p.add_argument(
         "--rebuild", action="store_true", help="a new index from the archive alone, put in place of FILE"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="processes that read and check events (hands' replays) in parallel",
     )
     p.set_defaults(func=cmd_console_index)
 

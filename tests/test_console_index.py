@@ -160,11 +160,11 @@ def test_a_crash_inside_a_lot_leaves_whole_lots(archive, tmp_path, monkeypatch):
     real = Indexer._add_event
     seen = []
 
-    def dies_at_the_third_event_of_coffre_2(self, oper, coffre, lot, id_evt, canonical):
+    def dies_at_the_third_event_of_coffre_2(self, oper, coffre, lot, id_evt, *rest):
         if coffre == 2 and id_evt == 7:
             raise KeyboardInterrupt("killed")
         seen.append((coffre, id_evt))
-        return real(self, oper, coffre, lot, id_evt, canonical)
+        return real(self, oper, coffre, lot, id_evt, *rest)
 
     monkeypatch.setattr(Indexer, "_add_event", dies_at_the_third_event_of_coffre_2)
     with pytest.raises(KeyboardInterrupt):

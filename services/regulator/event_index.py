@@ -11,15 +11,16 @@ one recorded here.
   it, and the overview says why.
 - **A lot at a time.** A lot's rows, its findings and the money trail's state after it are written
   in one transaction: after a crash the index holds whole lots, and goes on from the next.
-- **Findings** are those of the auditor (:func:`audit_event`, with the money trail kept in the
-  index itself), so they are the same whichever process computed them, and a rebuild gives the
-  same.
+- **Findings** are the auditor's: each event's own checks as ``coffre audit``'s workers make them,
+  then the money trail's, whose state is kept in the index itself. They are the same whichever
+  process computed them, and a rebuild gives the same.
 - **Search** drives each query from one index ordered by date (:class:`Query`), so that the
   first page comes from the first rows of an index, however many events the archive holds.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -28,6 +29,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -37,13 +39,13 @@ from typing import Any
 
 from coffre import metrics
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
-from coffre.domain.audit.events import audit_event
+from coffre.audit_workers import Outcome, events_task, loads, outcome, pool
 from coffre.domain.audit.findings import Finding
 from coffre.domain.audit.trail import MoneyTrail
+from coffre.domain.audit.variants import DEFAULT_RULES
 from coffre.domain.facets import Facets, event_facets
 from coffre.domain.lot import checkpoint_key, numbered_lots, parse_document, read_lot
 from coffre.domain.merkle import MerkleAccumulator
-from coffre.domain.normalize import normalize
 from coffre.domain.seals import SealNote, SealNoteError, seal_note_key
 from coffre.domain.signing import TrustStore
 from coffre.domain.verify import CoffreReport, CoffreWalk
@@ -311,11 +313,31 @@ class Indexer:
         storage: ArchiveStorage,
         trust: TrustStore,
         *,
+        jobs: int = 1,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.db, self.storage, self.trust, self.clock = db, storage, trust, clock
         self.trail = MoneyTrail(_TrailTable(db))
         self._refused_logged: set[tuple[str, int, int]] = set()
+        self.jobs = jobs
+        self._pool: Executor | None = None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+            gc.unfreeze()  # frozen by audit_workers.pool
+
+    def _outcomes(self, raws: list[bytes]) -> list[Outcome]:
+        """Each event read and checked on its own (coffre audit's workers with ``jobs`` > 1: the
+        hand's replay is most of an event's cost); the money trail follows, in order, here."""
+        if self.jobs <= 1 or len(raws) < 2 * self.jobs:
+            return [outcome(raw) for raw in raws]
+        if self._pool is None:
+            self._pool = pool(self.jobs, DEFAULT_RULES)
+        parts = min(len(raws), 4 * self.jobs)
+        chunks = [raws[len(raws) * i // parts : len(raws) * (i + 1) // parts] for i in range(parts)]
+        return [item for done in self._pool.map(events_task, chunks) for item in loads(done)]
 
     def coffres(self) -> list[tuple[str, int]]:
         """Every coffre of the archive (its folders ``<IDOper>/<IDCoffre>/``)."""
@@ -432,9 +454,10 @@ class Indexer:
         h = lot.header
         lot_digest = hashlib.sha256(document).digest()
         self._last_count = len(lot.events)
+        outcomes = self._outcomes([event.canonical for event in lot.events])
         with _transaction(self.db):
-            for event in lot.events:
-                self._add_event(oper, coffre, number, event.id_evt, event.canonical)
+            for event, checked in zip(lot.events, outcomes, strict=True):
+                self._add_event(oper, coffre, number, event.id_evt, event.canonical, checked)
             sealed = stamp(h.sealed_at)
             self.db.execute(
                 "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -484,32 +507,32 @@ class Indexer:
                     (oper, coffre, b"\0" * 32, b"\0" * 32, b"", text),
                 )
 
-    def _read_event(self, canonical: bytes) -> tuple[Facets | None, str, list[Finding]]:
-        """The event's facets and findings; an event this version cannot read again is indexed by
-        its type with an ``AUDIT_FAILED`` finding (it is in the archive: it must be found)."""
-        try:
-            event = normalize(canonical)
-        except Exception as exc:
+    def _read_event(self, canonical: bytes, checked: Outcome) -> tuple[Facets | None, str, list[Finding]]:
+        """The event's facets and findings (its own checks in ``checked``, then the money trail's);
+        an event this version cannot read again is indexed by its type with an ``AUDIT_FAILED``
+        finding (it is in the archive: it must be found)."""
+        if checked[0] != "ok":
             tag = _ROOT_TAG.search(canonical)
             return (
                 None,
                 tag.group(1).decode() if tag else "?",
-                [
-                    Finding(
-                        "AUDIT_FAILED",
-                        f"the event cannot be read again: {type(exc).__name__}: {str(exc)[:300]}",
-                    )
-                ],
+                [Finding("AUDIT_FAILED", f"the event cannot be read again: {str(checked[1])[:300]}")],
             )
+        _, event, findings = checked
         facets = event_facets(event)
         try:
-            findings = audit_event(event, self.trail)
+            findings = [*findings, *self.trail.observe(event)]
         except Exception as exc:  # a defect of a check: said, and the event is indexed all the same
-            findings = [Finding("AUDIT_FAILED", f"the audit failed: {type(exc).__name__}: {str(exc)[:300]}")]
+            findings = [
+                *findings,
+                Finding("AUDIT_FAILED", f"the audit failed: {type(exc).__name__}: {str(exc)[:300]}"),
+            ]
         return facets, facets.type, findings
 
-    def _add_event(self, oper: str, coffre: int, lot: int, id_evt: int, canonical: bytes) -> None:
-        facets, kind, findings = self._read_event(canonical)
+    def _add_event(
+        self, oper: str, coffre: int, lot: int, id_evt: int, canonical: bytes, checked: Outcome
+    ) -> None:
+        facets, kind, findings = self._read_event(canonical, checked)
         db = self.db
         at = stamp(facets.at) if facets else "1970-01-01T00:00:00Z"
         row = db.execute(
@@ -572,13 +595,17 @@ class Indexer:
     _last_count = 0
 
 
-def rebuild(path: Path, storage: ArchiveStorage, trust: TrustStore) -> CatchUp:
+def rebuild(path: Path, storage: ArchiveStorage, trust: TrustStore, *, jobs: int = 1) -> CatchUp:
     """A new index at ``path`` from the archive alone (written beside it, then moved in place)."""
     fresh = path.with_name(path.name + ".rebuild")
     for leftover in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
         leftover.unlink(missing_ok=True)
     with closing(connect(fresh)) as db:
-        done = Indexer(db, storage, trust).catch_up()
+        indexer = Indexer(db, storage, trust, jobs=jobs)
+        try:
+            done = indexer.catch_up()
+        finally:
+            indexer.close()
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     fresh.replace(path)
     for stale in (Path(f"{path}-wal"), Path(f"{path}-shm")):
