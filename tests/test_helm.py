@@ -1363,9 +1363,14 @@ def test_the_alerts_watch_the_plans_metrics_with_the_values_thresholds(rendered:
         "CoffreCheckpointsUntimestamped",
         "CoffreCheckpointsUncosigned",
         "CoffreEvidenceFailures",
+        "CoffreConsoleIndexRefused",
+        "CoffreConsoleIndexLate",
     }
     used = {name for a in alerts.values() for name in re.findall(r"\bcoffre_[a-z_]+", a["expr"])}
-    assert used == EVIDENCE_METRICS
+    assert used == EVIDENCE_METRICS | {
+        "coffre_console_index_refused_coffres",
+        "coffre_console_index_lag_seconds",
+    }
     untimestamped = alerts["CoffreCheckpointsUntimestamped"]["expr"]
     assert re.search(r"\(coffre_checkpoint_untimestamped_age_seconds\) > 1800$", untimestamped)
     assert "tsa" in untimestamped.split("by (", 1)[1].split(")", 1)[0]
