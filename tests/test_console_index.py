@@ -3,6 +3,7 @@ page by page, resumed after a crash or a restart, and equal to a rebuild from th
 
 from __future__ import annotations
 
+import json
 import shutil
 from contextlib import closing
 from datetime import UTC, datetime
@@ -284,3 +285,20 @@ def test_the_index_with_the_fewest_rows_drives(archive, tmp_path):
         own = len(search.search(Query(player=player), page_size=1000).rows)
         expected = "IDJoueur" if own < hands else "type"
         assert search.search(Query(player=player, type="POJEU")).driver == expected, (player, own, hands)
+
+
+def test_the_findings_are_coffre_audits(archive, tmp_path, capsys, built):
+    """Each event's findings in the index are those ``coffre audit`` reports on the same archive (one
+    engine of checks, the money trail fed in the same order)."""
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    main(["audit", str(root), "--cert", str(built[1]), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    audited = sorted((f["id_coffre"], f["id_evt"], f["code"], f["message"]) for f in report["findings"])
+    search = EventSearch(tmp_path / "index.sqlite")
+    indexed = sorted(
+        (row.coffre, row.id_evt, finding.code, finding.message)
+        for row in search.search(Query(oper="0099"), page_size=1000).rows
+        for finding in search.event("0099", row.coffre, row.id_evt)[2]
+    )
+    assert indexed and indexed == audited
