@@ -47,7 +47,7 @@ from coffre.domain.lot import LotEvent, checkpoint_key, parse_document, read_lot
 from coffre.domain.normalize import normalize
 from coffre.plots import Series, line_plot
 
-from .archive_index import ArchiveIndex, ArchiveQueryError
+from .archive_index import ArchiveIndex, ArchiveQueryError, parse_coffre, parse_number, parse_oper
 from .event_index import (
     SCAN_WINDOW,
     EventRow,
@@ -270,10 +270,14 @@ def _query(request: web.Request) -> tuple[Query, dict[str, str]]:
 
 
 def _oper_coffre_id(request: web.Request) -> tuple[str, int, int]:
+    """IDOper, IDCoffre and IDEvt of the path, read as the API reads them (InvalidRequest: a 400)."""
     info = request.match_info
-    coffre, id_evt = _number(info["coffre"], "IDCoffre"), _number(info["id_evt"], "IDEvt")
-    assert coffre is not None and id_evt is not None
-    return info["oper"], coffre, id_evt
+    return parse_oper(info["oper"]), parse_coffre(info["coffre"]), parse_number(info["id_evt"], "IDEvt")
+
+
+def _oper(request: web.Request) -> str | None:
+    given = _field(request, "oper")
+    return None if given is None else parse_oper(given)
 
 
 # -- pages -------------------------------------------------------------------------------------------
@@ -493,8 +497,7 @@ async def event_proof(request: web.Request) -> web.Response:
 
 async def coffre_checkpoint(request: web.Request) -> web.Response:
     console = _console(request)
-    oper = request.match_info["oper"]
-    coffre = _number(request.match_info["coffre"], "IDCoffre")
+    oper, coffre = parse_oper(request.match_info["oper"]), parse_coffre(request.match_info["coffre"])
     stored = await _thread(console.archive.checkpoint, oper, coffre)
     return web.Response(
         body=stored.data,
@@ -515,7 +518,7 @@ async def certificates(request: web.Request) -> web.Response:
 
 async def player_page(request: web.Request) -> web.Response:
     console = _console(request)
-    oper, player = _field(request, "oper"), _field(request, "id")
+    oper, player = _oper(request), _field(request, "id")
     if player is None:
         raise BadRequest("name the player: id=IDJoueur")
     since, until = (
@@ -559,7 +562,7 @@ def _at(text: str) -> datetime:
 
 async def tech_page(request: web.Request) -> web.Response:
     console = _console(request)
-    oper, tech = _field(request, "oper"), _field(request, "id")
+    oper, tech = _oper(request), _field(request, "id")
     if tech is None:
         raise BadRequest("name the table or tournament: id=Tech")
 

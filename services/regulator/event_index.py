@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from coffre import metrics
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
@@ -50,15 +50,16 @@ from coffre.domain.seals import SealNote, SealNoteError, seal_note_key
 from coffre.domain.signing import TrustStore
 from coffre.domain.verify import CoffreReport, CoffreWalk
 
+from .archive_index import InvalidRequest, parse_coffre, parse_oper
+
 log = logging.getLogger("coffre.console")
+T = TypeVar("T")
 
 SCHEMA_VERSION = "1"
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
 MAX_EXPORT_ROWS = 100_000
 """Rows of one CSV export; a search that matches more says so and is narrowed."""
-_OPER = re.compile(r"[0-9A-Za-z]{1,16}")
-_COFFRE = re.compile(r"[0-9]{1,18}")
 _ROOT_TAG = re.compile(rb"<([A-Za-z_][A-Za-z0-9_.-]*)")
 
 _SCHEMA = """
@@ -103,6 +104,14 @@ CREATE VIRTUAL TABLE IF NOT EXISTS event_text USING fts5 (body, content='', toke
 
 class IndexQueryError(ValueError):
     """A search the index cannot answer as asked (a message for the investigator)."""
+
+
+def _named(parse: Callable[[str], T], name: str) -> T | None:
+    """A folder's name read as the archive names them (the API's own parsers), None when it is not."""
+    try:
+        return parse(name)
+    except InvalidRequest:
+        return None
 
 
 def stamp(moment: datetime) -> str:
@@ -343,11 +352,11 @@ class Indexer:
         """Every coffre of the archive (its folders ``<IDOper>/<IDCoffre>/``)."""
         pairs = []
         for oper in self.storage.children("")[0]:
-            if _OPER.fullmatch(oper):
+            if _named(parse_oper, oper) is not None:
                 pairs += [
-                    (oper, int(name))
+                    (oper, coffre)
                     for name in self.storage.children(f"{oper}/")[0]
-                    if _COFFRE.fullmatch(name)
+                    if (coffre := _named(parse_coffre, name)) is not None
                 ]
         return sorted(pairs)
 
