@@ -56,6 +56,7 @@ from .event_index import (
     IndexThread,
     LotRow,
     Query,
+    unstamp,
 )
 
 PREFIX = "/console"
@@ -536,7 +537,7 @@ async def player_page(request: web.Request) -> web.Response:
     parties = data["parties"]
     money = [p for p in parties if p.type != "POJEU" and p.after is not None]
     plot = line_plot(
-        [Series(f"SoldeApres of {player}", [(_at(p.at), p.after) for p in money])],  # type: ignore[misc]
+        [Series(f"SoldeApres of {player}", [(unstamp(p.at), p.after) for p in money])],  # type: ignore[misc]
         title=f"Balance of {player}",
         y_label="balance",
     )
@@ -556,10 +557,6 @@ async def player_page(request: web.Request) -> web.Response:
     )
 
 
-def _at(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
 async def tech_page(request: web.Request) -> web.Response:
     console = _console(request)
     oper, tech = _oper(request), _field(request, "id")
@@ -577,7 +574,7 @@ async def tech_page(request: web.Request) -> web.Response:
     for seat in data["seats"]:
         seats_by_hand.setdefault((seat.oper, seat.coffre, seat.id_evt), []).append(seat)
         if seat.after is not None:
-            chips.setdefault(seat.player, []).append((_at(seat.at), seat.after))
+            chips.setdefault(seat.player, []).append((unstamp(seat.at), seat.after))
     events = data["events"]
     levels: list[tuple[str, EventRow]] = []
     for row, _ in events:

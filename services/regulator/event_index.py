@@ -14,8 +14,9 @@ one recorded here.
 - **Findings** are the auditor's: each event's own checks as ``coffre audit``'s workers make them,
   then the money trail's, whose state is kept in the index itself. They are the same whichever
   process computed them, and a rebuild gives the same.
-- **Search** drives each query from one index ordered by date (:class:`Query`), so that the
-  first page comes from the first rows of an index, however many events the archive holds.
+- **Search** drives each query from one index ordered by date (or IDEvt), the one with the fewest
+  rows for it, and reads at most :data:`SCAN_WINDOW` of its rows per page: the first page comes
+  from the first rows of an index, however many events the archive holds (bench/console_search.py).
 """
 
 from __future__ import annotations
@@ -117,6 +118,11 @@ def _named(parse: Callable[[str], T], name: str) -> T | None:
 def stamp(moment: datetime) -> str:
     """How the index writes a date: UTC, to the second, sortable as text."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unstamp(text: str) -> datetime:
+    """A date as :func:`stamp` writes it."""
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def _decimal(text: str | None) -> Decimal | None:
@@ -1088,4 +1094,5 @@ __all__ = [
     "connect",
     "rebuild",
     "stamp",
+    "unstamp",
 ]
