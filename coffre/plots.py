@@ -90,16 +90,21 @@ def _thin(points: list[tuple[datetime, Decimal]]) -> list[tuple[datetime, Decima
     return [points[i] for i in sorted(keep)]
 
 
-def _y_ticks(low: Decimal, high: Decimal) -> list[Decimal]:
-    """4 to 6 round ticks (1, 2, 2.5 or 5 × 10^e apart) covering [low, high]."""
+def _y_ticks(low: Decimal, high: Decimal, whole: bool = False) -> list[Decimal]:
+    """4 to 6 round ticks (1, 2, 2.5 or 5 × 10^e apart) covering [low, high]; ``whole``: whole
+    numbers only (counts)."""
     if low == high:
         pad = abs(low) / 10 if low else Decimal(1)
         low, high = low - pad, high + pad
     span = high - low
     exponent = span.adjusted() - 2
+    if whole:
+        exponent = max(exponent, 0)
     while True:
         for mantissa in (1, 2, Decimal("2.5"), 5):
             step = Decimal(mantissa).scaleb(exponent)
+            if whole and step != step.to_integral_value():
+                continue
             first = (low / step).to_integral_value(ROUND_FLOOR)
             last = (high / step).to_integral_value(ROUND_CEILING)
             if last - first + 1 <= 6:
@@ -150,7 +155,13 @@ def _no_data(title: str, width: int, height: int) -> str:
 
 
 def line_plot(
-    series: Sequence[Series], *, title: str, y_label: str, width: int = 720, height: int = 260
+    series: Sequence[Series],
+    *,
+    title: str,
+    y_label: str,
+    width: int = 720,
+    height: int = 260,
+    counts: bool = False,
 ) -> str:
     """One inline SVG (no script) plotting ``series`` as step lines against time, in UTC.
 
@@ -159,7 +170,8 @@ def line_plot(
     series are drawn (a note counts the others). A series longer than :data:`MAX_POINTS` is thinned:
     every n-th point is kept, and always its first, last, minimum and maximum; its legend says so.
     No series, or no point at all, gives a small "no data" picture. ``width`` × ``height`` is the
-    whole picture, legend included (the height grows if the legend would leave no room).
+    whole picture, legend included (the height grows if the legend would leave no room). ``counts``:
+    the values are counts, drawn from 0 with whole-number ticks.
     """
     if width < 200 or height < 120:
         raise ValueError(f"a plot needs at least 200 × 120, not {width} × {height}")
@@ -170,7 +182,8 @@ def line_plot(
     thinned = [(s, _thin(points), len(points)) for s, points in drawn]
     values = [v for _, points, _ in thinned for _, v in points]
     instants = [t.timestamp() for _, points, _ in thinned for t, _ in points]
-    y_ticks = _y_ticks(min(values), max(values))
+    low = min(min(values), Decimal(0)) if counts else min(values)
+    y_ticks = _y_ticks(low, max(values), whole=counts)
     start, end = min(instants), max(instants)
     if end - start < MIN_SPAN.total_seconds():
         middle = (start + end) / 2

@@ -186,3 +186,18 @@ def test_naive_times_are_refused():
         line_plot([Series("s", [(datetime(2026, 3, 1), Decimal(1))])], title="t", y_label="y")
     with pytest.raises(ValueError, match="finite"):
         line_plot([Series("s", [(T0, Decimal("NaN"))])], title="t", y_label="y")
+
+
+def test_counts_start_at_zero_with_whole_ticks():
+    from coffre.plots import _y_ticks
+
+    ticks = _y_ticks(Decimal(0), Decimal(3), whole=True)
+    assert ticks[0] == 0 and ticks[-1] >= 3 and all(t == t.to_integral_value() for t in ticks)
+    assert all(t == t.to_integral_value() for t in _y_ticks(Decimal(0), Decimal(1), whole=True))
+    svg = line_plot(
+        [Series("lots", [(datetime(2026, 3, d, tzinfo=UTC), Decimal(2 + d % 2)) for d in range(1, 6)])],
+        title="lots",
+        y_label="lots",
+        counts=True,
+    )
+    assert ">0<" in svg and ">2.5<" not in svg and ">2.2<" not in svg

@@ -309,6 +309,7 @@ async def overview(request: web.Request) -> web.Response:
                 [Series("lots sealed", [(_day(day), Decimal(n)) for day, n, _ in data["lots"]])],
                 title="Lots sealed per day",
                 y_label="lots",
+                counts=True,
             )
         )
     by_code: dict[str, list[tuple[datetime, Decimal]]] = {}
@@ -320,6 +321,7 @@ async def overview(request: web.Request) -> web.Response:
                 [Series(code, points) for code, points in sorted(by_code.items())],
                 title="Findings per code per day",
                 y_label="findings",
+                counts=True,
             )
         )
     thread = console.thread
