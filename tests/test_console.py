@@ -297,6 +297,17 @@ def test_every_page_is_in_the_access_log_with_who_asked(server, client):
     assert all(TOKEN not in json.dumps(r) for r in records)
 
 
+def test_the_live_index_equals_a_rebuild_from_the_archive_alone(server, tmp_path):
+    """What the API's thread indexed, lot by lot as it found them, is what a rebuild makes."""
+    from coffre_regulator.event_index import EventSearch, rebuild
+
+    trust = server.runner.app[console._CONSOLE].archive.trust
+    rebuilt = tmp_path / "rebuilt.sqlite"
+    assert rebuild(rebuilt, LocalStorage(server.root), trust).events == 22
+    live = list(EventSearch(server.settings.console_index_path).dump())
+    assert live and live == list(EventSearch(rebuilt).dump())
+
+
 def test_a_lot_changed_after_it_was_indexed_is_refused(server, client):
     lot = next(
         p
