@@ -302,3 +302,78 @@ def test_the_findings_are_coffre_audits(archive, tmp_path, capsys, built):
         for finding in search.event("0099", row.coffre, row.id_evt)[2]
     )
     assert indexed and indexed == audited
+
+
+def test_kill_9_while_indexing_then_resume(tmp_path):
+    """``coffre console-index`` SIGKILLed while it writes: the index it left holds whole lots, and
+    the next run ends with exactly what a rebuild holds."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from coffre.cli import _inputs
+    from coffre.domain.codec import canonical_bytes
+    from coffre.domain.normalize import normalize
+
+    from audit_hands import DEMO
+
+    key, cert = generate_key_and_certificate("kill test", "ecdsa", not_before=T0.replace(year=2025))
+    (tmp_path / "cert.pem").write_bytes(cert)
+    root = tmp_path / "archive"
+    root.mkdir()
+    raws = [raw for _, raw in _inputs([str(DEMO / "mixed")])]
+    with JournalSet(tmp_path / "journal") as journals:
+        sealer = Sealer(
+            LocalStorage(root),
+            Signer.from_pem(key, cert),
+            journals,
+            max_events=50,
+            max_age=3600,
+            clock=Clock(),
+        )
+        journal = journals.journal("0099", 3)
+        for n in range(1, 40 * len(raws) + 1):
+            journal.append(n, canonical_bytes(normalize(raws[(n - 1) % len(raws)], id_evt=n)))
+        journal.sync()
+        sealer.recorded("0099", 3)
+        sealer.seal_all()
+    index = tmp_path / "index.sqlite"
+    argv = [
+        sys.executable,
+        "-m",
+        "coffre.cli",
+        "console-index",
+        str(root),
+        "--cert",
+        str(tmp_path / "cert.pem"),
+    ]
+    child = subprocess.Popen(
+        [*argv, "--index", str(index)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    lots = 0
+    while time.monotonic() < deadline and lots < 3:
+        time.sleep(0.05)
+        if index.exists():
+            try:
+                with closing(connect(index, readonly=True)) as db:
+                    lots = db.execute("SELECT count(*) FROM lots").fetchone()[0]
+            except Exception:
+                lots = 0
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(10)
+    assert lots >= 3, "the index never got going"
+    with closing(connect(index, readonly=True)) as db:
+        held = db.execute("SELECT count(*), coalesce(sum(last_id - first_id + 1), 0) FROM lots").fetchone()
+        events = db.execute("SELECT count(*) FROM events").fetchone()[0]
+    total = 40 * len(raws)
+    assert held[0] < total // 50 and events == held[1], "killed after the end, or a lot half written"
+    assert subprocess.run([*argv, "--index", str(index)], capture_output=True).returncode == 0
+    rebuilt = tmp_path / "rebuilt.sqlite"
+    assert (
+        rebuild(rebuilt, LocalStorage(root), TrustStore.from_pem_files([tmp_path / "cert.pem"])).events
+        == total
+    )
+    assert list(EventSearch(index).dump()) == list(EventSearch(rebuilt).dump())
