@@ -377,3 +377,40 @@ def test_kill_9_while_indexing_then_resume(tmp_path):
         == total
     )
     assert list(EventSearch(index).dump()) == list(EventSearch(rebuilt).dump())
+
+
+class CountingStorage(LocalStorage):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: list[tuple[str, str]] = []
+
+    def read(self, key: str) -> bytes:
+        self.calls.append(("read", key))
+        return super().read(key)
+
+    def list(self, prefix: str) -> list[str]:
+        self.calls.append(("list", prefix))
+        return super().list(prefix)
+
+
+def test_a_pass_with_nothing_new_lists_no_lot(archive, tmp_path):
+    """Once caught up, a pass asks each coffre for its next seal note and lists no lot: its cost does
+    not grow with the history."""
+    root, trust = archive
+    storage = CountingStorage(root)
+    with closing(connect(tmp_path / "index.sqlite")) as db:
+        indexer = Indexer(db, storage, trust)
+        assert indexer.catch_up().events == 22
+        storage.calls.clear()
+        assert indexer.catch_up().events == 0
+    assert not [call for call in storage.calls if call[0] == "list"]
+    assert len(storage.calls) <= 4  # the next note of each of the 2 coffres, twice at most
+
+
+def test_an_archive_from_before_seal_notes(archive, tmp_path):
+    root, trust = archive
+    for notes in root.rglob("seals"):
+        shutil.rmtree(notes)
+    assert not list(root.rglob("*.json"))
+    done = index_all(root, trust, tmp_path / "index.sqlite")
+    assert (done.lots, done.events, done.refused) == (7, 22, [])

@@ -336,6 +336,7 @@ class Indexer:
         self._refused_logged: set[tuple[str, int, int]] = set()
         self.jobs = jobs
         self._pool: Executor | None = None
+        self._listings: dict[tuple[str, int], dict[int, str]] = {}
 
     def close(self) -> None:
         if self._pool is not None:
@@ -413,14 +414,20 @@ class Indexer:
             return None
 
     def _lot_key(self, oper: str, coffre: int, number: int) -> str | None:
-        """Lot ``number``'s key: from its seal note, else (an archive from before notes) a listing."""
+        """Lot ``number``'s key, None when it is not sealed yet: from its seal note, or, in an
+        archive from before seal notes (one without the note of lot 1), from a listing kept until
+        a lot is not in it."""
         note = self._note(oper, coffre, number)
         if note is not None:
             return note.lot_key
-        for found, key in numbered_lots(self.storage.list(f"{oper}/{coffre}/")):
-            if found == number:
-                return key
-        return None
+        if self.storage.exists(seal_note_key(oper, coffre, 1)):
+            return None  # the vault writes a lot's note first: this lot is not sealed
+        listed = self._listings.get((oper, coffre), {})
+        if number not in listed:
+            listed = self._listings[(oper, coffre)] = dict(
+                numbered_lots(self.storage.list(f"{oper}/{coffre}/"))
+            )
+        return listed.get(number)
 
     def _next_lot(self, oper: str, coffre: int, number: int) -> tuple[str, bytes, bytes] | None:
         """Lot ``number`` with its checkpoint, or None when it is not (entirely) sealed yet."""
