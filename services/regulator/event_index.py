@@ -337,6 +337,8 @@ class Indexer:
         self.jobs = jobs
         self._pool: Executor | None = None
         self._listings: dict[tuple[str, int], dict[int, str]] = {}
+        self._noted: set[tuple[str, int]] = set()
+        self._notes: dict[tuple[str, int, int], SealNote | None] = {}
 
     def close(self) -> None:
         if self._pool is not None:
@@ -371,6 +373,7 @@ class Indexer:
         """Index every lot sealed since the last pass (at most ``max_lots`` of them)."""
         done = CatchUp()
         now = self.clock()
+        self._notes.clear()
         for oper, coffre in self.coffres():
             while max_lots is None or done.lots < max_lots:
                 state = self._state(oper, coffre)
@@ -403,15 +406,30 @@ class Indexer:
         return lots, MerkleAccumulator.from_frontier(events, hashes), bytes(digest), bytes(chain)
 
     def _note(self, oper: str, coffre: int, number: int) -> SealNote | None:
+        """Lot ``number``'s seal note, read once per pass (a pass asks for the next lot's twice)."""
+        asked = (oper, coffre, number)
+        if asked in self._notes:
+            return self._notes[asked]
+        note: SealNote | None = None
         try:
-            return SealNote.decode(self.storage.read(seal_note_key(oper, coffre, number)))
+            note = SealNote.decode(self.storage.read(seal_note_key(oper, coffre, number)))
         except ObjectMissing:
-            return None
+            pass
         except SealNoteError as exc:
             log.warning(
                 "console index: seal note of lot %d of %s/%s unreadable: %s", number, oper, coffre, exc
             )
-            return None
+        self._notes[asked] = note
+        return note
+
+    def _has_notes(self, oper: str, coffre: int) -> bool:
+        """Whether the coffre's archive has seal notes (every vault since they exist writes them,
+        and migrates an older archive at its start): asked until it does."""
+        if (oper, coffre) not in self._noted:
+            if not self.storage.exists(seal_note_key(oper, coffre, 1)):
+                return False
+            self._noted.add((oper, coffre))
+        return True
 
     def _lot_key(self, oper: str, coffre: int, number: int) -> str | None:
         """Lot ``number``'s key, None when it is not sealed yet: from its seal note, or, in an
@@ -420,7 +438,7 @@ class Indexer:
         note = self._note(oper, coffre, number)
         if note is not None:
             return note.lot_key
-        if self.storage.exists(seal_note_key(oper, coffre, 1)):
+        if self._has_notes(oper, coffre):
             return None  # the vault writes a lot's note first: this lot is not sealed
         listed = self._listings.get((oper, coffre), {})
         if number not in listed:
