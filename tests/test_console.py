@@ -321,3 +321,12 @@ def test_a_lot_changed_after_it_was_indexed_is_refused(server, client):
         assert status == 409 and b"not the lot the index verified" in body
     finally:
         lot.write_bytes(kept)
+
+
+def test_a_page_says_when_it_shows_only_the_first_events(server, client, monkeypatch):
+    for path in ("/console/player?oper=0099&id=alice", "/console/tech?oper=0099&id=T-42"):
+        assert b"Only the first" not in client.get(path)[2]
+    monkeypatch.setattr(console, "PAGE_LIMIT", 3)
+    for path in ("/console/player?oper=0099&id=alice", "/console/tech?oper=0099&id=T-42"):
+        page = client.get(path)[2].decode()
+        assert "Only the first 3 events are shown here" in page

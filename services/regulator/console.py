@@ -49,6 +49,7 @@ from coffre.plots import Series, line_plot
 
 from .archive_index import ArchiveIndex, ArchiveQueryError, parse_coffre, parse_number, parse_oper
 from .event_index import (
+    PAGE_LIMIT,
     SCAN_WINDOW,
     EventRow,
     EventSearch,
@@ -531,9 +532,14 @@ async def player_page(request: web.Request) -> web.Response:
 
     def gather() -> dict[str, Any]:
         parties = [
-            p for p in console.search.player_parties(player, since, until) if oper is None or p.oper == oper
+            p
+            for p in console.search.player_parties(player, since, until, PAGE_LIMIT)
+            if oper is None or p.oper == oper
         ]
-        return {"parties": parties, "findings": console.search.player_findings(player)}
+        return {
+            "parties": parties,
+            "findings": console.search.player_findings(player, since, until, PAGE_LIMIT),
+        }
 
     data = await _thread(gather)
     parties = data["parties"]
@@ -556,6 +562,8 @@ async def player_page(request: web.Request) -> web.Response:
         findings=data["findings"],
         since=_field(request, "since"),
         until=_field(request, "until"),
+        truncated=len(parties) >= PAGE_LIMIT,
+        page_limit=PAGE_LIMIT,
     )
 
 
@@ -566,8 +574,12 @@ async def tech_page(request: web.Request) -> web.Response:
         raise BadRequest("name the table or tournament: id=Tech")
 
     def gather() -> dict[str, Any]:
-        events = [(r, f) for r, f in console.search.tech_events(tech) if oper is None or r.oper == oper]
-        seats = [p for p in console.search.tech_parties(tech) if oper is None or p.oper == oper]
+        events = [
+            (r, f) for r, f in console.search.tech_events(tech, PAGE_LIMIT) if oper is None or r.oper == oper
+        ]
+        seats = [
+            p for p in console.search.tech_parties(tech, 4 * PAGE_LIMIT) if oper is None or p.oper == oper
+        ]
         return {"events": events, "seats": seats}
 
     data = await _thread(gather)
@@ -599,6 +611,8 @@ async def tech_page(request: web.Request) -> web.Response:
         seats=seats_by_hand,
         levels=levels,
         findings=[(r, f) for r, fs in events for f in fs],
+        truncated=len(events) >= PAGE_LIMIT,
+        page_limit=PAGE_LIMIT,
     )
 
 

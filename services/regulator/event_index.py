@@ -59,6 +59,9 @@ T = TypeVar("T")
 SCHEMA_VERSION = "1"
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
+PAGE_LIMIT = 5000
+"""Events one player or Tech page shows (the first of the period): past it, the page says so and
+the search pages through the rest."""
 MAX_EXPORT_ROWS = 100_000
 """Rows of one CSV export; a search that matches more says so and is narrowed."""
 _ROOT_TAG = re.compile(rb"<([A-Za-z_][A-Za-z0-9_.-]*)")
@@ -656,6 +659,16 @@ def rebuild(path: Path, storage: ArchiveStorage, trust: TrustStore, *, jobs: int
 # -- reading ----------------------------------------------------------------------------------------
 
 
+def _period(column: str, since: datetime | None, until: datetime | None) -> tuple[str, list[str]]:
+    """The SQL (`` AND …``) and arguments of a period on ``column``."""
+    sql, args = "", []
+    for moment, comparison in ((since, ">="), (until, "<=")):
+        if moment is not None:
+            sql += f" AND {column} {comparison} ?"
+            args.append(stamp(moment))
+    return sql, args
+
+
 def _fts_words(text: str) -> str:
     """Every word of ``text`` as a quoted FTS5 string: all must be in the event, and nothing the
     investigator types is read as FTS5 syntax."""
@@ -914,41 +927,39 @@ class EventSearch:
         return None if found is None else int(found[0])
 
     def player_parties(
-        self, player: str, since: datetime | None, until: datetime | None, limit: int = 5000
+        self, player: str, since: datetime | None, until: datetime | None, limit: int = PAGE_LIMIT
     ) -> list[PartyRow]:
         """The player's events over a period, by date (at most ``limit``, the first)."""
+        period, args = _period("d.at", since, until)
         sql = (
             "SELECT e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.inscription, d.seat, "
-            "d.before, d.after, e.tech FROM parties d JOIN events e ON e.row = d.row WHERE d.player = ?"
+            f"d.before, d.after, e.tech FROM parties d JOIN events e ON e.row = d.row WHERE d.player = ?{period} "
+            "ORDER BY d.at, d.row LIMIT ?"
         )
-        args: list[Any] = [player]
-        if since is not None:
-            sql += " AND d.at >= ?"
-            args.append(stamp(since))
-        if until is not None:
-            sql += " AND d.at <= ?"
-            args.append(stamp(until))
-        sql += " ORDER BY d.at, d.row LIMIT ?"
-        args.append(limit)
+        args = [player, *args, limit]
         return [
             PartyRow(*values[:9], _decimal(values[9]), _decimal(values[10]), values[11])
             for values in self.db.execute(sql, args)
         ]
 
-    def player_findings(self, player: str, limit: int = 500) -> list[FindingRow]:
-        """Findings naming the player, or on an event that names them, by date."""
+    def player_findings(
+        self, player: str, since: datetime | None, until: datetime | None, limit: int = PAGE_LIMIT
+    ) -> list[FindingRow]:
+        """The findings of the player's first ``limit`` events over a period (those naming another
+        player left out), by date."""
+        period, args = _period("d.at", since, until)
         sql = (
             "SELECT e.oper, e.coffre, e.id_evt, e.type, e.at, f.code, f.message, f.round, f.seat, f.player "
-            "FROM parties d JOIN events e ON e.row = d.row JOIN findings f ON f.row = e.row "
-            "WHERE d.player = ? AND e.findings > 0 AND (f.player IS NULL OR f.player = ?) "
-            "ORDER BY d.at, d.row, f.n LIMIT ?"
+            f"FROM (SELECT d.row, d.at FROM parties d WHERE d.player = ?{period} ORDER BY d.at, d.row LIMIT ?) d "
+            "JOIN events e ON e.row = d.row JOIN findings f ON f.row = e.row "
+            "WHERE e.findings > 0 AND (f.player IS NULL OR f.player = ?) ORDER BY d.at, d.row, f.n"
         )
         return [
             FindingRow(*values[:5], Finding(*values[5:]))
-            for values in self.db.execute(sql, (player, player, limit))
+            for values in self.db.execute(sql, (player, *args, limit, player))
         ]
 
-    def tech_events(self, tech: str, limit: int = 5000) -> list[tuple[EventRow, list[Finding]]]:
+    def tech_events(self, tech: str, limit: int = PAGE_LIMIT) -> list[tuple[EventRow, list[Finding]]]:
         """Every event of a Tech (table or tournament), by date (at most ``limit``, the first)."""
         found = self.db.execute(
             f"SELECT {_EVENT_COLUMNS}, e.row FROM events e WHERE e.tech = ? ORDER BY e.at, e.row LIMIT ?",
@@ -958,7 +969,7 @@ class EventSearch:
             (self._with_players(values), self._findings(values[-1]) if values[10] else []) for values in found
         ]
 
-    def tech_parties(self, tech: str, limit: int = 20000) -> list[PartyRow]:
+    def tech_parties(self, tech: str, limit: int = 4 * PAGE_LIMIT) -> list[PartyRow]:
         """The seats of every hand of a Tech: chips before and after, by date."""
         return [
             PartyRow(*values[:9], _decimal(values[9]), _decimal(values[10]), values[11])
@@ -1103,6 +1114,7 @@ class IndexThread(threading.Thread):
 
 __all__ = [
     "MAX_EXPORT_ROWS",
+    "PAGE_LIMIT",
     "PAGE_SIZE",
     "CatchUp",
     "CoffreState",
