@@ -414,3 +414,21 @@ def test_an_archive_from_before_seal_notes(archive, tmp_path):
     assert not list(root.rglob("*.json"))
     done = index_all(root, trust, tmp_path / "index.sqlite")
     assert (done.lots, done.events, done.refused) == (7, 22, [])
+
+
+def test_the_api_rebuilds_an_index_of_another_schema(archive, tmp_path):
+    root, trust = archive
+    path = tmp_path / "index.sqlite"
+    index_all(root, trust, path)
+    with closing(connect(path)) as db:
+        db.execute("UPDATE meta SET value = '0' WHERE key = 'schema'")
+    thread = event_index.IndexThread(path, LocalStorage(root), trust, interval=0.1)
+    thread.start()
+    try:
+        assert thread.caught_up.wait(30)
+    finally:
+        thread.stop()
+    assert (tmp_path / "index.sqlite.schema-0").exists()
+    rebuilt = tmp_path / "rebuilt.sqlite"
+    rebuild(rebuilt, LocalStorage(root), trust)
+    assert list(EventSearch(path).dump()) == list(EventSearch(rebuilt).dump())

@@ -106,6 +106,17 @@ CREATE VIRTUAL TABLE IF NOT EXISTS event_text USING fts5 (body, content='', toke
 """
 
 
+class OtherSchema(ValueError):
+    """An index written by another version of coffre's schema: rebuilt, never read as it is."""
+
+    def __init__(self, path: Path | str, found: str) -> None:
+        super().__init__(
+            f"{path}: an index of schema {found}, this coffre writes schema {SCHEMA_VERSION}: rebuild it "
+            "(coffre console-index --rebuild)"
+        )
+        self.found = found
+
+
 class IndexQueryError(ValueError):
     """A search the index cannot answer as asked (a message for the investigator)."""
 
@@ -288,10 +299,7 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
             db.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,))
         elif found[0] != SCHEMA_VERSION:
             db.close()
-            raise ValueError(
-                f"{path}: an index of schema {found[0]}, this coffre writes schema {SCHEMA_VERSION}: "
-                "rebuild it (coffre console-index --rebuild)"
-            )
+            raise OtherSchema(path, found[0])
     db.execute("PRAGMA query_only = 1" if readonly else "PRAGMA foreign_keys = 0")
     db.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
     return db
@@ -1083,7 +1091,15 @@ class IndexThread(threading.Thread):
         self.passes = 0
         self.last: CatchUp | None = None
         self.caught_up = threading.Event()
-        connect(path).close()  # created (or its schema checked) before the API answers
+        try:
+            connect(path).close()  # created (or its schema checked) before the API answers
+        except OtherSchema as exc:
+            aside = path.with_name(f"{path.name}.schema-{exc.found}")
+            log.warning("console index: %s; moved to %s, a new one is built from the archive", exc, aside)
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            path.replace(aside)
+            connect(path).close()
 
     def run(self) -> None:
         with closing(connect(self.path)) as db:
