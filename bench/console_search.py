@@ -26,8 +26,9 @@ hands in that tournament carry it); findings on about 0.5 % of the events, 10 co
 ``lot_days``, ``coffres`` rows); free text on the account events (a few French words).
 
 Then, for each kind of search, the time to the FIRST page (50 rows) is measured through
-:class:`EventSearch` itself (its ``_plan``, its players of each row): "cold" is a new
-``EventSearch`` (a new connection, SQLite's cache empty; the OS page cache is not dropped), "warm"
+:class:`EventSearch` itself (its choice of index, its players of each row): "cold" is a new
+``EventSearch`` (a new connection, SQLite's cache empty) after the index file's pages were evicted
+from the OS page cache (``posix_fadvise(DONTNEED)``: every page read comes from the disk), "warm"
 the median of ``--repeats`` more on that connection. Two kinds also go to their 2nd page with the
 cursor of the first. The table gives the driving index (``Page.driver``), the rows of the page, the
 milliseconds cold and warm, and whether both are under 200 ms.
@@ -415,9 +416,21 @@ def kinds(p: dict[str, Any]) -> Iterator[tuple[str, Query, bool]]:
     yield "type + word (none)", Query(type="POJEU", text="virement"), True
 
 
+def evict(path: Path) -> None:
+    """The index's pages out of the OS page cache (``posix_fadvise(DONTNEED)``, no root needed)."""
+    for name in (path, Path(f"{path}-wal")):
+        if name.exists():
+            fd = os.open(name, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def measure(path: Path, probes: dict[str, Any], repeats: int) -> list[dict[str, Any]]:
     results = []
     for name, query, second in kinds(probes):
+        evict(path)
         search = EventSearch(path)
         started = time.perf_counter()
         page = search.search(query, page_size=50)
