@@ -33,46 +33,51 @@ the median of ``--repeats`` more on that connection. Two kinds also go to their 
 cursor of the first. The table gives the driving index (``Page.driver``), the rows of the page, the
 milliseconds cold and warm, and whether both are under 200 ms.
 
-Measured on this machine (2 shared cores, SQLite 3.40.1, another session's browser test running;
-ms to the first page, cold = new connection): 1M events, built in 58 s, 735 MB; 10M events, built in
-506 s (8 min 26 s), 7,431 MB (about 740 bytes an event: 100M would be about 75 GB and, the build
-growing a little faster than N, over 85 minutes to build).
+Measured on this machine (2 shared cores, SQLite 3.40.1, the machine otherwise quiet; ms to the
+first page of 50 rows, "cold" from the disk as said above): 1M events built in 58 s, 735 MB; 10M in
+506 s, 7,431 MB; 30M in 1,688 s (28 min), 22,641 MB. That is about 750 bytes an event: 100M would
+need about 75 GB and some 95 minutes, more than this machine's free disk, so it was not built. The
+first page does not grow with the index: each search reads the first rows of one index (a B-tree
+lookup, logarithmic in N), at most SCAN_WINDOW (5,000) rows of it, and its 50 events.
 
-    search                     driver      1M cold 1M warm 10M rows 10M cold 10M warm
-    player (busy)              IDJoueur        1.2     0.7       50      1.3      0.7
-    player (busy), page 2      IDJoueur        1.0     0.7       50      1.2      0.7
-    player (rare)              IDJoueur        0.4     0.0        3      1.8      0.1
-    HashJoueur                 HashJoueur      0.7     0.2       50      8.7      0.6
-    Inscription                Inscription     0.5     0.0        1      0.8      0.0
-    Tech (cash table)          Tech            1.2     0.7       50      1.9      0.7
-    Tech (tournament)          Tech            1.1     0.7       50      1.4      0.6
-    Pool                       Pool            0.4     0.0        1      3.6      0.0
-    finding                    finding         1.2     0.7       50      1.9      0.6
-    finding (rarest code)      finding         1.4     0.6       50      4.5      0.7
-    type POINSCRIT             type            1.1     0.6       50      1.2      0.6
-    type POINSCRIT, page 2     type            1.0     0.6       50      1.1      0.6
-    date (one day)             date            1.2     0.6       50      1.6      0.7
-    coffre + IDEvt range       IDEvt           1.2     0.7       50      1.3      0.7
-    oper + coffre + IDEvt      IDEvt           1.1     0.7       50      1.3      0.6
-    text (rare word)           text            1.5     0.6       50     11.5      0.7
-    text (common word)         text            1.2     0.6       50      2.3      0.7
-    player + type              IDJoueur        2.0     1.1       50      3.4      1.6
-    player (rare) + type       IDJoueur        0.5     0.0        3      0.6      0.1
-    player + date (day)        IDJoueur        1.1     0.7       50      1.2      0.7
-    finding + date (day)       finding         0.4     0.0       24      1.0      0.3
-    type + date (day)          type            1.0     0.6       50      1.1      0.6
-    type + coffre              IDEvt           1.8     0.9       50      2.0      1.4
-    type + Tech                Tech            1.2     0.6       50      1.9      0.9
-    player + Inscription       Inscription     0.5     0.0        0      0.7      0.0
-    finding + type             finding         1.5     0.7       50      3.3      1.3
-    player + Tech              IDJoueur      102.9    68.0       31    893.1    762.3
-    player + type (none)       IDJoueur       99.3    63.9        0    822.9    735.9
+    search                     driver       1M cold  warm 10M cold  warm 30M rows   cold  warm  page (30M)
+    player (busy)              IDJoueur         3.7   0.8      4.1   0.9       50    3.8   0.8  whole
+    player (busy), page 2      IDJoueur         1.9   1.0      2.6   1.1       50    1.9   1.0  whole
+    player (rare)              IDJoueur         1.5   0.0      2.8   0.1       23    9.1   0.3  whole
+    HashJoueur                 HashJoueur       5.4   0.2     52.8   0.9       50   14.7   0.6  whole
+    Inscription                Inscription      1.3   0.0      7.5   0.1        1    1.4   0.0  whole
+    Tech (cash table)          Tech             5.4   0.7      6.5   0.7       50    3.3   0.7  whole
+    Tech (tournament)          Tech             4.1   0.7      5.2   0.7       50    4.2   0.7  whole
+    Pool                       Pool             1.4   0.0      1.9   0.0        1    1.4   0.0  whole
+    finding                    finding         13.2   0.7     16.7   0.8       50   11.7   0.8  whole
+    finding (rarest code)      finding         15.5   0.6     16.9   0.7       50   14.7   0.7  whole
+    type POINSCRIT             type             3.7   0.7      4.6   1.4       50    3.6   0.7  whole
+    type POINSCRIT, page 2     type             1.8   0.9      3.6   1.8       50    1.8   0.9  whole
+    date (one day)             date             2.8   0.7      4.8   1.0       50    2.6   0.8  whole
+    coffre + IDEvt range       IDEvt            3.4   0.8      3.6   0.8       50    3.0   0.8  whole
+    oper + coffre + IDEvt      IDEvt            3.4   0.8      2.9   0.8       50    3.0   0.8  whole
+    text (rare word)           text            14.4   0.7     16.2   0.7       50   14.3   0.8  whole
+    text (common word)         text             6.1   0.8      6.7   0.8       50    5.8   0.8  whole
+    player + type              IDJoueur        61.5   6.0     18.6   3.3       50   15.3   3.0  whole
+    player (rare) + type       IDJoueur         6.1   1.1      4.5   0.9       20   10.9   1.1  whole
+    player + date (day)        IDJoueur         4.9   0.8      5.0   1.5       50    5.3   2.1  whole
+    finding + date (day)       finding          2.1   0.1      8.9   0.9       50   11.9   1.6  whole
+    type + date (day)          type             4.1   0.7      5.5   1.4       50    5.1   1.8  whole
+    type + coffre              IDEvt           17.7   3.9     13.7   3.1       50   14.7   3.1  whole
+    type + Tech                Tech            11.4   2.3     11.5   1.6       50    9.4   2.3  whole
+    player + Inscription       Inscription      5.3   1.4      4.3   0.9        0    4.7   1.3  whole
+    finding + type             finding         21.6   3.3     35.6   2.7       50   34.9   4.2  whole
+    player + Tech              Tech            12.6   2.1     11.3   1.5       30   12.8   1.3  whole
+    player + type (none)       type             3.7   0.9      3.3   0.8        0    3.4   0.8  whole
+    player + finding           finding        117.2   2.5    123.9   3.0       50   61.5   3.1  whole
+    player + finding, page 2   finding         95.2   3.4     98.7   5.4       50   63.0   3.7  whole
+    type + word (none)         text            18.2   3.9     20.6   4.3        0   18.7   4.1  window ended
+    type + word (none), page 2 text            16.9   5.5     16.7   6.2        0   10.8   4.2  window ended
 
-Over 200 ms at 10M (and growing with the busy player's rows: 1.8M parties for J1): ``player +
-Tech`` and ``player + type (none)``, driven by the player's index (parties_player) while few or none
-of its rows pass the other check, so every one of them is read. Before the index events_coffre
-(coffre, id_evt), ``coffre + IDEvt range`` took 4,638 ms and ``type + coffre`` 1,726 ms at 10M
-(a scan of every event: without IDOper the (oper, coffre, id_evt) key was no use).
+"page" says whether the page ended because the scan window did (the next page goes on). Before the
+window was 5,000 rows (20,000, then none), the two worst cases ("player + finding", "type + word
+(none)") took 0.7 to 1.7 s from a cold disk at 1M to 30M events, and with no window the busiest
+player combined with a type he never plays read all of his 1.8M rows (736 ms warm at 10M).
 """
 
 from __future__ import annotations
