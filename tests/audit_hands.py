@@ -1,4 +1,5 @@
-"""Inputs of the ``coffre audit`` tests, built from coffre's own demo events."""
+"""Inputs of the ``coffre audit`` and console tests, built from coffre's own demo events, and the
+signed archives the vault's own sealer makes of them."""
 
 from __future__ import annotations
 
@@ -49,29 +50,57 @@ class Clock:
         return self.now
 
 
-def build_archive(tmp: Path) -> tuple[Path, Path]:
-    """A signed archive as the vault writes it: coffre 0099/1 holds the flagged hand (IDEvt 1),
-    coffre 0099/2 the demo tournament (IDEvt 1..21), in lots of 4 events. Returns (root, cert)."""
+def seal_archive(tmp: Path, coffres: dict[int, list[bytes]], *, lot_events: int = 4) -> tuple[Path, Path]:
+    """A signed archive under ``tmp/archive`` as the vault writes it: each coffre of IDOper 0099
+    holds its events (canonical bytes) as IDEvt 1..n, sealed by the vault's own sealer in lots of
+    ``lot_events``, five hours of its clock apart. Returns (root, cert)."""
     key, cert = generate_key_and_certificate("audit test", "ecdsa", not_before=T0 - timedelta(days=1))
     cert_path = tmp / "cert.pem"
     cert_path.write_bytes(cert)
     root = tmp / "archive"
     root.mkdir()
-    coffres = {1: [duplicated_card_hand()], 2: [raw for _, raw in _inputs([str(TOURNAMENT)])]}
     with JournalSet(tmp / "journal") as journals:
         sealer = Sealer(
             LocalStorage(root),
             Signer.from_pem(key, cert),
             journals,
-            max_events=4,
+            max_events=lot_events,
             max_age=3600,
             clock=Clock(),
         )
         for coffre, events in coffres.items():
             journal = journals.journal("0099", coffre)
-            for n, raw in enumerate(events, start=1):
-                journal.append(n, canonical_bytes(normalize(raw, id_evt=n)))
+            for n, canonical in enumerate(events, start=1):
+                journal.append(n, canonical)
             journal.sync()
             sealer.recorded("0099", coffre)
         sealer.seal_all()
     return root, cert_path
+
+
+def normalized(raws: list[bytes]) -> list[bytes]:
+    """Events as ingest hands them to the vault: normalized, IDEvt 1..n, canonical bytes."""
+    return [canonical_bytes(normalize(raw, id_evt=n)) for n, raw in enumerate(raws, start=1)]
+
+
+def build_archive(tmp: Path) -> tuple[Path, Path]:
+    """A signed archive as the vault writes it: coffre 0099/1 holds the flagged hand (IDEvt 1),
+    coffre 0099/2 the demo tournament (IDEvt 1..21), in lots of 4 events. Returns (root, cert)."""
+    tournament = [raw for _, raw in _inputs([str(TOURNAMENT)])]
+    return seal_archive(tmp, {1: normalized([duplicated_card_hand()]), 2: normalized(tournament)})
+
+
+class RecordingStorage(LocalStorage):
+    """The real local storage, remembering what it was asked for."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: list[tuple[str, str]] = []
+
+    def read(self, key: str) -> bytes:
+        self.calls.append(("read", key))
+        return super().read(key)
+
+    def list(self, prefix: str) -> list[str]:
+        self.calls.append(("list", prefix))
+        return super().list(prefix)

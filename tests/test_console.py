@@ -5,77 +5,32 @@ changed after it was indexed refused. The browser's view: tests/browser/test_con
 
 from __future__ import annotations
 
-import asyncio
 import http.cookiejar
 import json
 import shutil
-import socket
 import ssl
-import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from coffre_regulator import console
-from coffre_regulator.api import start_regulator_api, stop_regulator_api
 
 from coffre.adapters.storage import LocalStorage
-from coffre.config import Settings
-from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate
 
 from audit_hands import build_archive
+from console_server import ConsoleServer
 
 TOKEN = "console-test-token-0123456789"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    def __init__(self, tmp: Path) -> None:
-        built, cert = build_archive(tmp)
-        self.root = tmp / "served"
-        shutil.copytree(built, self.root)
-        self.tokens = tmp / "tokens"
-        self.tokens.write_text(f"inspector:{TOKEN}\n")
-        self.data = tmp / "data"
-        self.settings = Settings(
-            data_dir=self.data,
-            archive_dir=self.root,
-            api_port=free_port(),
-            api_auth="token",
-            api_tokens_file=self.tokens,
-            console_index_interval_seconds=0.2,
-        )
-        key, signer_cert = generate_key_and_certificate("console test", "ecdsa")
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.runner = asyncio.run_coroutine_threadsafe(
-            start_regulator_api(
-                self.settings,
-                LocalStorage(self.root),
-                TrustStore.from_pem_files([cert]),
-                Signer.from_pem(key, signer_cert),
-            ),
-            self.loop,
-        ).result(30)
-        self.base = f"https://127.0.0.1:{self.settings.api_port}"
-        self.thread = self.runner.app[console._CONSOLE].thread
-        assert self.thread is not None and self.thread.caught_up.wait(30)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(stop_regulator_api(self.runner), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    served = Server(tmp_path_factory.mktemp("console"))
+    tmp = tmp_path_factory.mktemp("console")
+    built, cert = build_archive(tmp)
+    root = tmp / "served"  # a copy: a test changes a lot of it
+    shutil.copytree(built, root)
+    served = ConsoleServer(tmp, root, cert, tokens=f"inspector:{TOKEN}\n")
     yield served
     served.stop()
 
@@ -301,7 +256,7 @@ def test_the_live_index_equals_a_rebuild_from_the_archive_alone(server, tmp_path
     """What the API's thread indexed, lot by lot as it found them, is what a rebuild makes."""
     from coffre_regulator.event_index import EventSearch, rebuild
 
-    trust = server.runner.app[console._CONSOLE].archive.trust
+    trust = server.trust
     rebuilt = tmp_path / "rebuilt.sqlite"
     assert rebuild(rebuilt, LocalStorage(server.root), trust).events == 22
     live = list(EventSearch(server.settings.console_index_path).dump())

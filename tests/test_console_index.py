@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 from coffre_regulator import event_index
 from coffre_regulator.event_index import EventSearch, Indexer, IndexQueryError, Query, connect, rebuild
-from coffre_vault.sealer import Sealer
 
-from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage
 from coffre.cli import main
-from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate
+from coffre.domain.signing import TrustStore
 
-from audit_hands import T0, Clock, build_archive
+from audit_hands import RecordingStorage, build_archive, normalized, seal_archive
 
 
 @pytest.fixture(scope="module")
@@ -198,25 +196,8 @@ def test_a_lot_that_does_not_verify_stops_its_coffre_only(archive, tmp_path):
 def test_an_event_this_version_cannot_read_is_indexed_with_a_finding(tmp_path):
     """Whatever a lot holds is found: an event the catalogue cannot read again is indexed by its
     root element with AUDIT_FAILED, and the next events are indexed as usual."""
-    key, cert = generate_key_and_certificate("console test", "ecdsa", not_before=T0.replace(year=2025))
-    (tmp_path / "cert.pem").write_bytes(cert)
-    root = tmp_path / "archive"
-    root.mkdir()
     strange = b"<ZZUNKNOWN><IDOper>0099</IDOper><IDCoffre>7</IDCoffre><IDEvt>1</IDEvt></ZZUNKNOWN>"
-    with JournalSet(tmp_path / "journal") as journals:
-        sealer = Sealer(
-            LocalStorage(root),
-            Signer.from_pem(key, cert),
-            journals,
-            max_events=4,
-            max_age=3600,
-            clock=Clock(),
-        )
-        journal = journals.journal("0099", 7)
-        journal.append(1, strange)
-        journal.sync()
-        sealer.recorded("0099", 7)
-        sealer.seal_all()
+    root, _ = seal_archive(tmp_path, {7: [strange]})
     trust = TrustStore.from_pem_files([tmp_path / "cert.pem"])
     done = index_all(root, trust, tmp_path / "index.sqlite")
     assert done.events == 1 and not done.refused
@@ -314,31 +295,11 @@ def test_kill_9_while_indexing_then_resume(tmp_path):
     import time
 
     from coffre.cli import _inputs
-    from coffre.domain.codec import canonical_bytes
-    from coffre.domain.normalize import normalize
 
     from audit_hands import DEMO
 
-    key, cert = generate_key_and_certificate("kill test", "ecdsa", not_before=T0.replace(year=2025))
-    (tmp_path / "cert.pem").write_bytes(cert)
-    root = tmp_path / "archive"
-    root.mkdir()
     raws = [raw for _, raw in _inputs([str(DEMO / "mixed")])]
-    with JournalSet(tmp_path / "journal") as journals:
-        sealer = Sealer(
-            LocalStorage(root),
-            Signer.from_pem(key, cert),
-            journals,
-            max_events=50,
-            max_age=3600,
-            clock=Clock(),
-        )
-        journal = journals.journal("0099", 3)
-        for n in range(1, 40 * len(raws) + 1):
-            journal.append(n, canonical_bytes(normalize(raws[(n - 1) % len(raws)], id_evt=n)))
-        journal.sync()
-        sealer.recorded("0099", 3)
-        sealer.seal_all()
+    root, _ = seal_archive(tmp_path, {3: normalized(raws * 40)}, lot_events=50)
     index = tmp_path / "index.sqlite"
     argv = [
         sys.executable,
@@ -379,25 +340,11 @@ def test_kill_9_while_indexing_then_resume(tmp_path):
     assert list(EventSearch(index).dump()) == list(EventSearch(rebuilt).dump())
 
 
-class CountingStorage(LocalStorage):
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.calls: list[tuple[str, str]] = []
-
-    def read(self, key: str) -> bytes:
-        self.calls.append(("read", key))
-        return super().read(key)
-
-    def list(self, prefix: str) -> list[str]:
-        self.calls.append(("list", prefix))
-        return super().list(prefix)
-
-
 def test_a_pass_with_nothing_new_lists_no_lot(archive, tmp_path):
     """Once caught up, a pass asks each coffre for its next seal note and lists no lot: its cost does
     not grow with the history."""
     root, trust = archive
-    storage = CountingStorage(root)
+    storage = RecordingStorage(root)
     with closing(connect(tmp_path / "index.sqlite")) as db:
         indexer = Indexer(db, storage, trust)
         assert indexer.catch_up().events == 22

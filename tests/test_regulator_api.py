@@ -51,6 +51,7 @@ from coffre.domain.normalize import normalize
 from coffre.domain.proofs import InclusionProof, check_inclusion
 from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate, key_id, verify
 
+from audit_hands import RecordingStorage
 from events import POINSCRIT
 from xmlsec_tool import xmlsec1_verify
 
@@ -91,22 +92,6 @@ def seal(storage: Any, signer: Signer, journal_dir: Path, coffres=COFFRES, event
             sealer.recorded(oper, coffre)
         sealer.seal_due()
         sealer.seal_all()
-
-
-class RecordingStorage(LocalStorage):
-    """The real local storage, remembering what it was asked for."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.calls: list[tuple[str, str]] = []
-
-    def read(self, key: str) -> bytes:
-        self.calls.append(("read", key))
-        return super().read(key)
-
-    def list(self, prefix: str) -> list[str]:
-        self.calls.append(("list", prefix))
-        return super().list(prefix)
 
 
 @dataclass

@@ -13,32 +13,21 @@ too under stable names (docs/console/*.png)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import socket
-import threading
 import urllib.parse
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from coffre_regulator import console as console_module
-from coffre_regulator.api import start_regulator_api, stop_regulator_api
-from coffre_vault.sealer import Sealer
 
-from coffre.adapters.journal import JournalSet
-from coffre.adapters.storage import LocalStorage
-from coffre.adapters.tls import api_tls_material
 from coffre.cli import _inputs, main
-from coffre.config import Settings
 from coffre.domain.audit.findings import CODES
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
-from coffre.domain.signing import Signer, TrustStore, generate_key_and_certificate
 
-from audit_hands import DEMO, T0, Clock
+from audit_hands import DEMO, seal_archive
+from console_server import ConsoleServer
 from test_report_screenshot import CHROMIUM_ARGS, chromium
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -65,55 +54,13 @@ def flagged_id() -> tuple[str, int, int]:
     return event.IDOper, event.IDCoffre, event.IDEvt
 
 
-def build_archive(tmp: Path) -> tuple[Path, Signer, TrustStore, dict[str, tuple[str, int]]]:
+def build_archive(tmp: Path) -> tuple[Path, Path, dict[str, tuple[str, int]]]:
     """A signed archive as the vault writes it, one coffre per demo folder, lots of 4 events."""
-    key, cert = generate_key_and_certificate("console test", "ecdsa", not_before=T0 - timedelta(days=1))
-    cert_path = tmp / "cert.pem"
-    cert_path.write_bytes(cert)
-    signer = Signer.from_pem(key, cert)
-    root = tmp / "archive"
-    root.mkdir()
     coffres = {name: demo_coffre(folder) for name, folder in (("cash", CASH), ("mixed", MIXED))}
     assert coffres["cash"][:2] != coffres["mixed"][:2], "the demo folders should fill different coffres"
-    with JournalSet(tmp / "journal") as journals:
-        sealer = Sealer(LocalStorage(root), signer, journals, max_events=4, max_age=3600, clock=Clock())
-        for oper, coffre, events in coffres.values():
-            journal = journals.journal(oper, coffre)
-            for id_evt, canonical in events:
-                journal.append(id_evt, canonical)
-            journal.sync()
-            sealer.recorded(oper, coffre)
-        sealer.seal_all()
-    named = {name: (oper, coffre) for name, (oper, coffre, _) in coffres.items()}
-    return root, signer, TrustStore.from_pem_files([cert_path]), named
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ApiServer:
-    """The API on its own event loop in a thread (as tests/test_regulator_api.py runs it)."""
-
-    def __init__(self, settings: Settings, root: Path, signer: Signer, trust: TrustStore) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.runner = asyncio.run_coroutine_threadsafe(
-            start_regulator_api(settings, LocalStorage(root), trust, signer), self.loop
-        ).result(30)
-        self.base = f"https://127.0.0.1:{settings.api_port}"
-
-    def index_thread(self) -> Any:
-        return self.runner.app[console_module._CONSOLE].thread
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(stop_regulator_api(self.runner), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+    assert {oper for oper, _, _ in coffres.values()} == {"0099"}
+    root, cert = seal_archive(tmp, {coffre: [c for _, c in events] for _, coffre, events in coffres.values()})
+    return root, cert, {name: (oper, coffre) for name, (oper, coffre, _) in coffres.items()}
 
 
 class Shots:
@@ -167,22 +114,11 @@ def round_counter(page: Any) -> tuple[int, int]:
 
 def test_the_console_in_chromium(tmp_path):
     executable = chromium()
-    root, signer, trust, coffres = build_archive(tmp_path)
+    root, cert, coffres = build_archive(tmp_path)
     cash, mixed = coffres["cash"], coffres["mixed"]
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        archive_dir=root,
-        api_host="127.0.0.1",
-        api_port=free_port(),
-        api_auth="token",
-        console_index_interval_seconds=0.5,
-    )
-    server = ApiServer(settings, root, signer, trust)
+    server = ConsoleServer(tmp_path, root, cert)
     try:
-        development = api_tls_material(settings).development
-        assert development is not None, "no TLS certificate given: the development material serves"
-        token = development.token()
-        assert server.index_thread().caught_up.wait(60), "the console's index never caught up"
+        token = server.development_token()
         with sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
             try:
