@@ -101,10 +101,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-from services.regulator.event_index import (  # noqa: E402
+from _page_cache import evict
+from coffre_regulator.event_index import (
     _SCHEMA,
     EventSearch,
     Query,
@@ -421,21 +419,10 @@ def kinds(p: dict[str, Any]) -> Iterator[tuple[str, Query, bool]]:
     yield "type + word (none)", Query(type="POJEU", text="virement"), True
 
 
-def evict(path: Path) -> None:
-    """The index's pages out of the OS page cache (``posix_fadvise(DONTNEED)``, no root needed)."""
-    for name in (path, Path(f"{path}-wal")):
-        if name.exists():
-            fd = os.open(name, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
 def measure(path: Path, probes: dict[str, Any], repeats: int) -> list[dict[str, Any]]:
     results = []
     for name, query, second in kinds(probes):
-        evict(path)
+        evict([path, Path(f"{path}-wal")])  # the index's pages: the first page reads the disk
         search = EventSearch(path)
         started = time.perf_counter()
         page = search.search(query, page_size=50)

@@ -67,6 +67,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/events.py: the POINSCRIT of the test suite
 
+from _page_cache import evict as evict_files  # noqa: E402
+
 from coffre.adapters.journal import JournalSet  # noqa: E402
 from coffre.adapters.storage import LocalStorage  # noqa: E402
 from coffre.domain.codec import canonical_bytes  # noqa: E402
@@ -637,13 +639,7 @@ CHILDREN: dict[str, Callable[[Path, int], dict[str, Any]]] = {
 def evict(work: Path) -> None:
     """Drop the journal and archive files from the page cache (they are clean: fsynced)."""
     for folder in ("journal", "archive"):
-        for path in (work / folder).rglob("*"):
-            if path.is_file():
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
+        evict_files((work / folder).rglob("*"))
 
 
 def run_child(phase: str, work: Path, lot_events: int, env: dict[str, str] | None = None) -> dict[str, Any]:
