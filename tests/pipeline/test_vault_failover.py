@@ -24,9 +24,11 @@ import threading
 import time
 from pathlib import Path
 
+from coffre_vault.history import recorded_events
 from confluent_kafka import Producer
 
 from coffre.adapters.archive import signing_files
+from coffre.adapters.storage import LocalStorage
 from coffre.audit import verify_archive
 from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
@@ -171,23 +173,42 @@ class TwoVaults:
 
 
 def check_archive(run: TwoVaults, platform: Platform) -> None:
+    """Every acknowledged event recorded once, IDEvt 1..n per coffre: sealed in the archive, or (a
+    vault stopped while its partitions were moving, so neither vault sealed them) durable in a
+    vault's journal past the archive, which its next start seals. Journals that both hold an IDEvt
+    hold the same event."""
     missing = sorted(set(platform.sent) - set(platform.answered), key=lambda c: int(c[3:]))
     assert not missing, f"{len(missing)} events without acquittal, first {missing[:5]}"
     assert {a.status for _, a in platform.answered.values()} == {"recorded"}
     archive = run.settings.archive_root
+    journal_roots = [
+        run.settings.journal_root,
+        run.settings.model_copy(update={"data_dir": run.second_dir}).journal_root,
+    ]
     players: list[int] = []
-    for coffre in COFFRES:  # everything was sealed at the stop: the archive holds it all
+    for coffre in COFFRES:
         lots = sorted(archive.glob(f"0099/{coffre}/*/*/*/0099-{coffre}-*.xml"), key=lambda p: p.name)
         assert [int(p.name[-14:-4]) for p in lots] == list(range(1, len(lots) + 1)), (
             "a lot number twice or missing"
         )
-        events = [e for lot in lots for e in read_lot(parse_document(lot.read_bytes())).events]
-        assert [e.id_evt for e in events] == list(range(1, len(events) + 1)), "a gap or a reuse"
+        events = [
+            (e.id_evt, e.chain_hash, e.canonical)
+            for lot in lots
+            for e in read_lot(parse_document(lot.read_bytes())).events
+        ]
+        tail: dict[int, tuple[int, bytes, bytes]] = {}
+        for root in journal_roots:
+            if root.is_dir():
+                for record in recorded_events(LocalStorage(archive), root, "0099", coffre)[len(events) :]:
+                    found = (record.id_evt, record.chain_hash, record.event)
+                    assert tail.setdefault(record.id_evt, found) == found, "two vaults, two events, one IDEvt"
+        events += [tail[id_evt] for id_evt in sorted(tail)]
+        assert [id_evt for id_evt, _, _ in events] == list(range(1, len(events) + 1)), "a gap or a reuse"
         previous = GENESIS
-        for e in events:
-            previous = chain_hash(previous, e.canonical)
-            assert e.chain_hash == previous
-            players.append(int(re.search(rb"<IDJoueur>vf-(\d+)</IDJoueur>", e.canonical).group(1)))
+        for _, chained, canonical in events:
+            previous = chain_hash(previous, canonical)
+            assert chained == previous
+            players.append(int(re.search(rb"<IDJoueur>vf-(\d+)</IDJoueur>", canonical).group(1)))
     assert sorted(players) == list(range(len(platform.sent))), "an event is missing or recorded twice"
     for correlation, (_, acquittal) in platform.answered.items():  # each acknowledged event: its own IDEvt
         assert acquittal.id_coffre == COFFRES[int(correlation[3:]) % len(COFFRES)]
