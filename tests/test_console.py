@@ -199,7 +199,8 @@ def test_exports(client):
     assert status == 200 and headers["Content-Type"].startswith("text/csv")
     lines = body.decode().splitlines()
     assert lines[0].startswith("IDOper,IDCoffre,IDEvt") and len(lines) > 5
-    assert console._csv_safe("a,=cmd|' /C calc'!A0,-1,@x\n") == "a,'=cmd|' /C calc'!A0,'-1,'@x\r\n"
+    cells = ["a", "=cmd|' /C calc'!A0", "-1", "@x"]
+    assert [console.csv_cell(c) for c in cells] == ["a", "'=cmd|' /C calc'!A0", "'-1", "'@x"]
     status, headers, body = client.get("/console/search-lots.zip?player=alice")
     assert status == 200 and headers["Content-Type"] == "application/zip"
     import io

@@ -65,6 +65,7 @@ def test_every_sealed_event_is_found_by_each_field(archive, tmp_path):
     assert len(everything.rows) == 22 and everything.next is None
     dates = [row.at for row in everything.rows]
     assert dates == sorted(dates), "a search is by date"
+    assert search.event_types() == sorted({row.type for row in everything.rows})
 
     alice = search.search(Query(player="alice"), page_size=100)
     assert alice.driver == "IDJoueur" and alice.rows

@@ -183,7 +183,8 @@ class CoffreReport:
     chain: Hashes = field(default_factory=Hashes)
     """The chain hash of each IDEvt, as recomputed."""
     forgotten: int = 0
-    """Events walked before the first of ``leaves`` and ``chain`` (:meth:`CoffreWalk.forget_events`)."""
+    """Events walked before the first of ``leaves`` and ``chain`` (a walk resumed by
+    :meth:`CoffreWalk.resume` holds none of the events before it)."""
     roots: dict[int, bytes] = field(default_factory=dict)
     """The coffre tree's root at the end of each lot read, by tree size."""
     spans: list[tuple[int, int, int]] = field(default_factory=list)
@@ -898,16 +899,6 @@ class CoffreWalk:
             expected_id=tree.size + 1,
             last_number=lots,
         )
-
-    def forget_events(self) -> None:
-        """Drop the leaves, chain hashes and spans the report keeps of every event walked: a walk
-        that only moves on (the console's index) keeps its memory bounded."""
-        report = self.report
-        report.forgotten += len(report.leaves)
-        report.leaves.truncate(0)
-        report.chain.truncate(0)
-        report.spans.clear()
-        report.roots.clear()
 
     def checkpoint(
         self, path: str, source: Source, *, in_archive: bool = True, evidence: Sequence[_Evidence] = ()

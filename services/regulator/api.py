@@ -652,7 +652,7 @@ async def _console_answer(
     path = request.path
     if path not in console.PUBLIC_PATHS and result.status == 401:
         error = ("unauthorized", result.message)
-        response = web.Response(status=303, headers={"Location": f"{console.PREFIX}/login"})
+        response = console.redirect(f"{console.PREFIX}/login")
     elif result.status == 403:
         error = ("forbidden", result.message)
         response = console.error_page(request, 403, result.message)
@@ -695,18 +695,13 @@ def _middleware(
             in_console = console.console_app_ready(request.app) and (
                 request.path == console.PREFIX or request.path.startswith(console.PREFIX + "/")
             )
-            if in_console and authorization is None:
-                token = console.session_token(request)
-                if token is not None:
-                    authorization = f"Bearer {token}"
+            session = console.session_token(request) if in_console and authorization is None else None
+            if session is not None:
+                authorization = f"Bearer {session}"
             result = auth.authenticate(_peer_certificate(request), authorization)
             record.update(subject=result.subject, token=result.token, auth=result.method)
             if in_console:
-                if (
-                    result.method
-                    and authorization is not None
-                    and authorization != request.headers.get("Authorization")
-                ):
+                if session is not None and result.method:
                     record["auth"] = f"{result.method} (console session)"
                 response, error = await _console_answer(request, handler, result)
                 if console.LOGIN in request:

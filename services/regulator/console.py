@@ -169,12 +169,8 @@ class Console:
         body = self.templates.get_template(name).render(**values)
         return web.Response(status=code, text=body, content_type="text/html", charset="utf-8")
 
-    # an event's bytes, from the archive, as the index verified them
-    def lot_events(self, lot: LotRow) -> list[LotEvent]:
-        with self._lots_lock:
-            cached = self._lots.get(lot.key)
-        if cached is not None:
-            return cached
+    def verified_lot(self, lot: LotRow) -> bytes:
+        """The lot's file from the archive, as the index verified it (409: its SHA-256 changed)."""
         try:
             document = self.storage.read(lot.key)
         except ObjectMissing:
@@ -183,7 +179,15 @@ class Console:
             raise web.HTTPConflict(
                 reason=f"{lot.key} is not the lot the index verified (its SHA-256 changed): run coffre verify"
             )
-        events = read_lot(parse_document(document)).events
+        return document
+
+    # an event's bytes, from the archive, as the index verified them
+    def lot_events(self, lot: LotRow) -> list[LotEvent]:
+        with self._lots_lock:
+            cached = self._lots.get(lot.key)
+        if cached is not None:
+            return cached
+        events = read_lot(parse_document(self.verified_lot(lot))).events
         with self._lots_lock:
             self._lots[lot.key] = events
             while len(self._lots) > 16:
@@ -210,10 +214,6 @@ LOGIN: web.RequestKey[tuple[str, str | None]] = web.RequestKey("console_login", 
 
 def _console(request: web.Request) -> Console:
     return request.app[_CONSOLE]
-
-
-async def _thread(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.to_thread(call, *args, **kwargs)
 
 
 # -- parameters ------------------------------------------------------------------------------------
@@ -302,7 +302,7 @@ async def overview(request: web.Request) -> web.Response:
         findings = console.search.findings_by_day()
         return {"coffres": coffres, "evidence": evidence, "lots": lots, "findings": findings}
 
-    data = await _thread(gather)
+    data = await asyncio.to_thread(gather)
     plots = []
     if data["lots"]:
         plots.append(
@@ -346,9 +346,11 @@ async def search(request: web.Request) -> web.Response:
     page = None
     started = time.perf_counter()
     if not query.empty:
-        page = await _thread(console.search.search, query, after=after)
+        page = await asyncio.to_thread(console.search.search, query, after=after)
     elapsed = (time.perf_counter() - started) * 1000
-    types, codes = await _thread(lambda: (console.search.event_types(), console.search.finding_codes()))
+    types, codes = await asyncio.to_thread(
+        lambda: (console.search.event_types(), console.search.finding_codes())
+    )
     return console.render(
         "search.html",
         title="Search",
@@ -367,56 +369,37 @@ async def search_csv(request: web.Request) -> web.StreamResponse:
     query, _ = _query(request)
     if query.empty:
         raise BadRequest("an export needs a search: give at least one field")
-    rows: list[EventRow] = await _thread(lambda: list(console.search.export_rows(query)))
+    rows: list[EventRow] = await asyncio.to_thread(lambda: list(console.search.export_rows(query)))
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(
-        [
-            "IDOper",
-            "IDCoffre",
-            "IDEvt",
-            "type",
-            "DateEvt (UTC)",
-            "lot",
-            "Tech",
-            "Pool",
-            "Inscription",
-            "players",
-            "findings",
-        ]
-    )
+    header = ["IDOper", "IDCoffre", "IDEvt", "type", "DateEvt (UTC)", "lot", "Tech", "Pool", "Inscription"]
+    writer.writerow([*header, "players", "findings"])
     for row in rows:
-        writer.writerow(
-            [
-                row.oper,
-                row.coffre,
-                row.id_evt,
-                row.type,
-                row.at,
-                row.lot,
-                row.tech or "",
-                row.pool or "",
-                row.inscription or "",
-                " ".join(row.players),
-                row.findings,
-            ]
-        )
+        cells = [
+            row.oper,
+            row.coffre,
+            row.id_evt,
+            row.type,
+            row.at,
+            row.lot,
+            row.tech,
+            row.pool,
+            row.inscription,
+        ]
+        writer.writerow([csv_cell(cell) for cell in (*cells, " ".join(row.players), row.findings)])
     return web.Response(
-        body=_csv_safe(out.getvalue()).encode("utf-8"),
+        body=out.getvalue().encode("utf-8"),
         content_type="text/csv",
         charset="utf-8",
         headers={"Content-Disposition": 'attachment; filename="coffre-search.csv"'},
     )
 
 
-def _csv_safe(text: str) -> str:
-    """A CSV whose cells a spreadsheet will not run as formulas (a cell starting with = + - @ gets a
-    leading apostrophe): the operators' identifiers are untrusted."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    for cells in csv.reader(io.StringIO(text)):
-        writer.writerow(["'" + c if c[:1] in ("=", "+", "-", "@", "\t", "\r") else c for c in cells])
-    return out.getvalue()
+def csv_cell(value: object) -> str:
+    """A CSV cell a spreadsheet will not run as a formula (one starting with = + - @, a tab or a
+    carriage return gets a leading apostrophe): the operators' identifiers are untrusted."""
+    text = "" if value is None else str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 async def search_lots(request: web.Request) -> web.StreamResponse:
@@ -439,16 +422,13 @@ async def search_lots(request: web.Request) -> web.StreamResponse:
             for oper, coffre, number in wanted:
                 lot = console.search.lot(oper, coffre, number)
                 assert lot is not None
-                document = console.storage.read(lot.key)
-                if hashlib.sha256(document).digest() != lot.digest:
-                    raise IndexQueryError(f"{lot.key} is not the lot the index verified: run coffre verify")
-                bundle.writestr(lot.key, document)
+                bundle.writestr(lot.key, console.verified_lot(lot))
                 with_checkpoint = checkpoint_key(oper, coffre, number)
                 with contextlib.suppress(ObjectMissing):
                     bundle.writestr(with_checkpoint, console.storage.read(with_checkpoint))
         return buffer.getvalue()
 
-    body = await _thread(build)
+    body = await asyncio.to_thread(build)
     return web.Response(
         body=body,
         content_type="application/zip",
@@ -467,10 +447,8 @@ async def event_page(request: web.Request) -> web.Response:
         row, lot, findings = found
         stored = console.canonical(lot, id_evt)
         position = id_evt - lot.first_id
-        index_row = console.search.row_of(oper, coffre, id_evt)
-        assert index_row is not None
         neighbours = {
-            player: console.search.neighbours(oper, player, row.at, index_row) for player in row.players[:12]
+            player: console.search.neighbours(oper, player, row.at, row.row) for player in row.players[:12]
         }
         return {
             "row": row,
@@ -482,7 +460,7 @@ async def event_page(request: web.Request) -> web.Response:
             "canonical": stored.canonical.decode("utf-8", "replace"),
         }
 
-    data = await _thread(gather)
+    data = await asyncio.to_thread(gather)
     if data is None:
         raise web.HTTPNotFound(reason=f"IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index")
     return console.render("event.html", title=f"{oper}/{coffre} IDEvt {id_evt}", **data)
@@ -491,7 +469,7 @@ async def event_page(request: web.Request) -> web.Response:
 async def event_proof(request: web.Request) -> web.Response:
     console = _console(request)
     oper, coffre, id_evt = _oper_coffre_id(request)
-    proof = await _thread(console.archive.inclusion_proof, oper, coffre, id_evt)
+    proof = await asyncio.to_thread(console.archive.inclusion_proof, oper, coffre, id_evt)
     return web.Response(
         text=json.dumps(proof, indent=2),
         content_type="application/json",
@@ -502,7 +480,7 @@ async def event_proof(request: web.Request) -> web.Response:
 async def coffre_checkpoint(request: web.Request) -> web.Response:
     console = _console(request)
     oper, coffre = parse_oper(request.match_info["oper"]), parse_coffre(request.match_info["coffre"])
-    stored = await _thread(console.archive.checkpoint, oper, coffre)
+    stored = await asyncio.to_thread(console.archive.checkpoint, oper, coffre)
     return web.Response(
         body=stored.data,
         content_type="application/xml",
@@ -541,7 +519,7 @@ async def player_page(request: web.Request) -> web.Response:
             "findings": console.search.player_findings(player, since, until, PAGE_LIMIT),
         }
 
-    data = await _thread(gather)
+    data = await asyncio.to_thread(gather)
     parties = data["parties"]
     money = [p for p in parties if p.type != "POJEU" and p.after is not None]
     plot = line_plot(
@@ -582,7 +560,7 @@ async def tech_page(request: web.Request) -> web.Response:
         ]
         return {"events": events, "seats": seats}
 
-    data = await _thread(gather)
+    data = await asyncio.to_thread(gather)
     seats_by_hand: dict[tuple[str, int, int], list[Any]] = {}
     chips: dict[str, list[tuple[datetime, Decimal]]] = {}
     for seat in data["seats"]:
@@ -631,7 +609,7 @@ async def hand_page(request: web.Request) -> web.Response:
             raise BadRequest(f"IDEvt {id_evt} is a {row.type}, not a hand (POJEU)")
         return row, event, findings
 
-    found = await _thread(gather)
+    found = await asyncio.to_thread(gather)
     if found is None:
         raise web.HTTPNotFound(reason=f"IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index")
     row, event, findings = found
@@ -671,7 +649,7 @@ async def login_page(request: web.Request) -> web.Response:
                 message="This token is not accepted.",
             )
         request[LOGIN] = ("accepted", name)
-        response = _redirect(f"{PREFIX}/")
+        response = redirect(f"{PREFIX}/")
         response.set_cookie(
             COOKIE,
             console.sessions.open(token),
@@ -688,12 +666,13 @@ async def login_page(request: web.Request) -> web.Response:
 async def logout(request: web.Request) -> web.Response:
     console = _console(request)
     console.sessions.close(request.cookies.get(COOKIE))
-    response = _redirect(f"{PREFIX}/login")
+    response = redirect(f"{PREFIX}/login")
     response.del_cookie(COOKIE, path="/")
     return response
 
 
-def _redirect(location: str) -> web.Response:
+def redirect(location: str) -> web.Response:
+    """A 303 to ``location``: after a login or logout, and to the login page without credentials."""
     return web.Response(status=303, headers={"Location": location})
 
 
@@ -731,7 +710,7 @@ def add_console(app: web.Application, console: Console, check_token: Callable[[s
         route.add_get(PREFIX + path, handler, allow_head=False)
 
     async def home(_: web.Request) -> web.Response:
-        return _redirect(f"{PREFIX}/")
+        return redirect(f"{PREFIX}/")
 
     route.add_get(PREFIX, home, allow_head=False)
     route.add_route("GET", f"{PREFIX}/login", login_page)
@@ -760,6 +739,11 @@ def console_app_ready(app: web.Application) -> bool:
     return _CONSOLE in app
 
 
+def session_token(request: web.Request) -> str | None:
+    """The token of the browser's console session, if it has a live one."""
+    return request.app[_CONSOLE].sessions.token(request.cookies.get(COOKIE))
+
+
 __all__ = [
     "COOKIE",
     "CSP",
@@ -773,12 +757,9 @@ __all__ = [
     "Sessions",
     "add_console",
     "console_app_ready",
+    "csv_cell",
     "error_page",
+    "redirect",
     "secure_headers",
     "session_token",
 ]
-
-
-def session_token(request: web.Request) -> str | None:
-    """The token of the browser's console session, if it has a live one."""
-    return request.app[_CONSOLE].sessions.token(request.cookies.get(COOKIE))

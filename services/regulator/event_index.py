@@ -117,6 +117,10 @@ class OtherSchema(ValueError):
         self.found = found
 
 
+class LotRefused(Exception):
+    """The coffre's next lot does not verify: the index stops before it (the message says why)."""
+
+
 class IndexQueryError(ValueError):
     """A search the index cannot answer as asked (a message for the investigator)."""
 
@@ -187,6 +191,8 @@ class EventRow:
     inscription: str | None
     forced: str | None
     findings: int
+    row: int
+    """The event's row in the index (its place in the date order among events of one instant)."""
     players: tuple[str, ...] = ()
 
 
@@ -252,12 +258,16 @@ class LotRow:
 
 
 _EVENT_COLUMNS = (
-    "e.oper, e.coffre, e.id_evt, e.type, e.at, e.lot, e.tech, e.pool, e.inscription, e.forced, e.findings"
+    "e.oper, e.coffre, e.id_evt, e.type, e.at, e.lot, e.tech, e.pool, e.inscription, e.forced, e.findings, "
+    "e.row"
 )
 
 
+_PARTY_COLUMNS = "e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.inscription, d.seat, d.before, d.after, e.tech"
+
+
 def _event_row(values: Sequence[Any]) -> EventRow:
-    return EventRow(*values[:11])
+    return EventRow(*values[:12])
 
 
 # -- the SQLite side: a trail store, the writer, the readers -------------------------------------
@@ -386,22 +396,22 @@ class Indexer:
         now = self.clock()
         self._notes.clear()
         for oper, coffre in self.coffres():
+            state = self._state(oper, coffre)
             while max_lots is None or done.lots < max_lots:
-                state = self._state(oper, coffre)
                 found = self._next_lot(oper, coffre, state[0] + 1)
                 if found is None:
                     break
-                key, document, checkpoint = found
-                refused = self._add(oper, coffre, state, key, document, checkpoint)
-                if refused is not None:
-                    done.refused.append(f"{oper}/{coffre}: {refused}")
+                try:
+                    done.events += self._add(oper, coffre, state, *found)
+                except LotRefused as exc:
+                    done.refused.append(f"{oper}/{coffre}: {exc}")
                     break
                 done.lots += 1
-                done.events += self._last_count
-            behind = self._next_lot_time(oper, coffre)
-            if behind is not None:
+                state = self._state(oper, coffre)
+            note = self._note(oper, coffre, state[0] + 1)  # the first lot not indexed, if sealed
+            if note is not None:
                 done.behind += 1
-                done.lag_seconds = max(done.lag_seconds, (now - behind).total_seconds())
+                done.lag_seconds = max(done.lag_seconds, (now - note.sealed_at).total_seconds())
         return done
 
     # the coffre's state as the index left it
@@ -470,12 +480,6 @@ class Indexer:
             return None  # the checkpoint follows the lot: the next pass
         return key, document, checkpoint
 
-    def _next_lot_time(self, oper: str, coffre: int) -> datetime | None:
-        """When the first lot the index does not hold was sealed (None: the index holds them all)."""
-        lots = self._state(oper, coffre)[0]
-        note = self._note(oper, coffre, lots + 1)
-        return None if note is None else note.sealed_at
-
     def _add(
         self,
         oper: str,
@@ -484,8 +488,9 @@ class Indexer:
         key: str,
         document: bytes,
         checkpoint: bytes,
-    ) -> str | None:
-        """Verify lot ``state[0] + 1`` and write its rows; the reason it was refused, or None."""
+    ) -> int:
+        """Verify lot ``state[0] + 1`` and write its rows; the events added (LotRefused: it does not
+        verify)."""
         lots, tree, digest, chain = state
         number = lots + 1
         walk = CoffreWalk.resume(
@@ -500,11 +505,10 @@ class Indexer:
         if failures:
             reason = "; ".join(str(f) for f in failures[:3])
             self._refuse(oper, coffre, number, reason)
-            return reason
+            raise LotRefused(reason)
         lot = read_lot(parse_document(document))
         h = lot.header
         lot_digest = hashlib.sha256(document).digest()
-        self._last_count = len(lot.events)
         outcomes = self._outcomes([event.canonical for event in lot.events])
         with _transaction(self.db):
             for event, checked in zip(lot.events, outcomes, strict=True):
@@ -535,7 +539,7 @@ class Indexer:
                 ),
             )
         metrics.CONSOLE_INDEX_EVENTS.inc(len(lot.events))
-        return None
+        return len(lot.events)
 
     def _refuse(self, oper: str, coffre: int, number: int, reason: str) -> None:
         if (oper, coffre, number) not in self._refused_logged:
@@ -642,8 +646,6 @@ class Indexer:
         db.execute(
             "INSERT INTO event_text (rowid, body) VALUES (?, ?)", (row, " ".join(w for w in words if w))
         )
-
-    _last_count = 0
 
 
 def rebuild(path: Path, storage: ArchiveStorage, trust: TrustStore, *, jobs: int = 1) -> CatchUp:
@@ -811,7 +813,7 @@ class EventSearch:
             args += list(ending)
         residual, residual_args = self._residual(query, driver)
         found = self.db.execute(
-            f"SELECT {_EVENT_COLUMNS}, e.row, {key} FROM {driver.table} d JOIN events e ON e.row = d.{driver.row} "
+            f"SELECT {_EVENT_COLUMNS}, {key} FROM {driver.table} d JOIN events e ON e.row = d.{driver.row} "
             f"WHERE {' AND '.join(where + residual) or '1'} ORDER BY {key} LIMIT ?",
             [*args, *residual_args, page_size + 1],
         ).fetchall()
@@ -828,7 +830,7 @@ class EventSearch:
     def _with_players(self, values: Sequence[Any]) -> EventRow:
         row = _event_row(values)
         players = tuple(
-            p for (p,) in self.db.execute("SELECT player FROM parties WHERE row = ? LIMIT 13", (values[11],))
+            p for (p,) in self.db.execute("SELECT player FROM parties WHERE row = ? LIMIT 13", (row.row,))
         )
         return replace(row, players=players)
 
@@ -892,7 +894,7 @@ class EventSearch:
 
     def event(self, oper: str, coffre: int, id_evt: int) -> tuple[EventRow, LotRow, list[Finding]] | None:
         found = self.db.execute(
-            f"SELECT {_EVENT_COLUMNS}, e.row FROM events e WHERE e.oper = ? AND e.coffre = ? AND e.id_evt = ?",
+            f"SELECT {_EVENT_COLUMNS} FROM events e WHERE e.oper = ? AND e.coffre = ? AND e.id_evt = ?",
             (oper, coffre, id_evt),
         ).fetchone()
         if found is None:
@@ -900,7 +902,7 @@ class EventSearch:
         row = self._with_players(found)
         lot = self.lot(oper, coffre, row.lot)
         assert lot is not None
-        return row, lot, self._findings(found[-1])
+        return row, lot, self._findings(row.row)
 
     def _findings(self, row: int) -> list[Finding]:
         return [
@@ -923,7 +925,7 @@ class EventSearch:
         out: list[EventRow | None] = []
         for comparison, direction in (("<", "DESC"), (">", "ASC")):
             found = self.db.execute(
-                f"SELECT {_EVENT_COLUMNS}, e.row FROM parties d JOIN events e ON e.row = d.row "
+                f"SELECT {_EVENT_COLUMNS} FROM parties d JOIN events e ON e.row = d.row "
                 f"WHERE d.player = ? AND e.oper = ? AND (d.at, d.row) {comparison} (?, ?) "
                 f"ORDER BY d.at {direction}, d.row {direction} LIMIT 1",
                 (player, oper, at, row),
@@ -931,27 +933,22 @@ class EventSearch:
             out.append(None if found is None else _event_row(found))
         return out[0], out[1]
 
-    def row_of(self, oper: str, coffre: int, id_evt: int) -> int | None:
-        found = self.db.execute(
-            "SELECT row FROM events WHERE oper = ? AND coffre = ? AND id_evt = ?", (oper, coffre, id_evt)
-        ).fetchone()
-        return None if found is None else int(found[0])
+    def _parties(self, sql: str, args: Sequence[Any]) -> list[PartyRow]:
+        """Rows of ``_PARTY_COLUMNS`` (parties ``d`` joined to their events ``e``) as PartyRow."""
+        return [
+            PartyRow(*values[:9], _decimal(values[9]), _decimal(values[10]), values[11])
+            for values in self.db.execute(f"SELECT {_PARTY_COLUMNS} {sql}", args)
+        ]
 
     def player_parties(
         self, player: str, since: datetime | None, until: datetime | None, limit: int = PAGE_LIMIT
     ) -> list[PartyRow]:
         """The player's events over a period, by date (at most ``limit``, the first)."""
         period, args = _period("d.at", since, until)
-        sql = (
-            "SELECT e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.inscription, d.seat, "
-            f"d.before, d.after, e.tech FROM parties d JOIN events e ON e.row = d.row WHERE d.player = ?{period} "
-            "ORDER BY d.at, d.row LIMIT ?"
+        return self._parties(
+            f"FROM parties d JOIN events e ON e.row = d.row WHERE d.player = ?{period} ORDER BY d.at, d.row LIMIT ?",
+            [player, *args, limit],
         )
-        args = [player, *args, limit]
-        return [
-            PartyRow(*values[:9], _decimal(values[9]), _decimal(values[10]), values[11])
-            for values in self.db.execute(sql, args)
-        ]
 
     def player_findings(
         self, player: str, since: datetime | None, until: datetime | None, limit: int = PAGE_LIMIT
@@ -973,24 +970,21 @@ class EventSearch:
     def tech_events(self, tech: str, limit: int = PAGE_LIMIT) -> list[tuple[EventRow, list[Finding]]]:
         """Every event of a Tech (table or tournament), by date (at most ``limit``, the first)."""
         found = self.db.execute(
-            f"SELECT {_EVENT_COLUMNS}, e.row FROM events e WHERE e.tech = ? ORDER BY e.at, e.row LIMIT ?",
+            f"SELECT {_EVENT_COLUMNS} FROM events e WHERE e.tech = ? ORDER BY e.at, e.row LIMIT ?",
             (tech, limit),
         ).fetchall()
         return [
-            (self._with_players(values), self._findings(values[-1]) if values[10] else []) for values in found
+            (row, self._findings(row.row) if row.findings else [])
+            for row in (self._with_players(values) for values in found)
         ]
 
     def tech_parties(self, tech: str, limit: int = 4 * PAGE_LIMIT) -> list[PartyRow]:
         """The seats of every hand of a Tech: chips before and after, by date."""
-        return [
-            PartyRow(*values[:9], _decimal(values[9]), _decimal(values[10]), values[11])
-            for values in self.db.execute(
-                "SELECT e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.inscription, d.seat, "
-                "d.before, d.after, e.tech FROM events e JOIN parties d ON d.row = e.row "
-                "WHERE e.tech = ? AND e.type = 'POJEU' ORDER BY e.at, e.row LIMIT ?",
-                (tech, limit),
-            )
-        ]
+        return self._parties(
+            "FROM events e JOIN parties d ON d.row = e.row WHERE e.tech = ? AND e.type = 'POJEU' "
+            "ORDER BY e.at, e.row LIMIT ?",
+            (tech, limit),
+        )
 
     # -- the overview ---------------------------------------------------------------------------
 
@@ -1031,7 +1025,15 @@ class EventSearch:
         return [code for (code,) in self.db.execute("SELECT DISTINCT code FROM finding_days ORDER BY code")]
 
     def event_types(self) -> list[str]:
-        return [t for (t,) in self.db.execute("SELECT DISTINCT type FROM events ORDER BY type")]
+        """The event types indexed, one index seek each (a DISTINCT would read every event)."""
+        return [
+            t
+            for (t,) in self.db.execute(
+                "WITH RECURSIVE t(type) AS (SELECT min(type) FROM events UNION ALL "
+                "SELECT (SELECT min(type) FROM events WHERE type > t.type) FROM t WHERE t.type IS NOT NULL) "
+                "SELECT type FROM t WHERE type IS NOT NULL"
+            )
+        ]
 
     def export_rows(self, query: Query, limit: int = MAX_EXPORT_ROWS) -> Iterator[EventRow]:
         """Every row ``query`` matches, page after page, up to ``limit`` (then IndexQueryError)."""
