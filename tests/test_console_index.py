@@ -380,3 +380,24 @@ def test_the_api_rebuilds_an_index_of_another_schema(archive, tmp_path):
     rebuilt = tmp_path / "rebuilt.sqlite"
     rebuild(rebuilt, LocalStorage(root), trust)
     assert list(EventSearch(path).dump()) == list(EventSearch(rebuilt).dump())
+
+
+def test_a_defect_on_one_coffre_stops_only_that_coffre(archive, tmp_path, monkeypatch):
+    """An unexpected error while indexing one coffre (a storage fault, a defect) leaves that coffre
+    for the next pass; the other coffres are indexed in this one."""
+    root, trust = archive
+    real = Indexer._add_event
+
+    def fails_on_coffre_1(self, oper, coffre, *rest):
+        if coffre == 1:
+            raise RuntimeError("a defect met on coffre 1")
+        return real(self, oper, coffre, *rest)
+
+    monkeypatch.setattr(Indexer, "_add_event", fails_on_coffre_1)
+    done = index_all(root, trust, tmp_path / "index.sqlite")
+    assert (done.lots, done.events) == (6, 21)
+    assert len(done.failed) == 1 and done.failed[0].startswith("0099/1: RuntimeError")
+    assert done.behind == 1  # coffre 1's lot is sealed, not indexed
+    monkeypatch.setattr(Indexer, "_add_event", real)
+    done = index_all(root, trust, tmp_path / "index.sqlite")
+    assert (done.lots, done.events, done.failed) == (1, 1, [])

@@ -336,6 +336,9 @@ class CatchUp:
     lots: int = 0
     events: int = 0
     refused: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    """Coffres this pass could not go on with (a storage error, a defect): tried again next pass,
+    while the other coffres are indexed."""
     lag_seconds: float = 0.0
     behind: int = 0
 
@@ -396,23 +399,32 @@ class Indexer:
         now = self.clock()
         self._notes.clear()
         for oper, coffre in self.coffres():
-            state = self._state(oper, coffre)
-            while max_lots is None or done.lots < max_lots:
-                found = self._next_lot(oper, coffre, state[0] + 1)
-                if found is None:
-                    break
-                try:
-                    done.events += self._add(oper, coffre, state, *found)
-                except LotRefused as exc:
-                    done.refused.append(f"{oper}/{coffre}: {exc}")
-                    break
-                done.lots += 1
-                state = self._state(oper, coffre)
-            note = self._note(oper, coffre, state[0] + 1)  # the first lot not indexed, if sealed
-            if note is not None:
+            try:
+                self._index_coffre(oper, coffre, done, max_lots)
+                behind = self._note(oper, coffre, self._state(oper, coffre)[0] + 1)  # the next lot, if sealed
+            except Exception as exc:  # one coffre's trouble stops only that coffre, for this pass
+                log.warning("console index: coffre %s/%s not indexed this pass", oper, coffre, exc_info=True)
+                done.failed.append(f"{oper}/{coffre}: {type(exc).__name__}: {str(exc)[:300]}")
+                behind = self._notes.get((oper, coffre, self._state(oper, coffre)[0] + 1))
+            if behind is not None:
                 done.behind += 1
-                done.lag_seconds = max(done.lag_seconds, (now - note.sealed_at).total_seconds())
+                done.lag_seconds = max(done.lag_seconds, (now - behind.sealed_at).total_seconds())
         return done
+
+    def _index_coffre(self, oper: str, coffre: int, done: CatchUp, max_lots: int | None) -> None:
+        """Index the coffre's lots sealed since the last pass, until one is not there yet or refused."""
+        state = self._state(oper, coffre)
+        while max_lots is None or done.lots < max_lots:
+            found = self._next_lot(oper, coffre, state[0] + 1)
+            if found is None:
+                return
+            try:
+                done.events += self._add(oper, coffre, state, *found)
+            except LotRefused as exc:
+                done.refused.append(f"{oper}/{coffre}: {exc}")
+                return
+            done.lots += 1
+            state = self._state(oper, coffre)
 
     # the coffre's state as the index left it
     def _state(self, oper: str, coffre: int) -> tuple[int, MerkleAccumulator, bytes, bytes]:
