@@ -71,6 +71,7 @@ from _regulator_client import TOKEN_VARIABLE
 from _worktree import Checkout, dirty, short_revision, worktree
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from coffre.adapters.apache_kafka import LocalKafka
 from coffre.adapters.broker import EmbeddedBroker, free_port_block
 from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, drain, ensure_topics
 from coffre.adapters.kafka_security import client_options
@@ -1284,66 +1285,12 @@ def start_stack(
     return stack
 
 
-class ApacheKafka:
-    """One Apache Kafka KRaft node (broker and controller) on free ports of 127.0.0.1, started with the
-    tests' helper (``tests/apache_kafka.py``: Kafka's jars fetched once with Maven), replication factor 1,
-    ``group.min.session.timeout.ms`` 1000 (coffre's short sessions are refused under Kafka's default 6 s).
-    :meth:`start` returns its bootstrap address; :meth:`stop` kills its process group."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.node: Any = None
-        self.pid: int | None = None
-
-    def start(self) -> str:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        import apache_kafka as ak  # the tests' helper (it imports pytest: a test dependency)
-
-        try:
-            libs = ak.kafka_libs()
-        except BaseException as exc:  # pytest's Skipped when java or mvn is missing
-            raise RuntimeError(f"Apache Kafka cannot run here: {exc}") from None
-        port = free_port_block(2)
-        controller = port + 1
-        config = {
-            **ak._common(1),
-            "controller.quorum.voters": f"1@{ak.HOST}:{controller}",
-            "listeners": f"PLAINTEXT://{ak.HOST}:{port},CONTROLLER://{ak.HOST}:{controller}",
-            "advertised.listeners": f"PLAINTEXT://{ak.HOST}:{port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": self.folder / "data",
-            "default.replication.factor": 1,
-            "min.insync.replicas": 1,
-            "offsets.topic.replication.factor": 1,
-            "transaction.state.log.replication.factor": 1,
-            "transaction.state.log.min.isr": 1,
-            "share.coordinator.state.topic.replication.factor": 1,
-            "share.coordinator.state.topic.min.isr": 1,
-            "group.min.session.timeout.ms": 1000,
-        }
-        self.node = ak.Broker(1, self.folder, libs, config, {"PLAINTEXT": port, "CONTROLLER": controller})
-        self.node.format(ak.cluster_id())
-        self.node.start()
-        self.pid = self.node.process.pid
-        try:
-            self.node.wait_started()
-        except BaseException:
-            self.stop()
-            raise
-        return f"{ak.HOST}:{port}"
-
-    def stop(self) -> None:
-        if self.node is not None:
-            self.node.stop()
-            self.node = None
-
-
 def open_broker(kind: str, data: Path) -> tuple[Any, str]:
-    """A broker of ``kind`` (``embedded``: Tansu; ``apache``: :class:`ApacheKafka`) for one measure,
+    """A broker of ``kind`` (``embedded``: Tansu; ``apache``: ``coffre up``'s own Apache Kafka,
+    :class:`~coffre.adapters.apache_kafka.LocalKafka`, on free ports) for one measure,
     its logs under ``data``: the broker (``stop()``, ``pid``) and its bootstrap address."""
     if kind == "apache":
-        broker: Any = ApacheKafka(data / "apache-kafka")
+        broker: Any = LocalKafka(data / "apache-kafka", free_port_block(2), data / "logs" / "broker.log")
     else:
         broker = EmbeddedBroker(log_path=data / "logs" / "broker.log")
     return broker, broker.start()

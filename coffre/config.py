@@ -338,6 +338,21 @@ class Settings(BaseSettings):
         "ingest's max message size + 1 MiB; coffre up sets 65536 on the embedded broker, whose fetch "
         "slows with the bytes asked",
     )
+    consumer_fetch_wait_ms: int | None = Field(
+        None,
+        ge=0,
+        le=10_000,
+        description="how long the services' consumers let the broker hold a fetch that finds nothing "
+        "(unset: 5 ms); Apache Kafka answers as soon as a record comes, the embedded broker only after "
+        "the whole wait, and coffre up sets 100 there (a shorter wait starves a lagging consumer)",
+    )
+    broker_port: int = Field(
+        9092,
+        ge=1,
+        le=65534,
+        description="coffre up's own Apache Kafka: its port on 127.0.0.1 (its KRaft controller takes the "
+        "next one)",
+    )
     kafka_group_instance_id: str | None = Field(
         None,
         description="static group membership: this process's name in its consumer groups, stable across "

@@ -1,9 +1,12 @@
 """``coffre up``: the whole stack on one machine, for development and demonstration.
 
-The embedded broker (Tansu, in memory) unless ``--bootstrap`` names a Kafka, the topics,
-and the services as child processes (ingest, vault, acquittal, the regulator API and the auditor,
-as they run in Kubernetes, one process each),
-their logs under ``<data>/logs``. Before any of them starts, :meth:`Stack.check` refuses the
+Its own Apache Kafka (:class:`~coffre.adapters.apache_kafka.LocalKafka`, its log under the data
+folder) unless ``--bootstrap`` names a Kafka; the memory-only embedded broker (Tansu) only when asked
+(``--broker tansu``) or where no Java runtime can run Kafka, with a warning that says what it cannot
+do. Then the topics, and the services as child processes (ingest, vault, acquittal, the regulator
+API and the auditor, as they run in Kubernetes, one process each), their logs under
+``<data>/logs``. Every child dies with ``coffre up``, even when it is SIGKILLed
+(:mod:`coffre.adapters.lifeline`). Before any of them starts, :meth:`Stack.check` refuses the
 settings a service would refuse at its own start (exit 2, the variable named).
 """
 
@@ -20,10 +23,12 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from .adapters.apache_kafka import JavaMissing, KafkaUnavailable, LocalKafka, port_free
 from .adapters.archive import signer, trust_store
 from .adapters.broker import EmbeddedBroker
 from .adapters.kafka import LINGER_VARIABLE
-from .adapters.keys import KeyFileError, record_keys
+from .adapters.keys import KeyFileError, development_record_keys
+from .adapters.lifeline import tied
 from .adapters.stream import ensure_coffre_topics
 from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
 from .config import Settings, configuration_error
@@ -45,6 +50,16 @@ set: fewer, larger record batches for a few milliseconds per hop."""
 EMBEDDED_FETCH_BYTES = 64 * 1024
 """The services' per-partition fetch size on the embedded broker when ``COFFRE_CONSUMER_FETCH_BYTES``
 is not set: Tansu answers a fetch slower the more bytes it is asked for (bench/README.md, soak)."""
+EMBEDDED_FETCH_WAIT_MS = 100
+"""The services' fetch wait on the embedded broker when ``COFFRE_CONSUMER_FETCH_WAIT_MS`` is not set:
+with 5 ms a consumer that fell behind on Tansu read nothing more, for good (docs/operations.md)."""
+BROKERS = ("kafka", "tansu")
+"""``coffre up --broker``: its own Apache Kafka (the default), or the memory-only embedded broker."""
+TANSU_LIMITS = (
+    "the embedded broker (Tansu) keeps everything in memory: all of it is lost when coffre up stops, "
+    "nothing is ever trimmed, and a pipeline on it stalls for good within minutes at a few hundred "
+    'events/s; for a quick look only (docs/operations.md, "The embedded broker\'s limits")'
+)
 
 
 @dataclass(frozen=True)
@@ -60,7 +75,9 @@ class DevWitness:
 class Stack:
     settings: Settings
     bootstrap: str | None = None
-    broker: EmbeddedBroker | None = None
+    broker_kind: str = "kafka"
+    """Without ``bootstrap``: ``kafka`` (its own Apache Kafka) or ``tansu`` (the embedded broker)."""
+    broker: LocalKafka | EmbeddedBroker | None = None
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     api_tls: DevelopmentTls | None = None
     """The regulator API's development certificates and token, when none is configured."""
@@ -81,12 +98,11 @@ class Stack:
     def start(self, services: tuple[str, ...] = SERVICES) -> str:
         self.check()
         if self.bootstrap is None:
-            self._embedded_defaults()
-            self.broker = EmbeddedBroker(log_path=Path(self.settings.data_dir) / "logs" / "broker.log")
-            self.bootstrap = self.broker.start()
+            self.bootstrap = self._start_broker()
         settings = self.settings.model_copy(update={"bootstrap_servers": self.bootstrap})
         asyncio.run(ensure_coffre_topics(settings))
-        if self.broker is not None:  # in memory, empty: ingest's counters start from the journals
+        if self.broker is not None and (not isinstance(self.broker, LocalKafka) or self.broker.fresh):
+            # a broker that holds nothing (Tansu, or a new log): ingest's counters start from the journals
             from coffre_ingest.seed import seed_from_journals
 
             asyncio.run(seed_from_journals(settings, settings.journal_root))
@@ -103,6 +119,32 @@ class Stack:
             self.spawn(AUDITOR)
         return self.bootstrap
 
+    def _start_broker(self) -> str:
+        """``coffre up``'s own broker: Apache Kafka, or Tansu when asked or when no JVM can run Kafka
+        (one line saying how to get one, and one saying what Tansu cannot do)."""
+        logs = Path(self.settings.data_dir) / "logs"
+        if self.broker_kind == "kafka":
+            kafka = LocalKafka(Path(self.settings.data_dir), self.settings.broker_port, logs / "broker.log")
+            try:
+                bootstrap = kafka.start()
+            except JavaMissing as exc:
+                print(f"coffre up: {exc}", file=sys.stderr, flush=True)
+                print(f"coffre up: warning: falling back to {TANSU_LIMITS}", file=sys.stderr, flush=True)
+            except KafkaUnavailable as exc:
+                raise SystemExit(
+                    f"coffre up: Apache Kafka did not start ({logs / 'broker.log'}): {exc}"
+                ) from None
+            else:
+                self.broker = kafka
+                return bootstrap
+        elif self.broker_kind == "tansu":
+            print(f"coffre up: warning: {TANSU_LIMITS}", file=sys.stderr, flush=True)
+        else:
+            raise ValueError(f"unknown broker {self.broker_kind!r}: one of {', '.join(BROKERS)}")
+        self._embedded_defaults()
+        self.broker = EmbeddedBroker(log_path=logs / "broker.log")
+        return self.broker.start()
+
     def _embedded_defaults(self) -> None:
         """On the embedded broker, unless ``COFFRE_PRODUCER_LINGER_MS`` is set: the services' producers
         linger :data:`EMBEDDED_LINGER_MS`, for fewer, larger record batches (Tansu lists every batch
@@ -110,11 +152,13 @@ class Stack:
         if LINGER_VARIABLE not in os.environ:
             for name in SERVICES:
                 self.service_env.setdefault(name, {}).setdefault(LINGER_VARIABLE, str(EMBEDDED_LINGER_MS))
-        if self.settings.consumer_fetch_bytes is None and "COFFRE_CONSUMER_FETCH_BYTES" not in os.environ:
-            for name in SERVICES:
-                self.service_env.setdefault(name, {}).setdefault(
-                    "COFFRE_CONSUMER_FETCH_BYTES", str(EMBEDDED_FETCH_BYTES)
-                )
+        for variable, setting, value in (
+            ("COFFRE_CONSUMER_FETCH_BYTES", "consumer_fetch_bytes", EMBEDDED_FETCH_BYTES),
+            ("COFFRE_CONSUMER_FETCH_WAIT_MS", "consumer_fetch_wait_ms", EMBEDDED_FETCH_WAIT_MS),
+        ):
+            if getattr(self.settings, setting) is None and variable not in os.environ:
+                for name in SERVICES:
+                    self.service_env.setdefault(name, {}).setdefault(variable, str(value))
 
     def check(self) -> None:
         """What the services would refuse at their start, refused before anything starts: one
@@ -130,6 +174,14 @@ class Stack:
         if s.ops_port and s.ops_port + ports - 1 > 65535:
             configuration_error(f"COFFRE_OPS_PORT: coffre up needs it and the next {ports - 1} ports")
         _folder("COFFRE_DATA_DIR", Path(s.data_dir) / "logs")
+        if self.bootstrap is None and self.broker_kind == "kafka":
+            for port in (s.broker_port, s.broker_port + 1):
+                if not port_free(port):
+                    configuration_error(
+                        f"COFFRE_BROKER_PORT: coffre up runs its Apache Kafka on 127.0.0.1:{s.broker_port} "
+                        f"and its controller on {s.broker_port + 1}, and {port} is taken: set another port, "
+                        "or name a running Kafka with --bootstrap"
+                    )
         if s.archive_backend == "local":
             _folder("COFFRE_ARCHIVE_DIR" if s.archive_dir else "COFFRE_DATA_DIR", s.archive_root)
         try:
@@ -140,9 +192,10 @@ class Stack:
             trust_store(s)
         except (OSError, ValueError) as exc:
             configuration_error(f"COFFRE_TRUSTED_CERTS: {exc}")
-        record_keys(
-            s, warn=False
-        )  # the development record key, made once here, not raced for by the children
+        # without keys of the operator's, one development key, made here and named to every child (a
+        # service started alone without one refuses to start: it would pass over its peers' records)
+        if s.record_keys_file is None and not s.record_keys.get_secret_value():
+            self.settings = s = s.model_copy(update={"record_keys_file": development_record_keys(s)})
         if s.api_port:
             from coffre_regulator.api import SubjectAllowList
 
@@ -263,13 +316,40 @@ class Stack:
     def spawn(self, name: str) -> subprocess.Popen[bytes]:
         log = open(Path(self.settings.data_dir) / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         child = subprocess.Popen(
-            [sys.executable, "-m", "coffre.cli", COMMANDS.get(name, name.partition("-")[0])],
+            tied([sys.executable, "-m", "coffre.cli", COMMANDS.get(name, name.partition("-")[0])]),
             env=self.env(name),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         self.children[name] = child
         return child
+
+    def wait_ready(self, timeout: float = 90.0) -> dict[str, str]:
+        """Wait until every child with an ops port answers ``/readyz`` 200 (at most ``timeout``); the
+        children still not ready then, each with its last answer (none when ``COFFRE_OPS_PORT`` is 0)."""
+        import urllib.error
+        import urllib.request
+
+        pending = {name: "no answer yet" for name in self.children if self.ops_port(name)}
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for name in list(pending):
+                child = self.children[name]
+                if child.poll() is not None:
+                    pending[name] = f"exited with {child.returncode}"
+                    continue
+                url = f"http://{self.settings.http_host}:{self.ops_port(name)}/readyz"
+                try:
+                    with urllib.request.urlopen(url, timeout=2) as answer:
+                        if answer.status == 200:
+                            del pending[name]
+                except urllib.error.HTTPError as exc:
+                    pending[name] = f"/readyz {exc.code}: {exc.read()[:300].decode(errors='replace')}"
+                except OSError as exc:
+                    pending[name] = f"no answer ({exc})"
+            if pending:
+                time.sleep(0.2)
+        return pending
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         child = self.children[name]

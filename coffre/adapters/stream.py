@@ -108,6 +108,26 @@ class Publisher:
 
         await asyncio.gather(*(send(t, p, builders) for (t, p), builders in batches.items()))
 
+    async def deliver(
+        self, records: list[Record], *, ordered: bool = False, stop: asyncio.Event | None = None
+    ) -> None:
+        """:meth:`send_records`, again as a whole while the failure is one the cluster mends (a leader
+        that stopped answering, an election): for at most SEND_RETRY_SECONDS (or until ``stop`` is
+        set), then the failure is raised. Sending a record twice is a redelivery every reader of
+        coffre's topics handles: ingest drops a copy already folded or a snapshot it already has, the
+        vault records an IDEvt once and sends its receipt again, an acquittal may come twice."""
+        deadline = time.monotonic() + SEND_RETRY_SECONDS
+        while True:
+            try:
+                await self.send_records(records, ordered=ordered)
+                return
+            except KafkaError as exc:
+                mended = exc.retriable or isinstance(exc, KafkaTimeoutError)
+                if not mended or (stop is not None and stop.is_set()) or time.monotonic() > deadline:
+                    raise
+                log.warning("sending %d record(s) failed (%r): sending them again", len(records), exc)
+                await asyncio.sleep(0.5)
+
     async def _route(self, topic: str) -> Callable[[bytes | None], int]:
         """The partition of a key on ``topic``: the partitioner's (remembered), any without a key."""
         partitions = sorted(await self.producer.partitions_for(topic))
@@ -203,7 +223,9 @@ class Stream:
             if batch:
                 async with self.lock:
                     records = await step(batch)
-                    await self._send(records, ordered, stop)
+                    # the records sent again while the cluster mends a failure (Publisher.deliver);
+                    # past that the failure stops the service, nothing of the batch committed
+                    await self.publisher.deliver(records, ordered=ordered, stop=stop)
                     offsets = {tp: rs[-1].offset + 1 for tp, rs in batch.items() if rs}
                     self.committer.commit(commit_filter(offsets) if commit_filter is not None else offsets)
                 if acknowledged is not None:
@@ -216,24 +238,6 @@ class Stream:
                 if tick is not None:
                     await tick(True)
                 await self.committer.flush()
-
-    async def _send(self, records: list[Record], ordered: bool, stop: asyncio.Event) -> None:
-        """Send a step's records, again as a whole while the failure is one the cluster mends (a leader
-        that stopped answering, an election): for at most SEND_RETRY_SECONDS, then the failure stops the
-        service (nothing of the batch is committed; a restart reads it again). Sending a record twice is
-        a redelivery every reader of coffre's topics handles: ingest drops a copy already folded, the
-        vault records an IDEvt once and sends its receipt again, an acquittal may come twice."""
-        deadline = time.monotonic() + SEND_RETRY_SECONDS
-        while True:
-            try:
-                await self.publisher.send_records(records, ordered=ordered)
-                return
-            except KafkaError as exc:
-                mended = exc.retriable or isinstance(exc, KafkaTimeoutError)
-                if not mended or stop.is_set() or time.monotonic() > deadline:
-                    raise
-                log.warning("sending %d record(s) failed (%r): sending them again", len(records), exc)
-                await asyncio.sleep(0.5)
 
 
 async def ensure_coffre_topics(settings: Settings) -> None:
@@ -287,6 +291,8 @@ def group_options(
         options["group_instance_id"] = settings.kafka_group_instance_id
     if settings.consumer_fetch_bytes:
         options["max_partition_fetch_bytes"] = settings.consumer_fetch_bytes
+    if settings.consumer_fetch_wait_ms is not None:
+        options["fetch_max_wait_ms"] = settings.consumer_fetch_wait_ms
     return options
 
 
@@ -367,6 +373,11 @@ def host_ordinal(hostname: str | None = None) -> int | None:
 
 
 SHUTDOWN_OVERRUN_EXIT = 75
+"""A drain that overran ``COFFRE_SHUTDOWN_TIMEOUT_SECONDS``: what was fsynced stays, the rest is read again."""
+UNAVAILABLE_EXIT = 69
+"""The broker failed past what the clients ride out (sysexits' EX_UNAVAILABLE): restart the service."""
+INVARIANT_EXIT = 70
+"""An invariant would break (two writers, tampering, lost counters): page, do not restart blindly."""
 
 
 def run_until_signalled(
@@ -377,7 +388,9 @@ def run_until_signalled(
     ``serve`` then drains: it finishes the batch in hand (durable, published, committed) and
     returns. Should that take longer than ``COFFRE_SHUTDOWN_TIMEOUT_SECONDS`` (a broker gone,
     a disk hung), the process exits anyway with 75: what was fsynced stays, the rest is read
-    again from Kafka after the restart, since its offsets were not committed."""
+    again from Kafka after the restart, since its offsets were not committed. A failure of the
+    cluster that the clients and :meth:`Publisher.deliver` do not ride out ends it with
+    :data:`UNAVAILABLE_EXIT` (69) and one critical line: no invariant is at stake."""
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -398,4 +411,13 @@ def run_until_signalled(
             loop.add_signal_handler(sig, stopping)
         await serve(settings, stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except KafkaError as exc:
+        log.critical(
+            "stopped: the Kafka cluster failed past what this service rides out (%r); nothing after the "
+            "last acknowledged batch was committed: a restart goes on from there",
+            exc,
+            exc_info=True,
+        )
+        raise SystemExit(UNAVAILABLE_EXIT) from None

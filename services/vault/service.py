@@ -31,6 +31,7 @@ from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
 from coffre.adapters.storage import ArchiveStorage
 from coffre.adapters.stream import (
+    INVARIANT_EXIT,
     Batch,
     Record,
     Stream,
@@ -53,7 +54,6 @@ from .recorder import RecordCounts, Recorder, VaultHalt
 from .sealer import ArchiveMismatch, Sealer, SealerThread
 
 log = logging.getLogger("coffre.vault")
-FATAL_EXIT = 70
 
 
 class GroupLease:
@@ -311,7 +311,7 @@ def run(settings: Settings) -> None:
         run_until_signalled(serve, settings)
     except (VaultHalt, ArchiveMismatch):
         log.critical("vault halted: the chain's invariants would break; nothing committed", exc_info=True)
-        raise SystemExit(FATAL_EXIT) from None
+        raise SystemExit(INVARIANT_EXIT) from None
 
 
 __all__ = ["run", "serve"]

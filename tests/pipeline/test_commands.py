@@ -1,12 +1,20 @@
-"""`coffre up` and `coffre publish` run as a person would: subprocesses, real broker."""
+"""`coffre up` and `coffre publish` run as a person would: subprocesses, real broker (``coffre up``'s
+own Apache Kafka, its log under the data folder)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coffre.adapters.broker import free_port_block
 
 from events import POINSCRIT
 
@@ -49,13 +57,48 @@ def demo_ids(output: str) -> dict[int, list[int]]:
     return ids
 
 
-def test_up_demo_once_twice_on_one_data_folder(tmp_path):
-    """The README's run command: the packaged demo, nothing else needed. The second run starts a
-    new in-memory broker whose offsets begin at 0 again: its events are new inputs (not
-    redeliveries), and IDEvt goes on from the data folder's state."""
-    env = {"COFFRE_ARJEL_REFERENCE": "/nonexistent", "COFFRE_DET_ANNEX": "/nonexistent"}
-    first = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
-    assert first.returncode == 0, first.stdout + first.stderr
+def up_env() -> dict[str, str]:
+    """``coffre up``'s broker on free ports; nothing of the regulator's read."""
+    return {
+        "COFFRE_ARJEL_REFERENCE": "/nonexistent",
+        "COFFRE_DET_ANNEX": "/nonexistent",
+        "COFFRE_BROKER_PORT": str(free_port_block(2)),
+    }
+
+
+def start_up(tmp_path: Path, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
+    """``coffre up`` (running on, not ``--once``), once it printed that it runs."""
+    up = subprocess.Popen(
+        [sys.executable, "-m", "coffre.cli", "up", "--data", str(tmp_path), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert up.stdout is not None
+    lines = []
+    deadline = time.monotonic() + 240
+    for line in up.stdout:
+        lines.append(line)
+        if line.startswith("running; Ctrl-C or SIGTERM stops it") or time.monotonic() > deadline:
+            break
+    up.started_output = "".join(lines)  # type: ignore[attr-defined]
+    assert "running; Ctrl-C" in up.started_output, up.started_output  # type: ignore[attr-defined]
+    return up
+
+
+def test_up_demo_then_sigterm_then_a_second_run_on_one_data_folder(tmp_path):
+    """The README's run command: the packaged demo, nothing else needed, on coffre up's own Apache
+    Kafka. Stopped with SIGTERM, then run again on the same folder: its broker goes on from its log
+    (the first run's inputs are not read again), and IDEvt goes on from where the first run left."""
+    env = up_env()
+    up = start_up(tmp_path, env, "--demo")
+    up.send_signal(signal.SIGTERM)
+    rest, _ = up.communicate(timeout=120)
+    first = subprocess.CompletedProcess(up.args, up.returncode, up.started_output + rest, "")  # type: ignore[attr-defined]
+    assert first.returncode == 0, first.stdout
+    assert (tmp_path / "kafka" / "data" / "meta.properties").is_file()  # the broker's log, durable
+    assert b"Kafka Server started" in (tmp_path / "logs" / "broker.log").read_bytes()
     assert demo_ids(first.stdout) == {
         1: list(range(1, 7)),
         2: list(range(1, 22)),
@@ -103,6 +146,8 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
     assert {(f["id_coffre"], f["id_evt"], f["event_type"]) for f in flagged} == {(4, 3, "POJEU")}
     second = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
     assert second.returncode == 0, second.stdout + second.stderr
+    # the auditor kept the players' balances of the first run (its changelog is on the broker)
+    assert "the demo was played before on this data folder" in second.stdout, second.stdout
     assert demo_ids(second.stdout) == {
         1: list(range(7, 13)),
         2: list(range(22, 43)),
@@ -126,6 +171,88 @@ def test_up_demo_once_twice_on_one_data_folder(tmp_path):
         str(keys / "dev-witness-key.pub.pem"),
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process under ``pid`` (children, theirs…): pid → command line."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found: dict[int, str] = {}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in found:
+                found[child] = alive(child) or ""
+                frontier.append(child)
+    return found
+
+
+def alive(pid: int) -> str | None:
+    """The command line of ``pid`` while it runs (not a zombie), else None."""
+    try:
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return None
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_sigkilled_coffre_up_takes_its_whole_stack_with_it(tmp_path):
+    """``kill -9`` of ``coffre up`` (a timeout, the OOM killer): its broker, witness and services die
+    with it (before, all six ran on with parent PID 1, and the next ``coffre up`` found its ports
+    taken); ``coffre up`` then starts again on the same ports and the same folder."""
+    env = up_env()
+    up = start_up(tmp_path, env)
+    stack = descendants(up.pid)
+    names = " ".join(stack.values())
+    for part in ("kafka.Kafka", "coffre.cli ingest", "coffre.cli vault", "coffre.cli acquittal", "witness"):
+        assert part in names, stack
+    up.kill()
+    up.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(alive(pid) for pid in stack):
+        time.sleep(0.2)
+    assert not {pid: alive(pid) for pid in stack if alive(pid)}
+    again = start_up(tmp_path, env)  # the broker's, the witness's and the ops ports are free again
+    try:
+        assert f"Kafka at 127.0.0.1:{env['COFFRE_BROKER_PORT']}" in again.started_output  # type: ignore[attr-defined]
+    finally:
+        again.send_signal(signal.SIGTERM)
+        rest, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, rest
+    assert (
+        "stopped: {'ingest': 0, 'vault': 0, 'acquittal': 0, 'regulator': 0, 'auditor': 0, 'witness': 0}"
+        in rest
+    )
+
+
+def test_without_a_jvm_coffre_up_says_how_to_get_one_and_falls_back_to_the_memory_broker(tmp_path):
+    """No java on the PATH (and no JAVA_HOME): one line saying how to get one, one saying what the
+    memory-only broker cannot do, and the demo runs on it all the same."""
+    env = {**up_env(), "PATH": str(Path(sys.executable).parent), "JAVA_HOME": ""}
+    run = coffre("up", "--demo", "--once", "--data", str(tmp_path), env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Apache Kafka needs a Java runtime, and none is installed: install a Java runtime" in run.stderr
+    assert "warning: falling back to the embedded broker (Tansu) keeps everything in memory" in run.stderr
+    assert "all of it is lost when coffre up stops" in run.stderr
+    assert "coffre 0099/3: 1 lot(s), 40 event(s)" in run.stdout, run.stdout
+    assert not (tmp_path / "kafka").exists()
+
+
+def test_up_with_the_memory_broker_when_asked(tmp_path):
+    """``--broker tansu``: the warning with its limits, then the stack on the embedded broker."""
+    run = coffre("up", "--broker", "tansu", "--once", "--data", str(tmp_path), env=up_env())
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "warning: the embedded broker (Tansu) keeps everything in memory" in run.stderr
+    assert "stalls for good within minutes" in run.stderr
+    assert "coffre is up: Kafka at 127.0.0.1:" in run.stdout
 
 
 def test_publish_prints_each_outcome_and_fails_on_a_rejection(stack, tmp_path):

@@ -1,0 +1,43 @@
+"""Child processes that die with their parent, even when the parent is SIGKILLed.
+
+``coffre up`` starts a broker, a witness and the services; the tests start brokers. When the parent
+is killed (a timeout, the OOM killer, ``kill -9``) nothing runs its clean-up, and children left with
+parent PID 1 keep their ports and data folders: the next ``coffre up`` on the machine cannot start.
+
+:func:`tied` wraps a command so that the kernel kills it when the process that started it ends:
+a small Python shim sets ``PR_SET_PDEATHSIG`` (SIGKILL) on itself, checks that its parent is still
+the one that started it (it may have died during the fork), then ``exec``\\ s the command, which keeps
+the setting (Linux keeps it across ``execve`` except for set-user-ID programs). No ``preexec_fn``:
+Python code between ``fork`` and ``exec`` in a threaded parent may deadlock.
+
+The signal follows the parent *thread*: start tied children from a thread that lives as long as
+they should (the main thread, as ``coffre up`` and the tests do). Elsewhere than Linux there is no
+such signal: the command runs untied (:data:`SUPPORTED` is False).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["SUPPORTED", "tied"]
+
+SUPPORTED = sys.platform.startswith("linux")
+
+_SHIM = (
+    "import ctypes,os,sys\n"
+    "libc=ctypes.CDLL(None,use_errno=True)\n"
+    "if libc.prctl(1,9,0,0,0)!=0:raise SystemExit('prctl(PR_SET_PDEATHSIG) failed')\n"
+    "if os.getppid()!=int(sys.argv[1]):os._exit(137)\n"
+    "os.execvp(sys.argv[2],sys.argv[2:])\n"
+)
+"""prctl option 1 is PR_SET_PDEATHSIG, signal 9 SIGKILL; a parent already gone: exit as if killed."""
+
+
+def tied(argv: Sequence[str]) -> list[str]:
+    """``argv`` run so that it is SIGKILLed when this process (the thread that starts it) ends."""
+    if not SUPPORTED:
+        return list(argv)
+    # -I: isolated (no user site, no PYTHON* variables), -S: no site import (a few ms, not tens)
+    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *argv]
