@@ -510,6 +510,14 @@ class Settings(BaseSettings):
     def topic_partitions(self) -> dict[str, int]:
         return dict.fromkeys(self.topics.all(), self.partitions)
 
+    @property
+    def events_in_record_bytes(self) -> int:
+        """The largest record ``events.in`` must take: the largest input ingest reads, with its key,
+        headers and framing (and at least Kafka's default)."""
+        from coffre.domain.limits import INPUT_RECORD_HEADROOM
+
+        return max(1_048_588, self.max_event_bytes + INPUT_RECORD_HEADROOM)
+
 
 def endpoints(text: str) -> list[tuple[str, str]]:
     """``name=url`` or ``url`` items, comma-separated: (name, url), the name being the URL's host

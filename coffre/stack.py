@@ -90,6 +90,10 @@ class Stack:
     """Whether the stack runs a development witness when ``COFFRE_WITNESS_URLS`` names none
     (``coffre up`` does; the tests and benches start their own)."""
     dev_witness: DevWitness | None = None
+    static_members: bool = False
+    """Whether each service joins its groups as a static member named after its child (``ingest-2``…,
+    the same at every restart): on ``coffre up``'s own Apache Kafka, where a restarted member then
+    takes its partitions back at once instead of waiting out its predecessor's session."""
     service_env: dict[str, dict[str, str | None]] = field(default_factory=dict)
     """Extra environment per service (``ingest``, ``vault``, ``acquittal``, ``auditor``, ``regulator``;
     an ingest replica ``ingest-2`` takes ``ingest``'s): each its own Kafka principal, say. ``None``
@@ -136,6 +140,7 @@ class Stack:
                 ) from None
             else:
                 self.broker = kafka
+                self.static_members = self.settings.kafka_group_instance_id is None
                 return bootstrap
         elif self.broker_kind == "tansu":
             print(f"coffre up: warning: {TANSU_LIMITS}", file=sys.stderr, flush=True)
@@ -306,6 +311,8 @@ class Stack:
         env["COFFRE_BOOTSTRAP_SERVERS"] = self.bootstrap or ""
         if name is not None:
             env["COFFRE_OPS_PORT"] = str(self.ops_port(name))
+            if self.static_members and name.partition("-")[0] in SERVICES:
+                env["COFFRE_KAFKA_GROUP_INSTANCE_ID"] = f"{self.settings.topic_prefix}{name}"
             for variable, value in self.service_env.get(name.partition("-")[0], {}).items():
                 if value is None:
                     env.pop(variable, None)

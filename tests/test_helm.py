@@ -1022,6 +1022,8 @@ def test_the_strimzi_topics_are_coffres_with_the_documented_settings(rendered: R
         config = spec["config"]
         assert config["min.insync.replicas"] == 2 and config["unclean.leader.election.enable"] is False, name
         assert config["max.message.bytes"] >= settings.max_message_bytes, name
+        if name == settings.topics.events_in:  # the largest input with its headers
+            assert config["max.message.bytes"] == settings.events_in_record_bytes
         changelog = name == changelog_topic(settings)
         assert config["cleanup.policy"] == ("compact" if changelog else "delete"), name
         for key, value in documented[name.removeprefix("coffre.")].items():

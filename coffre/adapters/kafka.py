@@ -150,6 +150,7 @@ async def ensure_topics(
     security: Security | None = None,
     create: bool = True,
     configs: Mapping[str, str] | None = None,
+    topic_configs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> None:
     """Create every missing topic with exactly its partition count, then wait until metadata shows them.
 
@@ -162,7 +163,8 @@ async def ensure_topics(
     :class:`TopicMismatchError`: a record the broker refuses would stop ingest's partition at every retry.
     A broker that does not report the setting (Tansu takes any size) is not checked.
 
-    ``configs``: more settings of the topics created (``cleanup.policy``, say).
+    ``configs``: more settings of the topics created (``cleanup.policy``, say); ``topic_configs``:
+    settings of one topic created, over those (``events.in``'s larger ``max.message.bytes``).
 
     ``create=False`` (``COFFRE_KAFKA_CREATE_TOPICS=false``: an admin or Strimzi creates them and
     coffre's principals may not): a missing topic raises :class:`TopicMismatchError`, nothing is created.
@@ -186,7 +188,7 @@ async def ensure_topics(
         if max_message_bytes is not None:
             created["max.message.bytes"] = str(max(max_message_bytes, KAFKA_DEFAULT_MAX_MESSAGE_BYTES))
         missing = [
-            NewTopic(n, c, replication, topic_configs=created or None)
+            NewTopic(n, c, replication, topic_configs={**created, **(topic_configs or {}).get(n, {})} or None)
             for n, c in topics.items()
             if n not in existing
         ]

@@ -242,8 +242,10 @@ class Stream:
 
 async def ensure_coffre_topics(settings: Settings) -> None:
     """coffre's topics, created with their partitions if missing (or only checked, with
-    ``COFFRE_KAFKA_CREATE_TOPICS=false``) and checked to take the largest record coffre publishes;
-    a topic that does not fit is a configuration error (exit 2)."""
+    ``COFFRE_KAFKA_CREATE_TOPICS=false``) and checked to take the largest record coffre publishes; a
+    topic that does not fit is a configuration error (exit 2). events.in is created to take the
+    largest input with its headers (an older or an operator's smaller one only refuses the largest
+    inputs to the platform, which hears so at once: nothing jams)."""
     try:
         await ensure_topics(
             settings.bootstrap_servers,
@@ -252,6 +254,10 @@ async def ensure_coffre_topics(settings: Settings) -> None:
             max_message_bytes=settings.max_message_bytes,
             security=client_options(settings),
             create=settings.kafka_create_topics,
+            # the largest input with its headers: what an operator's own events.in should take too
+            topic_configs={
+                settings.topics.events_in: {"max.message.bytes": str(settings.events_in_record_bytes)}
+            },
         )
     except TopicMismatchError as exc:
         configuration_error(str(exc))

@@ -53,6 +53,10 @@ MAX_PROBLEMS = 100
 """Problems listed in one rejection; beyond, only their number is given."""
 MAX_PROBLEM_TEXT = 512
 """Characters of a problem's path or message; a longer one is cut and marked with an ellipsis."""
+INPUT_RECORD_HEADROOM = 64 * 1024
+"""What ``<prefix>events.in`` takes beyond ``COFFRE_MAX_EVENT_BYTES`` per record: its key, headers and
+Kafka's framing, so that every input ingest would read can be published there whole (beyond, the
+broker refuses it to the platform, which hears so at once)."""
 
 
 def clip(text: str, limit: int = MAX_PROBLEM_TEXT) -> str:

@@ -173,6 +173,61 @@ def test_up_demo_then_sigterm_then_a_second_run_on_one_data_folder(tmp_path):
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+def test_events_in_flight_when_coffre_up_stops_are_recorded_when_it_starts_again(tmp_path):
+    """A platform (librdkafka) publishes 600 events without waiting; ``coffre up`` is stopped with
+    SIGTERM while they go through the pipeline (some on events.in, some beyond), then started again on the same
+    folder: every event is acquitted once in the end, IDEvt 1..n per coffre with no gap (the broker's
+    log kept what was published and not yet acknowledged)."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    from pipeline.acquittals import read_acquittals
+
+    env = {**up_env(), "COFFRE_OPS_PORT": "0", "COFFRE_API_PORT": "0", "COFFRE_PARTITIONS": "3"}
+    bootstrap = f"127.0.0.1:{env['COFFRE_BROKER_PORT']}"
+    up = start_up(tmp_path, env)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    sent = []
+    for n in range(600):
+        coffre_id = 31 + n % 3
+        raw = POINSCRIT.replace(b"<IDCoffre>7</IDCoffre>", f"<IDCoffre>{coffre_id}</IDCoffre>".encode())
+        producer.produce(
+            "coffre.events.in",
+            raw,
+            key=str(coffre_id).encode(),
+            headers=[("correlation-id", f"f-{n}".encode())],
+        )
+        sent.append(f"f-{n}")
+    assert producer.flush(60) == 0
+    up.send_signal(signal.SIGTERM)  # the 600 are on events.in, a few already through
+    rest, _ = up.communicate(timeout=120)
+    assert up.returncode == 0, rest
+    again = start_up(tmp_path, env)
+    answered: dict = {}
+    stop = threading.Event()
+    reader = threading.Thread(
+        target=read_acquittals,
+        args=({"bootstrap.servers": bootstrap, "group.id": "t"}, "coffre.acquittals", 3, answered, stop),
+    )
+    reader.start()
+    try:
+        deadline = time.monotonic() + 180
+        while len(answered) < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        reader.join()
+        again.send_signal(signal.SIGTERM)
+        again.communicate(timeout=120)
+    assert set(answered) == set(sent), f"{len(set(sent) - set(answered))} never acquitted"
+    ids: dict[int, list[int]] = {}
+    for _, acquittal in answered.values():
+        assert acquittal.status == "recorded"
+        ids.setdefault(acquittal.id_coffre, []).append(acquittal.id_evt)
+    assert {c: sorted(v) for c, v in ids.items()} == {c: list(range(1, 201)) for c in (31, 32, 33)}
+
+
 def descendants(pid: int) -> dict[int, str]:
     """Every process under ``pid`` (children, theirs…): pid → command line."""
     parents: dict[int, int] = {}

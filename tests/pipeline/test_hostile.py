@@ -6,12 +6,16 @@ finding (the correct ones carry none)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from coffre.adapters.broker import free_port_block
+from coffre.adapters.kafka import ensure_topics
+from coffre.adapters.stream import ensure_coffre_topics
 from coffre.domain.messages import CORRELATION_ID, Rejection
 from coffre.stack import SERVICES, Stack
 
@@ -57,6 +61,15 @@ def test_no_input_stops_the_acquittals_of_the_others(kafka_bootstrap, topic_pref
         ops_port=free_port_block(len(SERVICES)),
     )
     assert settings.max_event_bytes == 1024 * 1024 and settings.max_message_bytes == 1_000_000
+    # events.in made by an operator to take larger records than coffre's own topic would (1 MiB + 64
+    # KiB): the inputs over COFFRE_MAX_EVENT_BYTES reach ingest, which must refuse them itself
+    asyncio.run(
+        ensure_topics(
+            kafka_bootstrap,
+            {settings.topics.events_in: settings.partitions},
+            configs={"max.message.bytes": str(4 * settings.max_event_bytes)},
+        )
+    )
     stack = Stack(settings, bootstrap=kafka_bootstrap)
     stack.start()
     try:
@@ -132,3 +145,32 @@ def test_no_input_stops_the_acquittals_of_the_others(kafka_bootstrap, topic_pref
     finally:
         codes = stack.stop()
     assert all(code == 0 for code in codes.values()), f"{codes} (logs in {tmp_path}/logs)"
+
+
+def test_an_input_larger_than_coffres_events_in_takes_is_refused_to_the_platform_at_once(
+    kafka_bootstrap, topic_prefix
+):
+    """On the topic coffre creates, the broker itself refuses to the platform an input over
+    COFFRE_MAX_EVENT_BYTES and its headroom (MSG_SIZE_TOO_LARGE, at once, nothing written), and takes
+    one of the largest size ingest reads."""
+    settings = stack_settings(kafka_bootstrap, topic_prefix, Path("unused"))
+    asyncio.run(ensure_coffre_topics(settings))
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "message.max.bytes": 10_000_000})
+    outcomes: dict[str, object] = {}
+
+    def delivered(err, msg) -> None:
+        outcomes["largest" if len(msg.value()) <= settings.max_event_bytes else "over"] = err
+
+    largest = b"<POINSCRIT>" + b"a" * (settings.max_event_bytes - 32) + b"</POINSCRIT>"
+    producer.produce(
+        settings.topics.events_in, largest, headers=[(CORRELATION_ID, b"largest")], on_delivery=delivered
+    )
+    producer.produce(
+        settings.topics.events_in,
+        largest + largest,
+        headers=[(CORRELATION_ID, b"over")],
+        on_delivery=delivered,
+    )
+    assert producer.flush(30) == 0
+    assert outcomes["largest"] is None
+    assert outcomes["over"] is not None and outcomes["over"].code() == KafkaError.MSG_SIZE_TOO_LARGE

@@ -19,8 +19,9 @@ from coffre.domain.messages import ID_EVT, header
 from coffre.domain.routing import coffre_partition
 
 from events import POINSCRIT
+from ingest_fold import TEST_KEYS_TEXT
 
-SETTINGS = Settings()
+SETTINGS = Settings(record_keys=TEST_KEYS_TEXT)
 TOPIC = SETTINGS.topics.events_in
 PARTITIONS = 3
 COFFRE = next(c for c in range(1, 100) if coffre_partition(c, PARTITIONS) == 0)
