@@ -39,7 +39,14 @@ from coffre.config import Settings, configuration_error
 from coffre.domain.audit.events import audit_event
 from coffre.domain.audit.variants import HouseRules
 from coffre.domain.authenticity import RecordKeys
-from coffre.domain.messages import AuditRecord, ForeignRecord, InvalidMessage, NormalizedEvent, Receipt
+from coffre.domain.messages import (
+    AuditRecord,
+    ForeignRecord,
+    InvalidMessage,
+    NormalizedEvent,
+    Receipt,
+    foreign_reason,
+)
 from coffre.ops import BrokerCheck, Ops
 
 from .join import AuditJoin
@@ -353,7 +360,7 @@ def build_app(settings: Settings) -> AuditorApp:
                     await join.on_event(value, headers, message.partition, message.offset)
             except ForeignRecord as exc:  # a stranger's: never audited, never joined
                 join.counts.foreign += 1
-                metrics.FOREIGN_RECORDS.labels("auditor", message.topic).inc()
+                metrics.FOREIGN_RECORDS.labels("auditor", foreign_reason(exc, message.topic)).inc()
                 log.error("passed over %s[%d]@%d: %s", message.topic, message.partition, message.offset, exc)
             except (ValueError, TypeError, KeyError):  # unreadable: never crash
                 metrics.UNREADABLE.inc()
