@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import faust
@@ -243,6 +244,18 @@ async def ensure_auditor_topics(settings: Settings) -> None:
         configuration_error(str(exc))
 
 
+def data_folder(settings: Settings) -> Path:
+    """``<data dir>/auditor``, faust's ``datadir``, created with its parents as the other services create
+    theirs (faust itself makes only the last folder: ``coffre auditor`` in a folder without ``var`` failed
+    with FileNotFoundError); a folder that cannot be made is a configuration error (exit 2)."""
+    folder = Path(settings.data_dir) / "auditor"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        configuration_error(f"COFFRE_DATA_DIR: cannot create {folder}: {exc.strerror or exc}")
+    return folder
+
+
 def build_app(settings: Settings) -> AuditorApp:
     topics = settings.topics
     app = AuditorApp(
@@ -251,7 +264,7 @@ def build_app(settings: Settings) -> AuditorApp:
         store="memory://",
         value_serializer="raw",
         key_serializer="raw",
-        datadir=str(settings.data_dir / "auditor"),
+        datadir=str(Path(settings.data_dir) / "auditor"),
         web_enabled=False,
         topic_allow_declare=False,  # see ensure_auditor_topics
         topic_disable_leader=True,
@@ -377,7 +390,8 @@ def build_app(settings: Settings) -> AuditorApp:
 
 
 def run(settings: Settings) -> None:
-    """``coffre auditor``: create the topics, then run the faust worker until SIGTERM."""
+    """``coffre auditor``: its data folder and the topics created, then the faust worker until SIGTERM."""
+    data_folder(settings)
     asyncio.run(check_kafka_access(settings))  # a wrong credential or TLS setting: exit 2
     asyncio.run(ensure_auditor_topics(settings))
     loop = asyncio.new_event_loop()
