@@ -32,7 +32,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.conn import create_conn
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+)
 from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import ConsumerRecord
@@ -49,6 +54,7 @@ __all__ = [
     "LagMeter",
     "OffsetCommitter",
     "TopicMismatchError",
+    "TopicsNotCreatable",
     "drain",
     "ensure_topics",
     "kafka_available",
@@ -115,6 +121,17 @@ class TopicMismatchError(RuntimeError):
     """A topic exists with another partition count than the one asked for."""
 
 
+class TopicsNotCreatable(TopicMismatchError):
+    """Topics are missing and the broker refused to create them: this principal has no Create right
+    (coffre's least-privilege ACLs give it none, docs/operations.md, "Who may do what")."""
+
+
+_AUTHORIZATION_ERRORS = {
+    TopicAuthorizationFailedError.errno: "TOPIC_AUTHORIZATION_FAILED",
+    ClusterAuthorizationFailedError.errno: "CLUSTER_AUTHORIZATION_FAILED",
+}
+
+
 async def _all_topics(admin: AIOKafkaAdminClient) -> dict[str, dict[str, Any]]:
     # describe_topics(None) asks for *all* topics: naming one would auto-create it on Tansu.
     return {t["topic"]: t for t in await admin.describe_topics(None)}
@@ -150,6 +167,7 @@ async def ensure_topics(
     security: Security | None = None,
     create: bool = True,
     configs: Mapping[str, str] | None = None,
+    principal: str | None = None,
 ) -> None:
     """Create every missing topic with exactly its partition count, then wait until metadata shows them.
 
@@ -166,6 +184,8 @@ async def ensure_topics(
 
     ``create=False`` (``COFFRE_KAFKA_CREATE_TOPICS=false``: an admin or Strimzi creates them and
     coffre's principals may not): a missing topic raises :class:`TopicMismatchError`, nothing is created.
+    A creation the broker refuses for want of the right raises :class:`TopicsNotCreatable`, which says
+    so (naming ``principal``, who the client logs in as, when given).
     """
     for name, count in topics.items():
         if not name or not isinstance(count, int) or count < 1:
@@ -192,12 +212,24 @@ async def ensure_topics(
         ]
         if missing:
             response = await admin.create_topics(missing, timeout_ms=_ADMIN_TIMEOUT_MS)
+            refused: dict[str, str] = {}
             for entry in response.topic_errors:
                 name, code = entry[0], entry[1]
                 if code == 0 or code == TopicAlreadyExistsError.errno:
                     continue
+                if code in _AUTHORIZATION_ERRORS:
+                    refused[name] = _AUTHORIZATION_ERRORS[code]
+                    continue
                 message = entry[2] if len(entry) > 2 else ""
                 raise RuntimeError(f"could not create topic {name!r}: error {code} {message or ''}".strip())
+            if refused:
+                who = f"principal {principal}" if principal else "this principal"
+                raise TopicsNotCreatable(
+                    f"COFFRE_KAFKA_CREATE_TOPICS is true and {who} may not create topics (the broker "
+                    f"refused {', '.join(sorted(refused))}: {', '.join(sorted(set(refused.values())))}): "
+                    "create coffre's topics first (an admin with kafka-topics.sh, or Strimzi's KafkaTopics; "
+                    'docs/operations.md, "Who may do what") and set COFFRE_KAFKA_CREATE_TOPICS=false'
+                )
         while True:
             described = await _all_topics(admin)
             for name, count in topics.items():

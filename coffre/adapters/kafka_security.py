@@ -26,7 +26,14 @@ from coffre.config import Settings, configuration_error
 
 from .kafka import host_port
 
-__all__ = ["TokenFile", "check_kafka_access", "client_options", "faust_credentials", "ssl_context"]
+__all__ = [
+    "TokenFile",
+    "check_kafka_access",
+    "client_options",
+    "faust_credentials",
+    "principal_of",
+    "ssl_context",
+]
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +134,25 @@ def faust_credentials(settings: Settings) -> Any:
         )
     if context is not None:
         return faust.SSLCredentials(context)
+    return None
+
+
+def principal_of(settings: Settings) -> str | None:
+    """Who this client logs in as, for a message: the SASL user name, the subject of the client
+    certificate (mutual TLS; the broker's ``ssl.principal.mapping.rules`` may shorten it), or None."""
+    mechanism = settings.kafka_sasl_mechanism
+    if mechanism == "OAUTHBEARER":
+        return "(the OAUTHBEARER token's, COFFRE_KAFKA_SASL_OAUTH_TOKEN_FILE)"
+    if mechanism is not None:
+        return repr(settings.kafka_sasl_username)
+    if settings.kafka_ssl_cert_file is not None and settings.kafka_security_protocol == "SSL":
+        try:
+            from cryptography import x509
+
+            subject = x509.load_pem_x509_certificate(settings.kafka_ssl_cert_file.read_bytes()).subject
+            return f"{subject.rfc4514_string()!r} (COFFRE_KAFKA_SSL_CERT_FILE's subject)"
+        except (OSError, ValueError):
+            return "(COFFRE_KAFKA_SSL_CERT_FILE's subject)"
     return None
 
 

@@ -43,7 +43,7 @@ from .kafka import (
     topic_partitions,
     track_leadership,
 )
-from .kafka_security import client_options
+from .kafka_security import client_options, principal_of
 
 log = logging.getLogger("coffre.service")
 
@@ -252,8 +252,9 @@ async def ensure_coffre_topics(settings: Settings) -> None:
             max_message_bytes=settings.max_message_bytes,
             security=client_options(settings),
             create=settings.kafka_create_topics,
+            principal=principal_of(settings),
         )
-    except TopicMismatchError as exc:
+    except TopicMismatchError as exc:  # TopicsNotCreatable among them: no Create right
         configuration_error(str(exc))
 
 

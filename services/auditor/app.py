@@ -33,7 +33,7 @@ from coffre.adapters.kafka import (
     read_span,
     span_reader,
 )
-from coffre.adapters.kafka_security import check_kafka_access, client_options, faust_credentials
+from coffre.adapters.kafka_security import check_kafka_access, client_options, faust_credentials, principal_of
 from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import ensure_coffre_topics
 from coffre.config import Settings, configuration_error
@@ -239,6 +239,7 @@ async def ensure_auditor_topics(settings: Settings) -> None:
             configs={"cleanup.policy": "compact"},
             security=client_options(settings),
             create=settings.kafka_create_topics,
+            principal=principal_of(settings),
         )
     except TopicMismatchError as exc:
         configuration_error(str(exc))

@@ -333,6 +333,57 @@ def test_a_service_with_a_wrong_credential_or_no_tls_exits_2_at_start(
         assert took < 30, f"{service} took {took:.0f} s to give up"
 
 
+def test_a_service_that_may_not_create_absent_topics_exits_2_saying_so(
+    apache_kafka_secured, topic_prefix, tmp_path
+):
+    """The docs' ACLs (no Create right), ``COFFRE_KAFKA_CREATE_TOPICS`` left at true and the topics not
+    created yet: each service stops at once with exit 2 and one line saying its principal may not create
+    topics and what to do, never a traceback (ingest exited 70, the others 1)."""
+    from confluent_kafka.admin import AdminClient
+
+    kafka = apache_kafka_secured
+    create_acls(kafka.librdkafka_sasl(SUPER_USER), coffre_acls(topic_prefix))
+    settings = stack_settings(
+        kafka.sasl_bootstrap,
+        topic_prefix,
+        tmp_path,
+        kafka_security_protocol="SASL_SSL",
+        kafka_ssl_ca_file=kafka.tls.ca,
+        kafka_sasl_mechanism="SCRAM-SHA-512",
+        kafka_sasl_username=SUPER_USER,
+        kafka_sasl_password=kafka.passwords[SUPER_USER],
+        ingest_session_seconds=6,
+    )
+    assert settings.kafka_create_topics
+    stack = secured_stack(kafka, settings, tmp_path)
+    stack.service_env["auditor"] = sasl_env(kafka, "coffre-auditor")
+    principals = {
+        "ingest": "'coffre-ingest'",
+        "vault": "'CN=coffre-vault,O=coffre tests'",  # mutual TLS: its certificate's subject
+        "acquittal": "'coffre-acquittal'",
+        "auditor": "'coffre-auditor'",
+    }
+    for service, principal in principals.items():
+        started = time.monotonic()
+        run = subprocess.run(
+            [sys.executable, "-m", "coffre.cli", service],
+            env=stack.env(service),
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        took = time.monotonic() - started
+        output = run.stdout + run.stderr
+        assert run.returncode == 2, (service, run.returncode, output[-3000:])
+        (line,) = [entry for entry in run.stderr.splitlines() if entry.startswith("coffre: ")]
+        assert f"principal {principal}" in line and "may not create topics" in line, (service, line)
+        assert "TOPIC_AUTHORIZATION_FAILED" in line and "set COFFRE_KAFKA_CREATE_TOPICS=false" in line, line
+        assert "Traceback" not in output, (service, output[-3000:])
+        assert took < 30, f"{service} took {took:.0f} s to give up"
+    listed = AdminClient(kafka.librdkafka_sasl(SUPER_USER)).list_topics(timeout=10).topics
+    assert not [t for t in listed if t.startswith(topic_prefix)], "a topic was created"
+
+
 # ------------------------------------------------------------------------------- three brokers
 
 CLUSTER_RATE = 100  # events/s, until the failures are over (at most CLUSTER_SECONDS)
