@@ -45,6 +45,7 @@ from apache_kafka import (
     SERVICE_PRINCIPALS,
     SUPER_USER,
     SecuredKafka,
+    TlsMaterial,
     coffre_acls,
     create_acls,
     wait_until_granted,
@@ -331,6 +332,47 @@ def test_a_service_with_a_wrong_credential_or_no_tls_exits_2_at_start(
         assert run.returncode == 2, (service, run.returncode, run.stderr[-2000:])
         assert words in run.stderr, (service, run.stderr[-2000:])
         assert took < 30, f"{service} took {took:.0f} s to give up"
+
+
+def test_a_client_certificate_the_broker_does_not_trust_stops_a_service_at_once_with_exit_2(
+    apache_kafka_secured, topic_prefix, tmp_path
+):
+    """Mutual TLS with a client certificate of another CA (the broker's certificate trusted): with TLS 1.3
+    the broker refuses it after the handshake and the client sees a closed connection; every service
+    retried for about 20 s and stopped with a traceback. Now: exit 2 within seconds, one line naming
+    COFFRE_KAFKA_SSL_CERT_FILE and the broker's refusal."""
+    kafka = apache_kafka_secured
+    rogue = TlsMaterial(tmp_path / "another-ca", clients=tuple(SERVICE_PRINCIPALS.values()))
+    settings = stack_settings(kafka.ssl_bootstrap, topic_prefix, tmp_path)
+    stack = Stack(
+        settings,
+        bootstrap=kafka.ssl_bootstrap,
+        service_env={
+            service: {
+                **mtls_env(kafka, principal),
+                "COFFRE_KAFKA_SSL_CERT_FILE": str(rogue.cert(principal)),
+                "COFFRE_KAFKA_SSL_KEY_FILE": str(rogue.key(principal)),
+            }
+            for service, principal in SERVICE_PRINCIPALS.items()
+        },
+    )
+    for service, principal in SERVICE_PRINCIPALS.items():
+        started = time.monotonic()
+        run = subprocess.run(
+            [sys.executable, "-m", "coffre.cli", service],
+            env=stack.env(service),
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        took = time.monotonic() - started
+        output = run.stdout + run.stderr
+        assert run.returncode == 2, (service, run.returncode, output[-3000:])
+        (line,) = [entry for entry in run.stderr.splitlines() if entry.startswith("coffre: ")]
+        assert "the broker refuses the client certificate of COFFRE_KAFKA_SSL_CERT_FILE" in line, line
+        assert str(rogue.cert(principal)) in line and "certificate unknown" in line, line
+        assert "Traceback" not in output, (service, output[-3000:])
+        assert took < 15, f"{service} took {took:.0f} s to give up"
 
 
 def test_a_service_that_may_not_create_absent_topics_exits_2_saying_so(
