@@ -208,6 +208,43 @@ def test_the_pipeline_with_a_principal_per_service(apache_kafka_secured, secured
     assert [c.events for c in report.coffres] == [EVENTS_E2E]
 
 
+def test_a_platform_using_coffre_client_takes_its_principal_from_the_environment(
+    apache_kafka_secured, secured_coffre, tmp_path, monkeypatch
+):
+    """A platform's process with only the ``COFFRE_*`` variables set (SASL_SSL, SCRAM as
+    ``coffre-platform``, the brokers' CA, the topic prefix) and ``CoffreClient(bootstrap)``: it publishes
+    and gets its acquittal, through the docs' ACLs. The client took no TLS or SASL from the environment
+    before (it spoke plaintext to the TLS listener and never started)."""
+    from coffre.client import CoffreClient
+
+    kafka, settings = apache_kafka_secured, secured_coffre
+    stack = secured_stack(kafka, settings, tmp_path)
+    stack.start()
+    try:
+        for name, value in {
+            **sasl_env(kafka, PLATFORM),
+            "COFFRE_TOPIC_PREFIX": settings.topic_prefix,
+        }.items():
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        monkeypatch.delenv("COFFRE_KAFKA_SSL_CERT_FILE", raising=False)
+
+        async def platform() -> list:
+            async with CoffreClient(kafka.sasl_bootstrap) as client:
+                assert client.security["sasl_plain_username"] == PLATFORM
+                return [await client.submit(event(n), timeout=60) for n in range(2)]
+
+        outcomes = asyncio.run(platform())
+    finally:
+        codes = stack.stop()
+    assert [o.status for o in outcomes] == ["recorded", "recorded"], outcomes
+    assert [o.acquittal.id_evt for o in outcomes] == [1, 2]
+    assert all(o.acquittal.chain_hash for o in outcomes)
+    assert codes == {"ingest": 0, "vault": 0, "acquittal": 0}, f"logs in {tmp_path}/logs"
+
+
 def _refusal(settings: Settings, capsys) -> str:
     with pytest.raises(SystemExit) as exited:
         asyncio.run(check_kafka_access(settings, timeout=5))
