@@ -1,6 +1,6 @@
 """A small client for operator platforms: publish an event, ``await`` its outcome.
 
-    async with CoffreClient("kafka:9092") as client:
+    async with CoffreClient("kafka:9092") as client:       # TLS, SASL: the COFFRE_KAFKA_* settings
         outcome = await client.submit(event_bytes)          # publish and wait
         if outcome.status == "recorded": ...                 # the player may be told
 
@@ -8,6 +8,11 @@ The outcome is the acquittal (``recorded`` or ``rejected``), or for an event tha
 no acquittal (a synthesis event such as POJEU, or one carrying ``Supervision``) the
 vault's receipt (``recorded-without-acquittal``). The client normalizes the event
 locally only to know which of the two to wait for; ingest remains the judge.
+
+What is not given reads the same ``COFFRE_*`` environment as coffre's services
+(:class:`coffre.config.Settings`): the bootstrap servers, the topic prefix, the synthesis events, and
+TLS and SASL from the ``COFFRE_KAFKA_*`` settings (a platform logs in as its own principal, say
+``COFFRE_KAFKA_SASL_USERNAME=coffre-platform``).
 """
 
 from __future__ import annotations
@@ -42,19 +47,28 @@ class Outcome:
 class CoffreClient:
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: str | None = None,
         topics: Topics | None = None,
         synthesis_events: set[str] | None = None,
         security: Mapping[str, Any] | None = None,
     ):
-        """``security``: the clients' TLS and SASL options
-        (:func:`coffre.adapters.kafka_security.client_options`); none for a plaintext cluster."""
+        """Each argument left out is taken from the ``COFFRE_*`` environment, as the services take it:
+        ``bootstrap`` from ``COFFRE_BOOTSTRAP_SERVERS``, ``topics`` from ``COFFRE_TOPIC_PREFIX``,
+        ``synthesis_events`` from ``COFFRE_SYNTHESIS_EVENTS`` (POJEU by default), and ``security``, the
+        clients' TLS and SASL options, from the ``COFFRE_KAFKA_*`` settings
+        (:func:`coffre.adapters.kafka_security.client_options`; none set: plaintext). An argument given
+        wins over the environment (``security={}``: plaintext whatever it says). A ``COFFRE_*`` value
+        that is not valid raises pydantic's ``ValidationError`` naming it."""
+        from .adapters.kafka_security import client_options
         from .config import Settings
 
-        self.bootstrap = bootstrap
-        self.security = dict(security or {})
-        self.topics = topics or Settings(bootstrap_servers=bootstrap).topics
-        self.synthesis_events = synthesis_events if synthesis_events is not None else {"POJEU"}
+        settings = Settings(bootstrap_servers=bootstrap) if bootstrap else Settings()
+        self.bootstrap = settings.bootstrap_servers
+        self.security = dict(security) if security is not None else client_options(settings)
+        self.topics = topics or settings.topics
+        self.synthesis_events = (
+            set(synthesis_events) if synthesis_events is not None else set(settings.synthesis_events)
+        )
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None

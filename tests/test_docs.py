@@ -97,3 +97,21 @@ def test_the_documented_json_of_a_sports_line_normalizes():
     with pytest.raises(Rejected) as refused:
         normalize(json.dumps(event).encode())
     assert "UNEXPECTED_ELEMENT" in refused.value.codes
+
+
+def test_the_documented_principal_mapping_is_the_one_the_secured_tests_run_with():
+    """docs/operations.md gives the brokers' ``ssl.principal.mapping.rules`` that makes a mutual-TLS
+    principal the plain name of the ACL table: the rule ``tests/apache_kafka.py`` runs the secured
+    broker with (where the vault logs in by certificate under the table's ACLs), and it does map a
+    certificate subject to its CN."""
+    operations = (DOCS / "operations.md").read_text(encoding="utf-8")
+    documented = re.findall(r"^\s*ssl\.principal\.mapping\.rules=(\S+)$", operations, re.MULTILINE)
+    tested = re.findall(
+        r'"ssl\.principal\.mapping\.rules": "([^"]+)"',
+        (DOCS.parent / "tests" / "apache_kafka.py").read_text(encoding="utf-8"),
+    )
+    assert documented == tested and len(tested) == 1, (documented, tested)
+    rule = re.fullmatch(r"RULE:(.+)/(.*)/,DEFAULT", tested[0])
+    assert rule is not None
+    for subject in ("CN=coffre-vault,O=coffre tests", "CN=coffre-vault", "C=FR,O=Acme,CN=coffre-vault"):
+        assert re.sub(rule[1], rule[2].replace("$1", r"\1"), subject) == "coffre-vault"

@@ -966,13 +966,18 @@ def documented_acls(prefix: str) -> set[tuple[str, str, str, str, frozenset[str]
     }
 
 
-def test_the_strimzi_acls_are_the_documented_table(chart: Any) -> None:
-    """The KafkaUsers grant exactly the table of docs/operations.md, whatever the topic prefix."""
+@pytest.mark.parametrize("authentication", ["scram-sha-512", "tls"])
+def test_the_strimzi_acls_are_the_documented_table(chart: Any, authentication: str) -> None:
+    """The KafkaUsers grant exactly the table of docs/operations.md, whatever the topic prefix, each
+    KafkaUser named as its row's principal: with ``tls`` users too, whose principal on the brokers is
+    ``CN=<KafkaUser name>`` (Strimzi's certificate, and the User Operator writes the ACLs for it), as
+    docs/operations.md says under the table."""
     prefix = "acme.coffre."
-    docs = render(chart, merged(STRIMZI, {"kafka": {"topicPrefix": prefix}}))
+    values = STRIMZI if authentication == "scram-sha-512" else STRIMZI_TLS
+    docs = render(chart, merged(values, {"kafka": {"topicPrefix": prefix}}))
     rendered_acls = set()
     for name, user in strimzi(docs, "KafkaUser").items():
-        assert user["spec"]["authentication"] == {"type": "scram-sha-512"}
+        assert user["spec"]["authentication"] == {"type": authentication}
         assert user["spec"]["authorization"]["type"] == "simple"
         for acl in user["spec"]["authorization"]["acls"]:
             assert acl.get("type", "allow") == "allow" and acl["host"] == "*"

@@ -155,7 +155,19 @@ class EmbeddedBroker:
         env = dict(os.environ, NO_COLOR="1")
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                tied([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]),
+                tied(
+                    [
+                        str(binary),
+                        "broker",
+                        "--listener-url",
+                        url,
+                        "--advertised-listener-url",
+                        url,
+                        # what on_embedded_broker tells it by (Tansu's default, whatever CLUSTER_ID says)
+                        "--cluster-id",
+                        "tansu_cluster",
+                    ]
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -32,7 +32,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.conn import create_conn
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+)
 from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import ConsumerRecord
@@ -49,9 +54,11 @@ __all__ = [
     "LagMeter",
     "OffsetCommitter",
     "TopicMismatchError",
+    "TopicsNotCreatable",
     "drain",
     "ensure_topics",
     "kafka_available",
+    "on_embedded_broker",
     "partitions_for",
     "read_end_offsets",
     "read_span",
@@ -115,6 +122,17 @@ class TopicMismatchError(RuntimeError):
     """A topic exists with another partition count than the one asked for."""
 
 
+class TopicsNotCreatable(TopicMismatchError):
+    """Topics are missing and the broker refused to create them: this principal has no Create right
+    (coffre's least-privilege ACLs give it none, docs/operations.md, "Who may do what")."""
+
+
+_AUTHORIZATION_ERRORS = {
+    TopicAuthorizationFailedError.errno: "TOPIC_AUTHORIZATION_FAILED",
+    ClusterAuthorizationFailedError.errno: "CLUSTER_AUTHORIZATION_FAILED",
+}
+
+
 async def _all_topics(admin: AIOKafkaAdminClient) -> dict[str, dict[str, Any]]:
     # describe_topics(None) asks for *all* topics: naming one would auto-create it on Tansu.
     return {t["topic"]: t for t in await admin.describe_topics(None)}
@@ -151,6 +169,7 @@ async def ensure_topics(
     create: bool = True,
     configs: Mapping[str, str] | None = None,
     topic_configs: Mapping[str, Mapping[str, str]] | None = None,
+    principal: str | None = None,
 ) -> None:
     """Create every missing topic with exactly its partition count, then wait until metadata shows them.
 
@@ -168,6 +187,8 @@ async def ensure_topics(
 
     ``create=False`` (``COFFRE_KAFKA_CREATE_TOPICS=false``: an admin or Strimzi creates them and
     coffre's principals may not): a missing topic raises :class:`TopicMismatchError`, nothing is created.
+    A creation the broker refuses for want of the right raises :class:`TopicsNotCreatable`, which says
+    so (naming ``principal``, who the client logs in as, when given).
     """
     for name, count in topics.items():
         if not name or not isinstance(count, int) or count < 1:
@@ -194,12 +215,24 @@ async def ensure_topics(
         ]
         if missing:
             response = await admin.create_topics(missing, timeout_ms=_ADMIN_TIMEOUT_MS)
+            refused: dict[str, str] = {}
             for entry in response.topic_errors:
                 name, code = entry[0], entry[1]
                 if code == 0 or code == TopicAlreadyExistsError.errno:
                     continue
+                if code in _AUTHORIZATION_ERRORS:
+                    refused[name] = _AUTHORIZATION_ERRORS[code]
+                    continue
                 message = entry[2] if len(entry) > 2 else ""
                 raise RuntimeError(f"could not create topic {name!r}: error {code} {message or ''}".strip())
+            if refused:
+                who = f"principal {principal}" if principal else "this principal"
+                raise TopicsNotCreatable(
+                    f"COFFRE_KAFKA_CREATE_TOPICS is true and {who} may not create topics (the broker "
+                    f"refused {', '.join(sorted(refused))}: {', '.join(sorted(set(refused.values())))}): "
+                    "create coffre's topics first (an admin with kafka-topics.sh, or Strimzi's KafkaTopics; "
+                    'docs/operations.md, "Who may do what") and set COFFRE_KAFKA_CREATE_TOPICS=false'
+                )
         while True:
             described = await _all_topics(admin)
             for name, count in topics.items():
@@ -398,6 +431,29 @@ async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
     return set(cluster.partitions_for_topic(topic) or ())
 
 
+EMBEDDED_CLUSTER_ID = "tansu_cluster"
+"""The cluster id the embedded broker (Tansu) reports in its metadata (Tansu's default, which
+:class:`coffre.adapters.broker.EmbeddedBroker` passes it); Apache Kafka's is a random id."""
+
+
+async def on_embedded_broker(consumer: AIOKafkaConsumer, timeout: float = 10.0) -> bool:
+    """Whether ``consumer`` (started) talks to the embedded broker (Tansu), told by the cluster id of
+    one metadata answer. When it cannot be told (no answer within ``timeout``) it says True: the side
+    that only costs a session on Apache Kafka (see ``leave_as_leader`` in :func:`stop_consumer`)."""
+    client = getattr(consumer, "_client", None)
+    try:
+        node = client.get_random_node() if client is not None else None
+        if node is None:
+            raise KafkaError("no broker known yet")
+        async with asyncio.timeout(timeout):
+            response = await client.send(node, MetadataRequest([]))
+    except (KafkaError, OSError, TimeoutError) as exc:
+        log.warning("could not tell which broker this is (%r): taken for the embedded broker", exc)
+        return True
+    cluster = getattr(response, "cluster_id", None) or ""
+    return cluster == EMBEDDED_CLUSTER_ID or cluster.lower().startswith("tansu")
+
+
 def track_leadership(consumer: AIOKafkaConsumer) -> None:
     """Note, on ``consumer`` (started, not yet subscribed), the generation it last led the group in.
 
@@ -432,13 +488,16 @@ async def stop_consumer(consumer: AIOKafkaConsumer, *, leave_as_leader: bool = T
     the LeaveGroup is sent at the point aiokafka sends its own (heartbeat stopped, final
     commits done).
 
-    ``leave_as_leader=False`` (a group of several members, such as ingest's replicas): when the
-    consumer led its generation (:func:`track_leadership`) it does not leave; the broker drops it
-    when its session expires. Tansu 0.6.0, when the leader of a group that is forming leaves,
+    ``leave_as_leader=False`` (a group of several members, such as ingest's replicas, on the embedded
+    broker: :func:`coffre.adapters.stream.stream` asks for it only there, :func:`on_embedded_broker`):
+    when the consumer led its generation (:func:`track_leadership`) it does not leave; the broker drops
+    it when its session expires. Tansu 0.6.0, when the leader of a group that is forming leaves,
     removes the member but keeps it as the leader: every other member's SyncGroup is then
     refused (RebalanceInProgress) until the group is rebuilt by chance, measured at 2.5 minutes
     without any partition assigned. A session expiry clears the leader properly. A member that
-    was not the leader leaves as usual.
+    was not the leader leaves as usual. Apache Kafka has no such defect: there a leader that leaves
+    costs a rebalance like any member's leave, where waiting out its session cost the group that
+    session (measured: 5.6 s with a 6 s session, before this was asked only of Tansu).
     """
     coordinator = getattr(consumer, "_coordinator", None)
     original = getattr(coordinator, "_maybe_leave_group", None)

@@ -26,7 +26,14 @@ from coffre.config import Settings, configuration_error
 
 from .kafka import host_port
 
-__all__ = ["TokenFile", "check_kafka_access", "client_options", "faust_credentials", "ssl_context"]
+__all__ = [
+    "TokenFile",
+    "check_kafka_access",
+    "client_options",
+    "faust_credentials",
+    "principal_of",
+    "ssl_context",
+]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +137,30 @@ def faust_credentials(settings: Settings) -> Any:
     return None
 
 
+def principal_of(settings: Settings) -> str | None:
+    """Who this client logs in as, for a message: the SASL user name, the subject of the client
+    certificate (mutual TLS; the broker's ``ssl.principal.mapping.rules`` may shorten it), or None."""
+    mechanism = settings.kafka_sasl_mechanism
+    if mechanism == "OAUTHBEARER":
+        return "(the OAUTHBEARER token's, COFFRE_KAFKA_SASL_OAUTH_TOKEN_FILE)"
+    if mechanism is not None:
+        return repr(settings.kafka_sasl_username)
+    if settings.kafka_ssl_cert_file is not None and settings.kafka_security_protocol == "SSL":
+        subject = _subject(settings.kafka_ssl_cert_file)
+        return f"{subject!r} (COFFRE_KAFKA_SSL_CERT_FILE's subject)" if subject else None
+    return None
+
+
+def _subject(certificate: Path) -> str | None:
+    """The subject of a PEM certificate (RFC 4514), None when it cannot be read."""
+    from cryptography import x509
+
+    try:
+        return x509.load_pem_x509_certificate(certificate.read_bytes()).subject.rfc4514_string()
+    except (OSError, ValueError):
+        return None
+
+
 ACCESS_CHECK_SECONDS = 20.0
 """How long :func:`check_kafka_access` tries to reach a broker before leaving it to the clients."""
 
@@ -230,6 +261,16 @@ async def _log_in(
                 "this listener requires a client certificate (mutual TLS): set COFFRE_KAFKA_SSL_CERT_FILE "
                 "and COFFRE_KAFKA_SSL_KEY_FILE, or use its SASL listener"
             )
+        if tls and settings.kafka_ssl_cert_file is not None and "ssl_context" in options:
+            alert = await _client_certificate_refused(host, port, options["ssl_context"])
+            if alert is not None:
+                subject = _subject(settings.kafka_ssl_cert_file)
+                return True, (
+                    f"the broker refuses the client certificate of COFFRE_KAFKA_SSL_CERT_FILE "
+                    f"({settings.kafka_ssl_cert_file}{f', {subject}' if subject else ''}): it must chain "
+                    f"to a CA the broker trusts (its ssl.truststore), be valid today and allow client "
+                    f"authentication; the broker said {alert}"
+                )
         if isinstance(exc, ssl.SSLError):
             return True, f"TLS handshake refused (COFFRE_KAFKA_SSL_*): {exc}"
         if stage == "connected" and settings.kafka_sasl_mechanism is None:
@@ -241,6 +282,44 @@ async def _log_in(
     finally:
         if conn is not None:
             conn.close()
+
+
+_CERTIFICATE_ALERTS = (
+    "CERTIFICATE_UNKNOWN",
+    "BAD_CERTIFICATE",
+    "UNKNOWN_CA",
+    "CERTIFICATE_EXPIRED",
+    "CERTIFICATE_REVOKED",
+    "UNSUPPORTED_CERTIFICATE",
+)
+
+
+async def _client_certificate_refused(host: str, port: int, context: ssl.SSLContext) -> str | None:
+    """The broker's TLS alert when it refuses the client certificate of ``context``, else None.
+
+    With TLS 1.3 the client's side of the handshake ends before the server has judged its certificate:
+    the refusal comes as an alert at the first read, which Kafka clients report only as a closed
+    connection (retried for ever). With TLS 1.2 it ends the handshake itself."""
+    writer = None
+    try:
+        async with asyncio.timeout(5.0):
+            reader, writer = await asyncio.open_connection(host, port, ssl=context)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2.0):
+                    await reader.read(1)
+        return None
+    except ssl.SSLCertVerificationError:
+        return None  # the broker's certificate, not ours: said elsewhere
+    except ssl.SSLError as exc:
+        text = str(exc)
+        return text if any(alert in text.upper() for alert in _CERTIFICATE_ALERTS) else None
+    except (OSError, TimeoutError):
+        return None
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
 
 
 async def _probe_tls(host: str, port: int) -> str:

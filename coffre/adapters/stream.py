@@ -39,11 +39,12 @@ from .kafka import (
     OffsetCommitter,
     TopicMismatchError,
     ensure_topics,
+    on_embedded_broker,
     stop_consumer,
     topic_partitions,
     track_leadership,
 )
-from .kafka_security import client_options
+from .kafka_security import client_options, principal_of
 
 log = logging.getLogger("coffre.service")
 
@@ -258,8 +259,9 @@ async def ensure_coffre_topics(settings: Settings) -> None:
             topic_configs={
                 settings.topics.events_in: {"max.message.bytes": str(settings.events_in_record_bytes)}
             },
+            principal=principal_of(settings),
         )
-    except TopicMismatchError as exc:
+    except TopicMismatchError as exc:  # TopicsNotCreatable among them: no Create right
         configuration_error(str(exc))
 
 
@@ -317,8 +319,11 @@ async def stream(
 ) -> AsyncIterator[Stream]:
     """coffre's topics ensured, then a started consumer in the group ``<prefix><group>`` (offsets
     committed by the runner, nothing subscribed until :meth:`Stream.run`) and a producer; on exit,
-    the group left (see ``leave_as_leader`` in :func:`stop_consumer`; within ``stop_timeout``)
-    and the producer flushed.
+    the group left (within ``stop_timeout``) and the producer flushed.
+
+    ``leave_as_leader=False``: on the embedded broker only (:func:`on_embedded_broker`), the group's
+    leader does not leave but lets its session expire (see ``leave_as_leader`` in
+    :func:`stop_consumer`: Tansu's defect); on Apache Kafka every member leaves.
 
     With ``owns``, the consumer is assigned the partitions it owns instead of joining the
     group's rebalancing (the group still keeps its committed offsets). ``commit_interval``: the
@@ -337,6 +342,8 @@ async def stream(
     )
     async with publisher(settings, **(producer_options or {})) as out:
         await consumer.start()
+        if not leave_as_leader and not await on_embedded_broker(consumer):
+            leave_as_leader = True  # Apache Kafka: a leader that leaves is a rebalance like any other
         if not leave_as_leader:
             track_leadership(consumer)
         committer = OffsetCommitter(consumer, commit_interval)

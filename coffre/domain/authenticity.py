@@ -162,6 +162,23 @@ class RecordKeys:
         tag = self._tag(self.signing_id, purpose, key, value, kept)
         return [*kept, (AUTH, self.signing_id.encode() + b":" + base64.b64encode(tag))]
 
+    def unknown_key_id(self, headers: Sequence[tuple[str, bytes | None]]) -> str | None:
+        """The key id that a record's one ``coffre-auth`` tag names, when it is well formed and this
+        install has no key by that id, else None: a record another service signed with a key this one
+        lacks (the services of one install were given different ``COFFRE_RECORD_KEYS_FILE``s, or a
+        rotation step reached some of them only), told apart from a tag that does not verify."""
+        tags = [data for name, data in headers if name == AUTH]
+        if len(tags) != 1 or not tags[0]:
+            return None
+        key_id, sep, _ = tags[0].partition(b":")
+        try:
+            name = key_id.decode("ascii")
+        except ValueError:
+            return None
+        if not sep or not _KEY_ID.fullmatch(name) or name in self._macs:
+            return None
+        return name
+
     def authentic(
         self,
         purpose: bytes,

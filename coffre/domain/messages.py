@@ -134,11 +134,41 @@ class ForeignRecord(InvalidMessage):
     (:mod:`coffre.domain.authenticity`). Refused and counted, never obeyed."""
 
 
-def _authentic(
-    keys: RecordKeys, purpose: bytes, key: bytes | None, value: bytes, headers: Headers, what: str
+class UnknownRecordKey(ForeignRecord):
+    """A record whose ``coffre-auth`` tag names a key id this service does not have: most likely written
+    by another service of the install with other record keys (a configuration error to fix, every
+    service needs the same ``COFFRE_RECORD_KEYS_FILE``), possibly by a stranger naming a made-up id.
+    Passed over as any foreign record, but reported as what it is."""
+
+    def __init__(self, what: str, key_id: str) -> None:
+        self.key_id = key_id
+        super().__init__(
+            f"a {what} signed with key id {key_id!r}, which this service does not have: every service of "
+            "one install needs the same COFFRE_RECORD_KEYS_FILE"
+        )
+
+
+UNKNOWN_KEY_ID = "unknown_key_id"
+"""The ``reason`` of ``coffre_foreign_records_total`` for an :class:`UnknownRecordKey`."""
+
+
+def foreign_reason(exc: BaseException, default: str) -> str:
+    """The ``reason`` label a reader counts a record it passed over under: :data:`UNKNOWN_KEY_ID` for a
+    record signed with a key the service lacks, ``default`` (its topic, or its own reason) otherwise."""
+    return UNKNOWN_KEY_ID if isinstance(exc, UnknownRecordKey) else default
+
+
+def authenticate(
+    keys: RecordKeys, purpose: bytes, key: bytes | None, value: bytes | None, headers: Headers, what: str
 ) -> None:
-    if not keys.authentic(purpose, key, value, headers):
-        raise ForeignRecord(f"a {what} coffre did not write (no valid coffre-auth tag)")
+    """Nothing when ``keys`` verify the record's tag for ``purpose``; else :class:`UnknownRecordKey` when
+    the tag names a key id ``keys`` lack, :class:`ForeignRecord` otherwise (``what`` names the record)."""
+    if keys.authentic(purpose, key, value, headers):
+        return
+    unknown = keys.unknown_key_id(headers)
+    if unknown is not None:
+        raise UnknownRecordKey(what, unknown)
+    raise ForeignRecord(f"a {what} coffre did not write (no valid coffre-auth tag)")
 
 
 def _read(
@@ -151,7 +181,7 @@ def _read(
     """``decode(value)`` of a record coffre wrote for ``purpose``: :class:`ForeignRecord` when it did not,
     :class:`InvalidMessage` when the value does not decode."""
     key, value, headers = record
-    _authentic(keys, purpose, key, value, headers, what)
+    authenticate(keys, purpose, key, value, headers, what)
     try:
         return decode(value)
     except (ValueError, TypeError, KeyError) as exc:
@@ -214,7 +244,7 @@ class NormalizedEvent:
     ) -> NormalizedEvent:
         """The event of a record of the normalized topic, or :class:`ForeignRecord` when coffre did not
         write it, or :class:`InvalidMessage` when it is not what ingest writes."""
-        _authentic(keys, Purpose.NORMALIZED, key, value, headers, "normalized event")
+        authenticate(keys, Purpose.NORMALIZED, key, value, headers, "normalized event")
         event = cls.parse(value, headers)
         if key != event.key:
             raise InvalidMessage(f"a normalized event of coffre {event.id_coffre} under the key {key!r}")
@@ -578,7 +608,10 @@ __all__ = [
     "Problem",
     "Receipt",
     "Rejection",
+    "UnknownRecordKey",
+    "authenticate",
     "decode_findings",
     "encode_findings",
+    "foreign_reason",
     "header",
 ]

@@ -26,7 +26,7 @@ from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import Batch, Record, run_stream, run_until_signalled
 from coffre.config import Settings, Topics, configuration_error
 from coffre.domain.authenticity import RecordKeys
-from coffre.domain.messages import Acquittal, ForeignRecord, Receipt, Rejection
+from coffre.domain.messages import Acquittal, ForeignRecord, Receipt, Rejection, foreign_reason
 from coffre.logs import log_context
 from coffre.ops import BrokerCheck, Ops
 
@@ -99,7 +99,7 @@ class Acquitter:
                         rejected += 1
                 except ForeignRecord as exc:  # a stranger's: never acquitted, never a crash
                     self.stats.foreign += 1
-                    metrics.FOREIGN_RECORDS.labels("acquittal", tp.topic).inc()
+                    metrics.FOREIGN_RECORDS.labels("acquittal", foreign_reason(exc, tp.topic)).inc()
                     log.error("passed over a record at %s offset %d: %s", tp, record.offset, exc)
                 except (ValueError, TypeError, KeyError):  # unreadable: never crash
                     self.stats.unreadable += 1

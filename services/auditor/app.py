@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import faust
@@ -32,14 +33,21 @@ from coffre.adapters.kafka import (
     read_span,
     span_reader,
 )
-from coffre.adapters.kafka_security import check_kafka_access, client_options, faust_credentials
+from coffre.adapters.kafka_security import check_kafka_access, client_options, faust_credentials, principal_of
 from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import ensure_coffre_topics
 from coffre.config import Settings, configuration_error
 from coffre.domain.audit.events import audit_event
 from coffre.domain.audit.variants import HouseRules
 from coffre.domain.authenticity import RecordKeys
-from coffre.domain.messages import AuditRecord, ForeignRecord, InvalidMessage, NormalizedEvent, Receipt
+from coffre.domain.messages import (
+    AuditRecord,
+    ForeignRecord,
+    InvalidMessage,
+    NormalizedEvent,
+    Receipt,
+    foreign_reason,
+)
 from coffre.ops import BrokerCheck, Ops
 
 from .join import AuditJoin
@@ -231,9 +239,22 @@ async def ensure_auditor_topics(settings: Settings) -> None:
             configs={"cleanup.policy": "compact"},
             security=client_options(settings),
             create=settings.kafka_create_topics,
+            principal=principal_of(settings),
         )
     except TopicMismatchError as exc:
         configuration_error(str(exc))
+
+
+def data_folder(settings: Settings) -> Path:
+    """``<data dir>/auditor``, faust's ``datadir``, created with its parents as the other services create
+    theirs (faust itself makes only the last folder: ``coffre auditor`` in a folder without ``var`` failed
+    with FileNotFoundError); a folder that cannot be made is a configuration error (exit 2)."""
+    folder = Path(settings.data_dir) / "auditor"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        configuration_error(f"COFFRE_DATA_DIR: cannot create {folder}: {exc.strerror or exc}")
+    return folder
 
 
 def build_app(settings: Settings) -> AuditorApp:
@@ -244,7 +265,7 @@ def build_app(settings: Settings) -> AuditorApp:
         store="memory://",
         value_serializer="raw",
         key_serializer="raw",
-        datadir=str(settings.data_dir / "auditor"),
+        datadir=str(Path(settings.data_dir) / "auditor"),
         web_enabled=False,
         topic_allow_declare=False,  # see ensure_auditor_topics
         topic_disable_leader=True,
@@ -353,7 +374,7 @@ def build_app(settings: Settings) -> AuditorApp:
                     await join.on_event(value, headers, message.partition, message.offset)
             except ForeignRecord as exc:  # a stranger's: never audited, never joined
                 join.counts.foreign += 1
-                metrics.FOREIGN_RECORDS.labels("auditor", message.topic).inc()
+                metrics.FOREIGN_RECORDS.labels("auditor", foreign_reason(exc, message.topic)).inc()
                 log.error("passed over %s[%d]@%d: %s", message.topic, message.partition, message.offset, exc)
             except (ValueError, TypeError, KeyError):  # unreadable: never crash
                 metrics.UNREADABLE.inc()
@@ -370,7 +391,8 @@ def build_app(settings: Settings) -> AuditorApp:
 
 
 def run(settings: Settings) -> None:
-    """``coffre auditor``: create the topics, then run the faust worker until SIGTERM."""
+    """``coffre auditor``: its data folder and the topics created, then the faust worker until SIGTERM."""
+    data_folder(settings)
     asyncio.run(check_kafka_access(settings))  # a wrong credential or TLS setting: exit 2
     asyncio.run(ensure_auditor_topics(settings))
     loop = asyncio.new_event_loop()

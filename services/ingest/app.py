@@ -28,7 +28,7 @@ from coffre.adapters.stream import INVARIANT_EXIT, Batch, Publisher, Record, run
 from coffre.config import Settings, configuration_error
 from coffre.domain.authenticity import RecordKeys
 from coffre.domain.codec import Limits
-from coffre.domain.messages import ForeignRecord
+from coffre.domain.messages import ForeignRecord, foreign_reason
 from coffre.ops import BrokerCheck, Ops
 
 from .step import IngestStep, InputMessage, PartitionState, SnapshotError, StepCounts
@@ -101,7 +101,7 @@ class StateTopic:
                         )
                     except ForeignRecord as exc:
                         # a stranger's: neither the fold's start nor a reason to stop
-                        metrics.FOREIGN_RECORDS.labels("ingest", self.topic).inc()
+                        metrics.FOREIGN_RECORDS.labels("ingest", foreign_reason(exc, self.topic)).inc()
                         log.error("%s[%d]@%d passed over: %s", self.topic, partition, record.offset, exc)
                         continue
                     known = best[partition]

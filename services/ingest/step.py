@@ -40,11 +40,11 @@ from coffre.domain.messages import (
     MAX_FINDINGS_HEADER_BYTES,
     RECORD_FRAMING,
     SOURCE_ID,
-    ForeignRecord,
     Headers,
     KafkaRecord,
     NormalizedEvent,
     Rejection,
+    authenticate,
     encode_findings,
     record_size,
 )
@@ -137,10 +137,9 @@ class PartitionState:
         :class:`ForeignRecord` when coffre did not write it (skipped by the reader: a stranger's record
         must neither move the fold nor stop ingest), :class:`SnapshotError` when coffre did and it
         cannot be used."""
-        if not keys.authentic(Purpose.snapshot(partition), key, value, headers):
-            raise ForeignRecord(
-                f"a record on partition {partition} of ingest's snapshots that coffre did not write"
-            )
+        authenticate(
+            keys, Purpose.snapshot(partition), key, value, headers, f"snapshot of partition {partition}"
+        )
         return cls.decode(value, partition, partitions)
 
     @classmethod
@@ -298,7 +297,7 @@ class IngestStep:
         if reserved:
             source = self._authentic_copy(state, message, reserved)
             if source is None:
-                return self._rejection(message, _reserved_header(reserved))
+                return self._rejection(message, _reserved_header(reserved, self._unknown_key(message)))
             if source[1] <= state.forwarded.get(source[0], -1):
                 counts.duplicate_copies += 1
                 return None
@@ -325,6 +324,22 @@ class IngestStep:
         if not self.keys.authentic(Purpose.forward(state.partition), None, message.value, message.headers):
             return None
         return source
+
+    def _unknown_key(self, message: InputMessage) -> str | None:
+        """The key id the input's ``coffre-auth`` tag names when this service has no key by that id: a
+        copy another ingest replica forwarded with other record keys (a configuration error, logged as
+        such), or a stranger's made-up id. Refused either way, as any record that does not verify."""
+        key_id = self.keys.unknown_key_id(message.headers)
+        if key_id is not None:
+            log.error(
+                "events.in[%d]@%d: an input tagged as a forwarded copy, signed with key id %r, which this "
+                "service does not have: every service of one install needs the same COFFRE_RECORD_KEYS_FILE "
+                "(refused with RESERVED_HEADER)",
+                message.partition,
+                message.offset,
+                key_id,
+            )
+        return key_id
 
     def _event(self, state: PartitionState, message: InputMessage, copy: bool) -> Output:
         """The event under the IDEvt it takes, its forwarded copy, or Rejected."""
@@ -491,14 +506,20 @@ def _passthrough(headers: Headers) -> Headers:
     return kept
 
 
-def _reserved_header(names: list[str]) -> Rejected:
+def _reserved_header(names: list[str], unknown_key_id: str | None = None) -> Rejected:
+    why = (
+        f" (signed with key id {unknown_key_id!r}, which this service does not have: every service of one "
+        "install needs the same COFFRE_RECORD_KEYS_FILE)"
+        if unknown_key_id is not None
+        else ""
+    )
     return Rejected(
         [
             Problem(
                 ReasonCode.RESERVED_HEADER,
                 f"headers/{names[0]}",
                 f"headers named coffre-… are coffre's own, authenticated, and these are not coffre's: "
-                f"{', '.join(sorted(set(names)))[:200]}",
+                f"{', '.join(sorted(set(names)))[:200]}{why}",
             )
         ]
     )

@@ -38,7 +38,16 @@ from typing import Protocol
 from coffre import metrics
 from coffre.adapters.journal import Journal, JournalSet
 from coffre.domain.authenticity import RecordKeys
-from coffre.domain.messages import ForeignRecord, Headers, InvalidMessage, NormalizedEvent, Receipt, now_iso
+from coffre.domain.messages import (
+    ForeignRecord,
+    Headers,
+    InvalidMessage,
+    NormalizedEvent,
+    Receipt,
+    UnknownRecordKey,
+    foreign_reason,
+    now_iso,
+)
 from coffre.domain.routing import coffre_partition
 from coffre.logs import log_context
 
@@ -145,9 +154,12 @@ class Recorder:
         self.counts.foreign += 1
         reason = "not_from_coffre" if isinstance(exc, ForeignRecord) else "not_from_ingest"
         metrics.EVENTS_SKIPPED.labels(reason).inc()
-        metrics.FOREIGN_RECORDS.labels("vault", reason).inc()
+        metrics.FOREIGN_RECORDS.labels("vault", foreign_reason(exc, reason)).inc()
         where = f" (partition {partition})" if partition is not None else ""
-        log.error("passed over a normalized record%s that ingest did not write: %s", where, exc)
+        if isinstance(exc, UnknownRecordKey):  # most likely ingest, with other record keys than this vault's
+            log.error("passed over a normalized record%s: %s", where, exc)
+        else:
+            log.error("passed over a normalized record%s that ingest did not write: %s", where, exc)
 
     def append(self, messages: list[tuple[bytes, Headers]]) -> list[Receipt]:
         """:meth:`record` then :meth:`receipts`, stamped now. Not durable: call :meth:`sync`

@@ -45,6 +45,7 @@ from apache_kafka import (
     SERVICE_PRINCIPALS,
     SUPER_USER,
     SecuredKafka,
+    TlsMaterial,
     coffre_acls,
     create_acls,
     wait_until_granted,
@@ -207,6 +208,43 @@ def test_the_pipeline_with_a_principal_per_service(apache_kafka_secured, secured
     assert [c.events for c in report.coffres] == [EVENTS_E2E]
 
 
+def test_a_platform_using_coffre_client_takes_its_principal_from_the_environment(
+    apache_kafka_secured, secured_coffre, tmp_path, monkeypatch
+):
+    """A platform's process with only the ``COFFRE_*`` variables set (SASL_SSL, SCRAM as
+    ``coffre-platform``, the brokers' CA, the topic prefix) and ``CoffreClient(bootstrap)``: it publishes
+    and gets its acquittal, through the docs' ACLs. The client took no TLS or SASL from the environment
+    before (it spoke plaintext to the TLS listener and never started)."""
+    from coffre.client import CoffreClient
+
+    kafka, settings = apache_kafka_secured, secured_coffre
+    stack = secured_stack(kafka, settings, tmp_path)
+    stack.start()
+    try:
+        for name, value in {
+            **sasl_env(kafka, PLATFORM),
+            "COFFRE_TOPIC_PREFIX": settings.topic_prefix,
+        }.items():
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        monkeypatch.delenv("COFFRE_KAFKA_SSL_CERT_FILE", raising=False)
+
+        async def platform() -> list:
+            async with CoffreClient(kafka.sasl_bootstrap) as client:
+                assert client.security["sasl_plain_username"] == PLATFORM
+                return [await client.submit(event(n), timeout=60) for n in range(2)]
+
+        outcomes = asyncio.run(platform())
+    finally:
+        codes = stack.stop()
+    assert [o.status for o in outcomes] == ["recorded", "recorded"], outcomes
+    assert [o.acquittal.id_evt for o in outcomes] == [1, 2]
+    assert all(o.acquittal.chain_hash for o in outcomes)
+    assert codes == {"ingest": 0, "vault": 0, "acquittal": 0}, f"logs in {tmp_path}/logs"
+
+
 def _refusal(settings: Settings, capsys) -> str:
     with pytest.raises(SystemExit) as exited:
         asyncio.run(check_kafka_access(settings, timeout=5))
@@ -331,6 +369,98 @@ def test_a_service_with_a_wrong_credential_or_no_tls_exits_2_at_start(
         assert run.returncode == 2, (service, run.returncode, run.stderr[-2000:])
         assert words in run.stderr, (service, run.stderr[-2000:])
         assert took < 30, f"{service} took {took:.0f} s to give up"
+
+
+def test_a_client_certificate_the_broker_does_not_trust_stops_a_service_at_once_with_exit_2(
+    apache_kafka_secured, topic_prefix, tmp_path
+):
+    """Mutual TLS with a client certificate of another CA (the broker's certificate trusted): with TLS 1.3
+    the broker refuses it after the handshake and the client sees a closed connection; every service
+    retried for about 20 s and stopped with a traceback. Now: exit 2 within seconds, one line naming
+    COFFRE_KAFKA_SSL_CERT_FILE and the broker's refusal."""
+    kafka = apache_kafka_secured
+    rogue = TlsMaterial(tmp_path / "another-ca", clients=tuple(SERVICE_PRINCIPALS.values()))
+    settings = stack_settings(kafka.ssl_bootstrap, topic_prefix, tmp_path)
+    stack = Stack(
+        settings,
+        bootstrap=kafka.ssl_bootstrap,
+        service_env={
+            service: {
+                **mtls_env(kafka, principal),
+                "COFFRE_KAFKA_SSL_CERT_FILE": str(rogue.cert(principal)),
+                "COFFRE_KAFKA_SSL_KEY_FILE": str(rogue.key(principal)),
+            }
+            for service, principal in SERVICE_PRINCIPALS.items()
+        },
+    )
+    for service, principal in SERVICE_PRINCIPALS.items():
+        started = time.monotonic()
+        run = subprocess.run(
+            [sys.executable, "-m", "coffre.cli", service],
+            env=stack.env(service),
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        took = time.monotonic() - started
+        output = run.stdout + run.stderr
+        assert run.returncode == 2, (service, run.returncode, output[-3000:])
+        (line,) = [entry for entry in run.stderr.splitlines() if entry.startswith("coffre: ")]
+        assert "the broker refuses the client certificate of COFFRE_KAFKA_SSL_CERT_FILE" in line, line
+        assert str(rogue.cert(principal)) in line and "certificate unknown" in line, line
+        assert "Traceback" not in output, (service, output[-3000:])
+        assert took < 15, f"{service} took {took:.0f} s to give up"
+
+
+def test_a_service_that_may_not_create_absent_topics_exits_2_saying_so(
+    apache_kafka_secured, topic_prefix, tmp_path
+):
+    """The docs' ACLs (no Create right), ``COFFRE_KAFKA_CREATE_TOPICS`` left at true and the topics not
+    created yet: each service stops at once with exit 2 and one line saying its principal may not create
+    topics and what to do, never a traceback (ingest exited 70, the others 1)."""
+    from confluent_kafka.admin import AdminClient
+
+    kafka = apache_kafka_secured
+    create_acls(kafka.librdkafka_sasl(SUPER_USER), coffre_acls(topic_prefix))
+    settings = stack_settings(
+        kafka.sasl_bootstrap,
+        topic_prefix,
+        tmp_path,
+        kafka_security_protocol="SASL_SSL",
+        kafka_ssl_ca_file=kafka.tls.ca,
+        kafka_sasl_mechanism="SCRAM-SHA-512",
+        kafka_sasl_username=SUPER_USER,
+        kafka_sasl_password=kafka.passwords[SUPER_USER],
+        ingest_session_seconds=6,
+    )
+    assert settings.kafka_create_topics
+    stack = secured_stack(kafka, settings, tmp_path)
+    stack.service_env["auditor"] = sasl_env(kafka, "coffre-auditor")
+    principals = {
+        "ingest": "'coffre-ingest'",
+        "vault": "'CN=coffre-vault,O=coffre tests'",  # mutual TLS: its certificate's subject
+        "acquittal": "'coffre-acquittal'",
+        "auditor": "'coffre-auditor'",
+    }
+    for service, principal in principals.items():
+        started = time.monotonic()
+        run = subprocess.run(
+            [sys.executable, "-m", "coffre.cli", service],
+            env=stack.env(service),
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        took = time.monotonic() - started
+        output = run.stdout + run.stderr
+        assert run.returncode == 2, (service, run.returncode, output[-3000:])
+        (line,) = [entry for entry in run.stderr.splitlines() if entry.startswith("coffre: ")]
+        assert f"principal {principal}" in line and "may not create topics" in line, (service, line)
+        assert "TOPIC_AUTHORIZATION_FAILED" in line and "set COFFRE_KAFKA_CREATE_TOPICS=false" in line, line
+        assert "Traceback" not in output, (service, output[-3000:])
+        assert took < 30, f"{service} took {took:.0f} s to give up"
+    listed = AdminClient(kafka.librdkafka_sasl(SUPER_USER)).list_topics(timeout=10).topics
+    assert not [t for t in listed if t.startswith(topic_prefix)], "a topic was created"
 
 
 # ------------------------------------------------------------------------------- three brokers

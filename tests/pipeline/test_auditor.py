@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -155,3 +158,33 @@ def test_its_health_readiness_and_metrics(kafka_bootstrap, topic_prefix, tmp_pat
     finally:
         codes = stack.stop()
     assert codes[AUDITOR] == 0, codes
+
+
+def test_the_auditor_makes_its_data_folder_where_there_is_none(kafka_bootstrap, topic_prefix, tmp_path):
+    """``coffre auditor`` run from an empty folder with the default data folder (``var``, absent) makes
+    ``var/auditor`` as the other services make theirs, instead of failing with FileNotFoundError."""
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    env = Stack(stack_settings(kafka_bootstrap, topic_prefix, tmp_path), bootstrap=kafka_bootstrap).env(
+        AUDITOR
+    )
+    env.pop("COFFRE_DATA_DIR")
+    env["COFFRE_OPS_PORT"] = "0"
+    log = tmp_path / "auditor.log"
+    with open(log, "wb") as out:
+        auditor = subprocess.Popen(
+            [sys.executable, "-m", "coffre.cli", "auditor"], cwd=fresh, env=env, stdout=out, stderr=out
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while "auditor ready" not in log.read_text() and auditor.poll() is None:
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.2)
+            assert auditor.poll() is None, log.read_text()[-3000:]
+            assert (fresh / "var" / "auditor").is_dir()
+        finally:
+            if auditor.poll() is None:
+                os.kill(auditor.pid, signal.SIGTERM)
+            code = auditor.wait(timeout=60)
+    assert code == 0, log.read_text()[-3000:]
+    assert "FileNotFoundError" not in log.read_text()

@@ -28,12 +28,13 @@ from coffre.domain.messages import (
     NormalizedEvent,
     Receipt,
     Rejection,
+    UnknownRecordKey,
     header,
 )
 from coffre.domain.routing import FORWARDED_FROM, coffre_partition
 
 from events import POINSCRIT
-from ingest_fold import TEST_KEYS, IngestFold, ingest_batch
+from ingest_fold import TEST_KEYS, TEST_KEYS_TEXT, IngestFold, ingest_batch
 
 TOPICS = Settings().topics
 LIMITS = Limits()
@@ -277,3 +278,89 @@ def test_a_strangers_snapshot_is_not_one():
             )
     with pytest.raises(ForeignRecord):  # partition 1's snapshot is not partition 2's
         PartitionState.from_record(key, value, headers, 2, 4, TEST_KEYS)
+
+
+# a key id the service lacks ---------------------------------------------------------------
+
+SIGNER_LINE = RecordKeys.new_key_line("k2026b")
+ROTATED = RecordKeys.parse(f"{SIGNER_LINE}\n{TEST_KEYS_TEXT}")
+"""What a service given a newer keys file than the others signs with: ``k2026b`` first, the install's
+``test`` key second (a rotation's step 2 that reached one service before step 1 reached the others)."""
+LACKS = (
+    "signed with key id 'k2026b', which this service does not have: every service of one install needs "
+    "the same COFFRE_RECORD_KEYS_FILE"
+)
+
+
+def test_a_record_signed_with_a_key_id_the_service_lacks_is_reported_naming_it():
+    receipt = Receipt(
+        "0099", 7, 1, "POINSCRIT", "ab" * 32, "c-1", False, 1.0, "2026-11-25T00:00:00.000+00:00"
+    )
+    key, value, headers = receipt.record(ROTATED)
+    assert headers[-1][1].startswith(b"k2026b:")
+    with pytest.raises(UnknownRecordKey) as lacking:
+        Receipt.from_record(key, value, headers, TEST_KEYS)
+    assert lacking.value.key_id == "k2026b" and LACKS in str(lacking.value)
+    assert isinstance(lacking.value, ForeignRecord)  # passed over as any record that does not verify
+    assert Receipt.from_record(key, value, headers, ROTATED) == receipt
+
+    # a tag naming a key id the service has, that does not verify: not coffre's, and said so
+    key, value, headers = receipt.record(TEST_KEYS)
+    forged = value.replace(b'"id_evt":1', b'"id_evt":2')
+    with pytest.raises(ForeignRecord) as failed:
+        Receipt.from_record(key, forged, headers, TEST_KEYS)
+    assert not isinstance(failed.value, UnknownRecordKey)
+    assert "no valid coffre-auth tag" in str(failed.value) and "k2026b" not in str(failed.value)
+    # no tag, or a malformed one: no key id to name
+    assert TEST_KEYS.unknown_key_id(headers[:-1]) is None
+    assert TEST_KEYS.unknown_key_id([(AUTH, b"no colon")]) is None
+    assert TEST_KEYS.unknown_key_id([(AUTH, b"test:abc")]) is None  # a key it has
+
+
+def test_the_vault_names_the_key_id_it_lacks_and_counts_it_apart(tmp_path, caplog):
+    from coffre import metrics
+
+    partitions = 3
+    coffre = coffre_on(0, partitions)
+    genuine = normalized_records(coffre, partitions, 2)
+    first = genuine[0]
+    plain = [(n, v) for n, v in first.headers if n != AUTH]
+    resealed = Delivered(
+        first.key, first.value, ROTATED.seal(Purpose.NORMALIZED, first.key, first.value, plain), 0
+    )
+    counted = metrics.FOREIGN_RECORDS.labels("vault", "unknown_key_id")
+    before = counted._value.get()
+    with JournalSet(tmp_path / "j") as journals, caplog.at_level("ERROR", logger="coffre"):
+        recorder = Recorder(journals, keys=TEST_KEYS, partitions=partitions)
+        assert recorder.record_records([resealed]) == []
+        assert recorder.counts.foreign == 1
+        assert [m.id_evt for m, _ in recorder.record_records(genuine)] == [1, 2]
+    assert counted._value.get() == before + 1
+    (line,) = [r.getMessage() for r in caplog.records if "passed over" in r.getMessage()]
+    assert LACKS in line and "that ingest did not write" not in line
+
+
+def test_ingest_names_the_key_id_of_a_snapshot_or_a_copy_it_cannot_verify(caplog):
+    state = PartitionState(1, 4, 10, {("0099", 7): 3}, {0: 8})
+    key, value, headers = state.record(ROTATED)
+    with pytest.raises(UnknownRecordKey, match="k2026b"):
+        PartitionState.from_record(key, value, headers, 1, 4, TEST_KEYS)
+
+    partitions, here = 4, 1
+    coffre = coffre_on(here, partitions)
+    (copy,) = genuine_copies(coffre, 0, partitions, [3])
+    resealed = ROTATED.seal(Purpose.forward(here), None, copy.value, copy.headers)
+    fold = IngestFold(here, partitions)
+    with caplog.at_level("ERROR", logger="coffre.ingest"):
+        counts = ingest_batch([InputMessage(here, 0, copy.value, resealed)], fold, TOPICS, LIMITS)
+    assert (counts.accepted, counts.rejected) == (0, 1) and fold.state.forwarded == {}
+    (rejected,) = [o for o in fold.outputs if o.topic == TOPICS.rejected]
+    rejection = Rejection.decode(rejected.value)
+    assert rejection.codes == ["RESERVED_HEADER"] and LACKS in rejection.problems[0]["message"]
+    assert any(LACKS in r.getMessage() for r in caplog.records)
+    # a stranger's tag under a key id the fold has: refused, without a key id to blame
+    made_up = [*copy.headers[:-1], (AUTH, b"test:" + base64.b64encode(b"x" * 32))]
+    other = IngestFold(here, partitions)
+    ingest_batch([InputMessage(here, 0, copy.value, made_up)], other, TOPICS, LIMITS)
+    (rejected,) = [o for o in other.outputs if o.topic == TOPICS.rejected]
+    assert "key id" not in Rejection.decode(rejected.value).problems[0]["message"]
