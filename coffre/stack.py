@@ -28,7 +28,7 @@ from .adapters.archive import signer, trust_store
 from .adapters.broker import EmbeddedBroker
 from .adapters.kafka import LINGER_VARIABLE
 from .adapters.keys import KeyFileError, development_record_keys
-from .adapters.lifeline import tied
+from .adapters.lifeline import popen
 from .adapters.stream import ensure_coffre_topics
 from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
 from .config import Settings, configuration_error
@@ -322,8 +322,8 @@ class Stack:
 
     def spawn(self, name: str) -> subprocess.Popen[bytes]:
         log = open(Path(self.settings.data_dir) / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
-        child = subprocess.Popen(
-            tied([sys.executable, "-m", "coffre.cli", COMMANDS.get(name, name.partition("-")[0])]),
+        child = popen(
+            [sys.executable, "-m", "coffre.cli", COMMANDS.get(name, name.partition("-")[0])],
             env=self.env(name),
             stdout=log,
             stderr=subprocess.STDOUT,

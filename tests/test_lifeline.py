@@ -20,11 +20,20 @@ from coffre.adapters.lifeline import SUPPORTED, tied
 pytestmark = pytest.mark.skipif(not SUPPORTED, reason="PR_SET_PDEATHSIG is Linux's")
 
 PARENT = """
-import subprocess, sys, time
-from coffre.adapters.lifeline import tied
+import subprocess, sys, threading, time
+from coffre.adapters.lifeline import popen
 command = [sys.executable, "-c", "import time; time.sleep(600)"]
-child = subprocess.Popen(tied(command) if sys.argv[1] == "tied" else command)
+if sys.argv[1] == "thread":  # from a worker thread that ends later, as a supervisor's restart
+    started = []
+    worker = threading.Thread(target=lambda: (started.append(popen(command)), time.sleep(1.5)))
+    worker.start()
+    worker.join()
+    child = started[0]
+else:
+    child = popen(command) if sys.argv[1] == "tied" else subprocess.Popen(command)
 print(child.pid, flush=True)
+time.sleep(1.0)
+print("alive" if child.poll() is None else f"dead {child.returncode}", flush=True)
 time.sleep(600)
 """
 
@@ -43,6 +52,7 @@ def orphan_after_parent_killed(mode: str) -> tuple[int, bool]:
     parent = subprocess.Popen([sys.executable, "-c", PARENT, mode], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
+    assert parent.stdout.readline().strip() == "alive"  # a second later: the thread that forked it is gone
     assert running(child)
     parent.send_signal(signal.SIGKILL)
     parent.wait(timeout=10)
@@ -54,6 +64,13 @@ def orphan_after_parent_killed(mode: str) -> tuple[int, bool]:
 
 def test_a_tied_child_dies_with_its_sigkilled_parent() -> None:
     _, survived = orphan_after_parent_killed("tied")
+    assert not survived
+
+
+def test_a_child_started_from_a_thread_that_ends_lives_on_and_dies_with_its_parent() -> None:
+    """The kernel signals when the *thread* that forked the child ends: a supervisor thread's restart
+    must not die with that thread, and must still die with the process."""
+    _, survived = orphan_after_parent_killed("thread")
     assert not survived
 
 

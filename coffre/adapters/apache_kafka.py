@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .lifeline import tied
+from .lifeline import popen, tied
 
 log = logging.getLogger("coffre.kafka")
 
@@ -376,8 +376,8 @@ class KafkaNode:
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(
-                tied(self._java("kafka.Kafka", str(self.folder / "server.properties"))),
+            self.process = popen(
+                self._java("kafka.Kafka", str(self.folder / "server.properties")),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .lifeline import tied
+from .lifeline import popen
 
 __all__ = ["EmbeddedBroker", "TansuNotFoundError", "free_port", "free_port_block", "tansu_path"]
 
@@ -154,20 +154,18 @@ class EmbeddedBroker:
             raise _PortTaken(f"127.0.0.1:{port} is already in use")
         env = dict(os.environ, NO_COLOR="1")
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(
-                tied(
-                    [
-                        str(binary),
-                        "broker",
-                        "--listener-url",
-                        url,
-                        "--advertised-listener-url",
-                        url,
-                        # what on_embedded_broker tells it by (Tansu's default, whatever CLUSTER_ID says)
-                        "--cluster-id",
-                        "tansu_cluster",
-                    ]
-                ),
+            self._proc = popen(
+                [
+                    str(binary),
+                    "broker",
+                    "--listener-url",
+                    url,
+                    "--advertised-listener-url",
+                    url,
+                    # what on_embedded_broker tells it by (Tansu's default, whatever CLUSTER_ID says)
+                    "--cluster-id",
+                    "tansu_cluster",
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

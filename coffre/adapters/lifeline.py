@@ -10,18 +10,25 @@ the one that started it (it may have died during the fork), then ``exec``\\ s th
 the setting (Linux keeps it across ``execve`` except for set-user-ID programs). No ``preexec_fn``:
 Python code between ``fork`` and ``exec`` in a threaded parent may deadlock.
 
-The signal follows the parent *thread*: start tied children from a thread that lives as long as
-they should (the main thread, as ``coffre up`` and the tests do). Elsewhere than Linux there is no
-such signal: the command runs untied (:data:`SUPPORTED` is False).
+The kernel sends the signal when the parent *thread* that forked the child ends, not the process: a
+child started from a worker thread (a supervisor thread that restarts a service, ``asyncio.to_thread``)
+would be killed when that thread ends. :func:`popen` therefore forks from the main thread, or else
+from one thread of its own that lives as long as the process. Elsewhere than Linux there is no such
+signal: the command runs untied (:data:`SUPPORTED` is False).
 """
 
 from __future__ import annotations
 
 import os
+import queue
+import subprocess
 import sys
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
 
-__all__ = ["SUPPORTED", "tied"]
+__all__ = ["SUPPORTED", "popen", "tied"]
 
 SUPPORTED = sys.platform.startswith("linux")
 
@@ -41,3 +48,35 @@ def tied(argv: Sequence[str]) -> list[str]:
         return list(argv)
     # -I: isolated (no user site, no PYTHON* variables), -S: no site import (a few ms, not tens)
     return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *argv]
+
+
+_requests: queue.SimpleQueue[tuple[list[str], dict[str, Any], Future[subprocess.Popen[Any]]]] = (
+    queue.SimpleQueue()
+)
+_forker: threading.Thread | None = None
+_forker_lock = threading.Lock()
+
+
+def popen(argv: Sequence[str], **options: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(tied(argv), **options)``, forked by a thread that ends only with this process:
+    the main thread, or the one :func:`popen` keeps for calls from other threads."""
+    command = tied(argv)
+    if not SUPPORTED or threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(command, **options)
+    global _forker
+    with _forker_lock:
+        if _forker is None or not _forker.is_alive():
+            _forker = threading.Thread(target=_fork_forever, name="coffre-lifeline", daemon=True)
+            _forker.start()
+    started: Future[subprocess.Popen[Any]] = Future()
+    _requests.put((command, options, started))
+    return started.result()
+
+
+def _fork_forever() -> None:
+    while True:
+        command, options, started = _requests.get()
+        try:
+            started.set_result(subprocess.Popen(command, **options))
+        except BaseException as exc:  # the caller's Popen error, raised in the caller's thread
+            started.set_exception(exc)
