@@ -8,6 +8,11 @@ Written for aiokafka against both Apache Kafka and the embedded Tansu broker
 * ``end_offsets()`` can under-report when the last batch holds several records, so
   :func:`read_span` (every reader of a span, :func:`drain` among them) reads until a fetch returns
   nothing for ``idle_ms`` instead of trusting it, and :func:`read_end_offsets` reads the last batch.
+* A produce hands out its batch's offsets (moves the high watermark) before it stores the batch:
+  with several producers on one partition, a fetch made in between skips a batch stored after a
+  later one, and a fetch a moment later returns it. A gap in a fetch is no hole of the log:
+  ingest reads again from it, and passes over offsets only when two fetches a second apart agree
+  (``services/ingest/app.py``, ``HOLE_SETTLE_SECONDS``).
 * A metadata request naming a missing topic creates it with 4 partitions (auto-creation), so
   this module only ever asks for *all* topics and filters, and creates topics explicitly.
 * A consumer-group join waits about half the session timeout, hence the short session timeout.

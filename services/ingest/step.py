@@ -7,7 +7,9 @@ partitions after a crash, and a zombie (a replica that comes back after its part
 publish only identical duplicates, which the vault records once. No Kafka in sight here: the
 loop around it (``app.py``) reads, publishes, snapshots.
 
-The fold, per input of partition p at offset o (see docs/architecture.md):
+The fold moves one offset at a time: it folds the input at its position, or passes over offsets
+the log is known to hold no record at (:meth:`PartitionState.pass_over`), never over offsets a fetch
+happened to skip. Per input of partition p at offset o (see docs/architecture.md):
 
 * a copy ingest forwarded (header ``coffre-forwarded-from: s:so``) that this partition already
   folded (``so`` at most the highest offset of ``s`` folded) is a duplicate: skipped, counted;
@@ -91,6 +93,15 @@ class PartitionState:
     forwarded: dict[int, int] = field(default_factory=dict)
     size: int = 0
     """The snapshot's size as :meth:`counter_bytes` bounds it, kept so a new coffre is checked in O(1)."""
+
+    def pass_over(self, offset: int) -> None:
+        """Move the fold to ``offset`` over offsets that hold no record (transaction markers, say).
+
+        Only once the log is known to hold none there: a fetch that skipped them is no proof (Tansu
+        hands out a record batch's offsets before it stores the batch, and a fetch made in between
+        skips the batch a later fetch returns). Folding past a record that is there loses its event,
+        and makes this fold differ from that of a replica that read it."""
+        self.position = max(self.position, offset)
 
     @staticmethod
     def counter_bytes(id_oper: str, id_coffre: int) -> int:
@@ -272,14 +283,19 @@ class IngestStep:
     def run(self, state: PartitionState, batch: list[InputMessage], published_below: int = 0) -> StepResult:
         """Fold ``batch`` (inputs of ``state.partition``, in offset order) into ``state``.
 
-        Inputs before ``state.position`` are skipped (already folded). The outputs of inputs
-        before ``published_below`` are known to be on Kafka (the previous owner committed that
-        offset after publishing them): they are folded, not published again."""
+        Inputs before ``state.position`` are skipped (already folded). The fold stops at the first
+        input past ``state.position``: the offsets in between were not read, and that one fetch
+        skipped them does not mean the log holds nothing there. The caller reads again from
+        ``state.position`` (and passes over offsets proven empty with :meth:`PartitionState.pass_over`).
+        The outputs of inputs before ``published_below`` are known to be on Kafka (the previous owner
+        committed that offset after publishing them): they are folded, not published again."""
         counts = StepCounts()
         outputs: list[Output] = []
         for message in batch:
             if message.offset < state.position:
                 continue
+            if message.offset > state.position:
+                break
             output = self._fold(state, message, counts)
             state.position = message.offset + 1
             if output is None:

@@ -56,15 +56,14 @@ def event(coffre: int, player: str = "p-1") -> bytes:
 def genuine_copies(coffre: int, source: int, partitions: int, offsets: list[int]) -> list:
     """What ingest folding partition ``source`` forwards for events of ``coffre`` at ``offsets``."""
     origin = IngestFold(source, partitions)
-    ingest_batch(
-        [
-            InputMessage(source, o, event(coffre, f"p-{o}"), [(CORRELATION_ID, f"c-{o}".encode())])
-            for o in offsets
-        ],
-        origin,
-        TOPICS,
-        LIMITS,
-    )
+    for o in offsets:
+        origin.state.position = o  # the fold of ``source`` stands there (what came before is not the point)
+        ingest_batch(
+            [InputMessage(source, o, event(coffre, f"p-{o}"), [(CORRELATION_ID, f"c-{o}".encode())])],
+            origin,
+            TOPICS,
+            LIMITS,
+        )
     assert all(out.forward for out in origin.outputs)
     return origin.outputs
 

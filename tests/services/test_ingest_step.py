@@ -114,6 +114,7 @@ def test_an_event_on_another_partition_is_forwarded_once_and_numbered_by_the_own
     coffre, owner, elsewhere = _misrouted(4)
     raw = other_coffre(POINSCRIT, coffre)
     origin = IngestFold(elsewhere, 4)
+    origin.state.position = 10  # folded up to offset 10
     counts = ingest_batch(
         [InputMessage(elsewhere, 10, raw, [(CORRELATION_ID, b"c-1")])], origin, TOPICS, LIMITS
     )
