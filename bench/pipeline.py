@@ -1856,7 +1856,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--broker",
         choices=sorted(BROKERS),
         default="embedded",
-        help="the embedded broker (Tansu), a single-node Apache Kafka (tests/apache_kafka.py), or both "
+        help="the embedded broker (Tansu), a single-node Apache Kafka (coffre up's own, LocalKafka), or both "
         "one after the other, printed side by side",
     )
     parser.add_argument("--events", type=int, default=20_000, help="events of the raw and end-to-end phases")

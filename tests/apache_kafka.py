@@ -293,9 +293,13 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(f"{HOST}:{b.listeners['PLAINTEXT']}" for b in self.brokers)
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 10.0) -> None:
+        """All at once: stopped one after the other, the last ones wait for a quorum that is gone."""
         for b in self.brokers:
-            b.stop()
+            b.terminate()
+        deadline = time.monotonic() + grace
+        for b in self.brokers:
+            b.reap(max(0.1, deadline - time.monotonic()))
 
 
 def cluster(folder: Path, size: int = 3) -> KafkaCluster:

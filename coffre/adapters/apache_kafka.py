@@ -420,14 +420,22 @@ class KafkaNode:
 
     def stop(self, grace: float = STOP_GRACE) -> int | None:
         """A controlled shutdown (SIGTERM; a paused node is resumed first), SIGKILL after ``grace``."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
+        self.terminate()
+        return self.reap(grace)
+
+    def terminate(self) -> None:
+        """Ask for a controlled shutdown (a paused node is resumed first), without waiting."""
+        if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGCONT)
                 os.killpg(self.process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=grace)
+
+    def reap(self, grace: float = STOP_GRACE) -> int | None:
+        """Wait ``grace`` for the node to stop after :meth:`terminate`, then SIGKILL it."""
+        if self.process is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=grace)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):

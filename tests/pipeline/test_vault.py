@@ -150,17 +150,18 @@ def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(
     ]
     bootstrap = settings.bootstrap_servers
 
-    async def run_replicas(expected: int) -> list:
+    async def run_replicas(expected: int, publish: bool = False) -> list:
         stop = asyncio.Event()
         vaults = [asyncio.create_task(serve(s, stop)) for s in replicas]
-        await asyncio.sleep(0)
+        if publish:  # once both are in the group: a replica alone first would take every partition
+            await asyncio.sleep(2 * settings.ingest_session_seconds)
+            await publish_rows(bootstrap, rows)
         found = await read_receipts(bootstrap, settings.topics.receipts, expected, timeout=60)
         await asyncio.sleep(1.0)  # time for a second receipt of anything read twice
         stop.set()
         return [await v for v in vaults], found
 
-    asyncio.run(publish_rows(bootstrap, rows))
-    counts, receipts = asyncio.run(run_replicas(len(rows)))
+    counts, receipts = asyncio.run(run_replicas(len(rows), publish=True))
     assert len(receipts) == len(rows)
     assert sum(c.recorded for c in counts) == len(rows) and all(c.recorded for c in counts)
     held = []
