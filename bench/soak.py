@@ -442,7 +442,7 @@ class Soak:
         candidates = self.candidates()
         k = 1
         while True:
-            at = self.began + k * every
+            at = max(self.began + k * every, time.perf_counter())
             if (plan and k > len(plan)) or (not plan and at > end - 5):
                 return
             await asyncio.sleep(max(0.0, at - time.perf_counter()))
