@@ -16,7 +16,7 @@ not run. ``--cluster`` (``--broker cluster``): three Apache Kafka brokers instea
 **The load.** A platform as an operator's would be (``failover.LibrdkafkaPlatform``: librdkafka, idempotent,
 ``acks=all``) publishes POINSCRITs at ``--rate`` over ``--coffres`` coffres; the acquittals are read with
 librdkafka too, ``assign()``ed (``_checker.AcquittalLog``). The minutes start once every coffre has had
-an acquittal.
+an acquittal and every event published until then has its own.
 
 **The hits** (``--hits every=30``): one every 30 s, chosen at random (``--seed``, printed) among SIGKILL,
 SIGTERM and SIGSTOP of each service process (ingest, ingest-2, vault, vault-2, acquittal) and, on the
@@ -589,7 +589,9 @@ class Soak:
             await self.ready()
             self.began = time.perf_counter()
             end = self.began + side.seconds
-            say(f"[{side.name}] every coffre acquitted: the minutes start (seed {side.seed})")
+            say(
+                f"[{side.name}] every coffre acquitted, the start's backlog too: the minutes start (seed {side.seed})"
+            )
             monitor = asyncio.create_task(self.monitor())
             hits = asyncio.create_task(self.hits(end))
             while time.perf_counter() < end or not hits.done():
@@ -624,14 +626,22 @@ class Soak:
             self.log.stop()
 
     async def ready(self) -> None:
-        """Until every coffre has had an acquittal (the groups joined, every service working)."""
+        """Until every coffre has had an acquittal (the groups joined, every service working), then
+        until every event published by then has its own (the start's backlog worked off)."""
         assert self.platform is not None and self.log is not None
         platform, log = self.platform, self.log
         want = set(range(21, 21 + self.args.coffres))
         deadline = time.perf_counter() + self.args.ready_timeout
-        while {platform.coffre(cid) for cid in list(log.arrived)} < want:
+        backlog: list[str] | None = None
+        while backlog is None or backlog:
+            if backlog is None and {platform.coffre(cid) for cid in list(log.arrived)} >= want:
+                backlog = list(platform.order)
+            if backlog:
+                backlog = [cid for cid in backlog if cid not in log.arrived]
             if time.perf_counter() > deadline:
-                raise RuntimeError(f"not every coffre acquitted within {self.args.ready_timeout:.0f} s")
+                raise RuntimeError(
+                    f"the stack did not keep up within {self.args.ready_timeout:.0f} s of its start"
+                )
             log.check()
             await asyncio.sleep(0.2)
 
