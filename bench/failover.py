@@ -576,10 +576,10 @@ def startup_times(outcome: Chaos, logs: Path) -> None:
 
 
 def verify_archive_command(
-    settings: Settings, data: Path, certs: Sequence[Path] | None = None
+    settings: Settings, data: Path, certs: Sequence[Path] | None = None, timeout: float = 600.0
 ) -> tuple[bool, str]:
     """``coffre verify`` of the stack's archive, as an operator runs it (trusting ``certs``, by default
-    the stack's signing certificate): passes, and its output."""
+    the stack's signing certificate; at most ``timeout`` seconds): passes, and its output."""
     trusted = certs if certs is not None else [signing_files(settings)[1]]
     done = subprocess.run(
         [
@@ -593,7 +593,7 @@ def verify_archive_command(
         cwd=data,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     return done.returncode == 0, (done.stdout + done.stderr).strip()
 

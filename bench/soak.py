@@ -684,7 +684,12 @@ class Soak:
             self.log,
             player_correlation("c"),
         )
-        verdict.verified, said = verify_archive_command(settings, side.data, vault_certificates(settings, 2))
+        verdict.verified, said = verify_archive_command(
+            settings,
+            side.data,
+            vault_certificates(settings, 2),
+            timeout=max(600.0, len(self.platform.order) / 500),  # an hour's archive on a busy machine
+        )
         if not verdict.verified:
             verdict.problems.append(f"coffre verify failed: {said[-600:]}")
         side.verdict = verdict
