@@ -340,14 +340,14 @@ def hit_plan(victims: Sequence[str], count: int) -> list[tuple[str, str]]:
     return plan
 
 
-def plan_of(text: str) -> list[tuple[str, str]]:
-    """``--plan``: ``SERVICE:SIGNAL`` items, comma-separated."""
+def plan_of(text: str, victims: Sequence[str] = CHAOS_VICTIMS) -> list[tuple[str, str]]:
+    """``--plan``: ``SERVICE:SIGNAL`` items, comma-separated, SERVICE one of ``victims``."""
     plan = []
     for item in text.split(","):
         victim, _, action = item.strip().partition(":")
-        if victim not in CHAOS_VICTIMS or action not in ("SIGKILL", "SIGTERM", "SIGSTOP"):
+        if victim not in victims or action not in ("SIGKILL", "SIGTERM", "SIGSTOP"):
             raise argparse.ArgumentTypeError(
-                f"{item!r}: SERVICE:SIGKILL|SIGTERM|SIGSTOP, SERVICE one of {CHAOS_VICTIMS}"
+                f"{item!r}: SERVICE:SIGKILL|SIGTERM|SIGSTOP, SERVICE one of {', '.join(victims)}"
             )
         plan.append((victim, action))
     return plan
@@ -356,10 +356,14 @@ def plan_of(text: str) -> list[tuple[str, str]]:
 class LibrdkafkaPlatform:
     """A platform as an operator's would be: librdkafka (confluent-kafka), in a thread of its own,
     publishing at ``rate`` events/s over ``coffres`` coffres (half keyed by IDCoffre, hashed by
-    librdkafka's CRC32, half by request), remembering when each event went out."""
+    librdkafka's CRC32, half by request), remembering when each event went out. ``config``: more
+    of the producer's settings (``enable.idempotence``, say)."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: float, coffres: int):
+    def __init__(
+        self, bootstrap: str, topic: str, rate: float, coffres: int, config: dict[str, Any] | None = None
+    ):
         self.bootstrap = bootstrap
+        self.config = config or {}
         self.topic = topic
         self.rate = rate
         self.coffres = coffres
@@ -390,7 +394,9 @@ class LibrdkafkaPlatform:
                 self.failed.append(f"{msg.key()!r}: {err}")
 
         try:
-            producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, "acks": "all"})
+            producer = Producer(
+                {"bootstrap.servers": self.bootstrap, "linger.ms": 0, "acks": "all", **self.config}
+            )
             start = time.perf_counter()
             n = 0
             while not self.stop.is_set():
@@ -569,15 +575,25 @@ def startup_times(outcome: Chaos, logs: Path) -> None:
                     break
 
 
-def verify_archive_command(settings: Settings, data: Path) -> tuple[bool, str]:
-    """``coffre verify`` of the stack's archive, as an operator runs it: passes, and its output."""
-    _, cert = signing_files(settings)
+def verify_archive_command(
+    settings: Settings, data: Path, certs: Sequence[Path] | None = None, timeout: float = 600.0
+) -> tuple[bool, str]:
+    """``coffre verify`` of the stack's archive, as an operator runs it (trusting ``certs``, by default
+    the stack's signing certificate; at most ``timeout`` seconds): passes, and its output."""
+    trusted = certs if certs is not None else [signing_files(settings)[1]]
     done = subprocess.run(
-        [sys.executable, "-m", "coffre.cli", "verify", str(settings.archive_root), "--cert", str(cert)],
+        [
+            sys.executable,
+            "-m",
+            "coffre.cli",
+            "verify",
+            str(settings.archive_root),
+            *(arg for cert in trusted for arg in ("--cert", str(cert))),
+        ],
         cwd=data,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     return done.returncode == 0, (done.stdout + done.stderr).strip()
 

@@ -72,6 +72,7 @@ from _worktree import Checkout, dirty, short_revision, worktree
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from coffre.adapters.apache_kafka import LocalKafka
+from coffre.adapters.archive import signing_files
 from coffre.adapters.broker import EmbeddedBroker, free_port_block
 from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, drain, ensure_topics
 from coffre.adapters.kafka_security import client_options
@@ -1240,15 +1241,42 @@ def base_service(name: str) -> str:
     return head if head and tail.isdigit() else name
 
 
+def vault_data_dir(settings: Settings, name: str) -> Path:
+    """The data folder of vault replica ``name``: the stack's own for ``vault``, else a folder of its
+    own beside it (``<data>/vault-2`` for a stack in ``<data>/stack``): its journal and signing key."""
+    return Path(settings.data_dir) if name == "vault" else Path(settings.data_dir).parent / name
+
+
+def vault_certificates(settings: Settings, vaults: int = 1) -> list[Path]:
+    """The signing certificate of each vault replica (each signs with its own development key)."""
+    return [
+        signing_files(settings.model_copy(update={"data_dir": vault_data_dir(settings, name)}))[1]
+        for name in ["vault", *(f"vault-{n}" for n in range(2, vaults + 1))]
+    ]
+
+
 def start_stack(
-    settings: Settings, bootstrap: str, code: Code, replicas: int, cwd: Path, *, static: bool = False
+    settings: Settings,
+    bootstrap: str | None,
+    code: Code,
+    replicas: int,
+    cwd: Path,
+    *,
+    static: bool = False,
+    vaults: int = 1,
 ) -> Stack:
     """A Stack running ``code``'s services, started with ``cwd`` as working directory (outside the
     project, so that ``python -m coffre.cli`` does not import the checkout it runs from). ``static``:
     each child its own ``COFFRE_KAFKA_GROUP_INSTANCE_ID`` (its name: ``ingest-2``…), the same at
-    every restart, as a pod's name in Kubernetes."""
+    every restart, as a pod's name in Kubernetes. ``bootstrap`` None: the Stack starts its broker as
+    ``coffre up`` does. ``vaults`` > 1: vault replicas ``vault-2``… beside ``vault``, in its group,
+    each with its own data folder (:func:`vault_data_dir`: journal, signing key) over the one archive
+    (``COFFRE_ARCHIVE_DIR``, as an S3 bucket would be shared), each started and restarted as
+    ``spawn("vault-2")``."""
     extra = code.env()
     allowed = code.services
+    if vaults > 1:
+        settings = settings.model_copy(update={"archive_dir": settings.archive_root})
 
     class BenchStack(Stack):
         def env(self, *args: Any, **kwargs: Any) -> dict[str, str]:
@@ -1256,6 +1284,8 @@ def start_stack(
             name = args[0] if args else kwargs.get("name")
             if static and name:
                 env["COFFRE_KAFKA_GROUP_INSTANCE_ID"] = f"{settings.topic_prefix}{name}"
+            if name and base_service(name) == "vault" and name != "vault":
+                env["COFFRE_DATA_DIR"] = str(vault_data_dir(settings, name))
             return env
 
         def spawn(self, name: str, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
@@ -1280,6 +1310,8 @@ def start_stack(
             stack.start(services=allowed)
         else:
             stack.start()
+        for n in range(2, vaults + 1):
+            stack.spawn(f"vault-{n}")
     for name in [name for name, child in stack.children.items() if child is None]:
         del stack.children[name]  # a service skipped above, should the Stack have kept its None
     return stack

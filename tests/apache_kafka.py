@@ -302,7 +302,9 @@ class KafkaCluster:
             b.reap(max(0.1, deadline - time.monotonic()))
 
 
-def cluster(folder: Path, size: int = 3) -> KafkaCluster:
+def cluster(folder: Path, size: int = 3, extra: dict[str, object] | None = None) -> KafkaCluster:
+    """``size`` nodes started in ``folder``; ``extra``: more of each node's settings (the soak bench
+    lowers ``group.min.session.timeout.ms`` to ``coffre up``'s broker's)."""
     libs = kafka_libs()
     base = free_port_block(2 * size)
     voters = ",".join(f"{n + 1}@{HOST}:{base + size + n}" for n in range(size))
@@ -329,6 +331,7 @@ def cluster(folder: Path, size: int = 3) -> KafkaCluster:
             "broker.session.timeout.ms": 4000,
             "broker.heartbeat.interval.ms": 1000,
             "replica.lag.time.max.ms": 5000,
+            **(extra or {}),
         }
         brokers.append(
             KafkaNode(

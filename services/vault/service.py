@@ -271,38 +271,74 @@ async def _run(
         if consumed:
             s.committer.commit(allowed())  # seals since the last batch let the commit move on
 
-    async def let_go(partitions: set[int]) -> list[tuple[str, int]]:
-        """Stop recording and sealing the coffres of these partitions (another replica has them or
-        will); holds the stream's lock, so no step is in flight."""
-        moved = [c for c in journals.opened() if recorder.home(c[1]) in partitions]
+    def moved_away(partitions: set[int]) -> None:
+        for p in partitions:
+            consumed.pop(p, None)
+            committed.pop(p, None)
+
+    handover = Handover(s.lock, recorder, journals, sealing, lease, settings.partitions, moved_away)
+    await s.run(step, stop, listener=handover, tick=tick, commit_filter=commit_filter)
+
+
+class Handover(ConsumerRebalanceListener):
+    """What a rebalance moves. The coffres of revoked partitions are let go: no longer recorded nor
+    sealed here (``moved_away`` is told the partitions, for the loop's offsets). At an assignment, so
+    are the coffres of every partition not held here without a break until then, assigned now or not:
+    those loaded at start (:meth:`Sealer.start`), before the group gave their partition, and any
+    opened since the last revocation. Such a coffre is opened again when its next event comes, and
+    its journal aligned with the archive then (:meth:`Sealer.align`): another replica may have sealed
+    it in between, and a vault that continued from its older alignment passed over every event after
+    that replica's lot as "ahead of the chain" and committed past them (the coffre stalled for good)."""
+
+    def __init__(
+        self,
+        lock: asyncio.Lock,
+        recorder: Recorder,
+        journals: JournalSet,
+        sealing: SealerThread,
+        lease: GroupLease,
+        partitions: int,
+        moved_away: Callable[[set[int]], None] = lambda _: None,
+    ):
+        self.lock = lock
+        self.recorder = recorder
+        self.journals = journals
+        self.sealing = sealing
+        self.lease = lease
+        self.partitions = partitions
+        self.moved_away = moved_away
+        self.held: set[int] = set()
+        """The partitions assigned here and not revoked since."""
+
+    async def let_go(self, partitions: set[int]) -> list[tuple[str, int]]:
+        """Stop recording and sealing the coffres of these partitions; the caller holds the stream's
+        lock, so no step is in flight."""
+        moved = [c for c in self.journals.opened() if self.recorder.home(c[1]) in partitions]
         if moved:
-            await asyncio.to_thread(sealing.forget, moved)  # after the seal in hand
-            journals.close_coffres(moved)
-            recorder.forget(moved)
+            await asyncio.to_thread(self.sealing.forget, moved)  # after the seal in hand
+            self.journals.close_coffres(moved)
+            self.recorder.forget(moved)
         return moved
 
-    class Handover(ConsumerRebalanceListener):
-        async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-            partitions = {tp.partition for tp in revoked}
-            if not partitions:
-                return
-            async with s.lock:  # no step in flight: what it appended is synced and acknowledged
-                moved = await let_go(partitions)
-                for p in partitions:
-                    consumed.pop(p, None)
-                    committed.pop(p, None)
-            log.info(
-                "partitions %s moved away: %d coffre(s) no longer sealed here", sorted(partitions), len(moved)
-            )
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        partitions = {tp.partition for tp in revoked}
+        if not partitions:
+            return
+        async with self.lock:  # no step in flight: what it appended is synced and acknowledged
+            moved = await self.let_go(partitions)
+            self.held -= partitions
+            self.moved_away(partitions)
+        log.info(
+            "partitions %s moved away: %d coffre(s) no longer sealed here", sorted(partitions), len(moved)
+        )
 
-        async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-            mine = {tp.partition for tp in assigned}
-            async with s.lock:  # coffres loaded at start whose partitions another replica holds now
-                await let_go(set(range(settings.partitions)) - mine)
-            lease.renew()
-            log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
-
-    await s.run(step, stop, listener=Handover(), tick=tick, commit_filter=commit_filter)
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        mine = {tp.partition for tp in assigned}
+        async with self.lock:
+            await self.let_go(set(range(self.partitions)) - self.held)
+            self.held = mine
+        self.lease.renew()
+        log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
 
 
 def run(settings: Settings) -> None:
