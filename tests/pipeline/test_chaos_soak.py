@@ -37,6 +37,7 @@ PLAN = [
 ]
 RATE = 100
 EVERY = 10
+PROCESSES = {"broker", "ingest", "ingest-2", "vault", "vault-2", "acquittal", "bench"}
 
 
 def test_the_short_chaos_soak_loses_nothing_and_the_archive_holds_what_was_acknowledged(tmp_path):
@@ -93,3 +94,21 @@ def test_the_short_chaos_soak_loses_nothing_and_the_archive_holds_what_was_ackno
     assert [(h["victim"], h["action"]) for h in soak["hits"]] == PLAN
     assert all(h["resume_s"] is not None for h in soak["hits"]), soak["hits"]
     assert json.loads(run.stdout)["status"] == 0
+    # what a person reads: a line per hit and per interval, the check, the summary (text on stderr)
+    for words in ("seed 30", "[soak] min   1", "SIGKILL ingest: acquittals back", "[soak] check:", "summary"):
+        assert words in run.stderr, (words, run.stderr[-3000:])
+    assert len(soak["minutes"]) >= 2
+    for minute in soak["minutes"]:
+        assert set(minute["rss_mb"]) == PROCESSES and set(minute["cpu_percent"]) == PROCESSES
+        assert minute["broker_disk_mb"] > 0 and minute["published"] > 0
+    summary = soak["summary"]
+    assert summary["lost"] == 0 and summary["duplicates"] == 0
+    # by kind of hit (a replica counted with its service)
+    assert set(summary["resume_by_kind"]) == {f"{action} {victim.split('-')[0]}" for victim, action in PLAN}
+    assert set(summary["memory"]) == PROCESSES
+    assert set(summary["met"]) == {
+        "lost_0",
+        "resume_within_5_s",
+        "p99_outside_hits_within_1_s",
+        "memory_flat",
+    }
