@@ -26,7 +26,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from .adapters.kafka import PRODUCER_TUNING, topic_partitions
+from .adapters.kafka import PRODUCER_TUNING, REQUEST_TIMEOUT_MS, topic_partitions
 from .config import Topics
 from .domain.errors import Rejected
 from .domain.messages import CORRELATION_ID, SOURCE_ID, Acquittal, Receipt, header
@@ -81,7 +81,11 @@ class CoffreClient:
         )
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5, **self.security
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=5,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,  # a silent broker waited out as coffre's services do
+            **self.security,
         )
         await self._consumer.start()
         partitions = []

@@ -17,13 +17,21 @@ import logging
 import time
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import InvalidSessionTimeoutError
+from aiokafka.errors import InvalidSessionTimeoutError, KafkaError
 
 from coffre import metrics
-from coffre.adapters.kafka import OffsetCommitter, read_span, span_reader, topic_partitions
+from coffre.adapters.kafka import OffsetCommitter, read_span, retried, span_reader, topic_partitions
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.keys import record_keys
-from coffre.adapters.stream import INVARIANT_EXIT, Batch, Publisher, Record, run_until_signalled, stream
+from coffre.adapters.stream import (
+    INVARIANT_EXIT,
+    UNAVAILABLE_EXIT,
+    Batch,
+    Publisher,
+    Record,
+    run_until_signalled,
+    stream,
+)
 from coffre.config import Settings, configuration_error
 from coffre.domain.authenticity import RecordKeys
 from coffre.domain.codec import Limits
@@ -88,7 +96,13 @@ class StateTopic:
         if not wanted:
             return best
         tps = [TopicPartition(self.topic, p) for p in wanted]
-        ends = await self.reader.end_offsets(tps)
+        try:
+            # asked again while the cluster mends a failure (a paused broker's partitions moving)
+            ends = await retried(lambda: self.reader.end_offsets(tps), READ_SECONDS)
+        except KafkaError as exc:
+            raise SnapshotsUnread(
+                f"{self.topic}{wanted}: their end offsets could not be read: {exc!r}"
+            ) from None
         try:
             spans = {tp: (max(0, ends[tp] - SNAPSHOTS_READ_BACK), ends[tp]) for tp in tps}
             async for tp, records in read_span(
@@ -399,6 +413,9 @@ def run(settings: Settings) -> None:
     except (StateLost, SnapshotError):
         log.critical("ingest cannot rebuild a partition's IDEvt counters", exc_info=True)
         raise SystemExit(INVARIANT_EXIT) from None
+    except SnapshotsUnread as exc:  # the cluster, not an invariant: a restart (or another replica) reads them
+        log.critical("ingest stopped: %s", exc)
+        raise SystemExit(UNAVAILABLE_EXIT) from None
 
 
 __all__ = ["run", "serve"]

@@ -469,9 +469,10 @@ CLUSTER_RATE = 100  # events/s, until the failures are over (at most CLUSTER_SEC
 CLUSTER_SECONDS = 360
 RESUME_LIMIT = 150.0
 """Seconds within which every coffre's acquittals must resume after a broker is killed, paused or resumed.
-Measured here: 4-8 s after a SIGKILL (the connection is refused at once), 60-75 s after a SIGSTOP (the
-broker accepts connections and answers nothing: aiokafka asks it for metadata again after each 15 s
-request timeout before it settles on the new leaders), 3-5 s after the SIGCONT."""
+Measured here: 4-9 s after a SIGKILL (the connection is refused at once), 17-21 s after a SIGSTOP (the
+broker accepts connections and answers nothing: each request and metadata refresh that meets it waits
+out coffre's 5 s request timeout, the platform's too, before the client settles on the new leaders;
+61-91 s with 15 s), 1-4 s after the SIGCONT."""
 COFFRES = (31, 32, 33, 34, 35)
 
 
@@ -479,7 +480,8 @@ class Platform:
     """Publishes at CLUSTER_RATE (idempotent librdkafka producer, acks=all) and reads the acquittals."""
 
     def __init__(self, bootstrap: str, settings: Settings):
-        self.config = {"bootstrap.servers": bootstrap}
+        # a platform tuned to route around a silent broker as coffre is (librdkafka waits 60 s by default)
+        self.config = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000}
         self.settings = settings
         self.sent: dict[str, float] = {}
         self.answered: dict[str, tuple[float, Acquittal]] = {}

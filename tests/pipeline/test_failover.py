@@ -1,6 +1,6 @@
 """Ingest replicas that die, stop and come back as zombies, under load (issue 11).
 
-2 and 3 ingest replicas share the partitions of events.in; a platform (librdkafka, through
+3 ingest replicas share the partitions of events.in; a platform (librdkafka, through
 confluent-kafka, whose default partitioner is not Kafka's murmur2: most events land on a
 partition that does not own their coffre and are forwarded) publishes at RATE over 5 coffres,
 at least 3,000 events and until the last failure is over, while replicas are SIGKILLed and
@@ -110,7 +110,9 @@ class Platform:
         )
 
 
-@pytest.mark.parametrize("replicas", [2, 3])
+# 3 replicas: more rebalances and zombies than 2; two replicas hit by every kind of signal are the chaos
+# soak's (tests/pipeline/test_chaos_soak.py), which checks the same invariants from outside
+@pytest.mark.parametrize("replicas", [3])
 def test_ingest_replicas_fail_over_without_a_gap_a_reuse_or_a_loss(
     kafka_bootstrap, topic_prefix, tmp_path, replicas
 ):
