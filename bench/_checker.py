@@ -72,6 +72,7 @@ class AcquittalLog:
                     "group.id": "outside-checker",  # librdkafka wants one; nothing is committed
                     "enable.auto.commit": False,
                     "fetch.wait.max.ms": 20,
+                    "socket.timeout.ms": 5000,  # a silent broker waited out as the platform's producer does
                 }
             )
             consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])

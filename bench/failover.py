@@ -395,7 +395,15 @@ class LibrdkafkaPlatform:
 
         try:
             producer = Producer(
-                {"bootstrap.servers": self.bootstrap, "linger.ms": 0, "acks": "all", **self.config}
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "linger.ms": 0,
+                    "acks": "all",
+                    # a silent broker (paused) waited out 5 s, as coffre's clients do (librdkafka's 60 s
+                    # by default: docs/operations.md, "When a broker fails")
+                    "socket.timeout.ms": 5000,
+                    **self.config,
+                }
             )
             start = time.perf_counter()
             n = 0
