@@ -23,9 +23,9 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from .adapters.apache_kafka import JavaMissing, KafkaUnavailable, LocalKafka, port_free
+from .adapters.apache_kafka import JavaMissing, KafkaUnavailable, LocalKafka
 from .adapters.archive import signer, trust_store
-from .adapters.broker import EmbeddedBroker
+from .adapters.broker import EmbeddedBroker, port_free
 from .adapters.kafka import LINGER_VARIABLE
 from .adapters.keys import KeyFileError, development_record_keys
 from .adapters.lifeline import popen

@@ -30,7 +30,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -38,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .broker import port_free
 from .lifeline import popen, tied
 
 log = logging.getLogger("coffre.kafka")
@@ -441,17 +441,6 @@ class KafkaNode:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
         return self.process.returncode
-
-
-def port_free(port: int, host: str = HOST) -> bool:
-    """Whether a listener could bind ``host:port`` now."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 class LocalKafka:

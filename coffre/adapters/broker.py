@@ -32,7 +32,7 @@ from types import TracebackType
 
 from .lifeline import popen
 
-__all__ = ["EmbeddedBroker", "TansuNotFoundError", "free_port", "free_port_block", "tansu_path"]
+__all__ = ["EmbeddedBroker", "TansuNotFoundError", "free_port", "free_port_block", "port_free", "tansu_path"]
 
 HOST = "127.0.0.1"
 _STOP_GRACE_S = 3.0
@@ -77,13 +77,13 @@ def free_port_block(count: int, low: int = 20_000, high: int = 32_000) -> int:
     rng = random.Random()
     for _ in range(200):
         base = rng.randrange(low, high - count)
-        if all(_port_free(base + i) for i in range(count)):
+        if all(port_free(base + i) for i in range(count)):
             return base
     raise RuntimeError(f"no {count} consecutive free ports between {low} and {high}")
 
 
-def _port_free(port: int) -> bool:
-    """Whether a listener could bind ``127.0.0.1:port`` now (SO_REUSEADDR, as tansu binds it)."""
+def port_free(port: int) -> bool:
+    """Whether a listener could bind ``127.0.0.1:port`` now (SO_REUSEADDR, as Tansu and Kafka bind it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -150,7 +150,7 @@ class EmbeddedBroker:
             self.log_path = Path(name)
         assert self.log_path is not None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        if not _port_free(port):
+        if not port_free(port):
             raise _PortTaken(f"127.0.0.1:{port} is already in use")
         env = dict(os.environ, NO_COLOR="1")
         with open(self.log_path, "ab") as log:

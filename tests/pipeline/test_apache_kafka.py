@@ -394,22 +394,29 @@ def test_a_client_certificate_the_broker_does_not_trust_stops_a_service_at_once_
         },
     )
     for service, principal in SERVICE_PRINCIPALS.items():
-        started = time.monotonic()
-        run = subprocess.run(
-            [sys.executable, "-m", "coffre.cli", service],
-            env=stack.env(service),
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
-        took = time.monotonic() - started
-        output = run.stdout + run.stderr
-        assert run.returncode == 2, (service, run.returncode, output[-3000:])
-        (line,) = [entry for entry in run.stderr.splitlines() if entry.startswith("coffre: ")]
+        line, took = refused_at_start(stack, service)
         assert "the broker refuses the client certificate of COFFRE_KAFKA_SSL_CERT_FILE" in line, line
         assert str(rogue.cert(principal)) in line and "certificate unknown" in line, line
-        assert "Traceback" not in output, (service, output[-3000:])
         assert took < 15, f"{service} took {took:.0f} s to give up"
+
+
+def refused_at_start(stack: Stack, service: str) -> tuple[str, float]:
+    """Run ``service`` with the stack's environment for it: it must stop with exit 2 and one
+    ``coffre: …`` line, never a traceback; that line, and the seconds it took."""
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "coffre.cli", service],
+        env=stack.env(service),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    took = time.monotonic() - started
+    output = run.stdout + run.stderr
+    assert run.returncode == 2, (service, run.returncode, output[-3000:])
+    (line,) = [entry for entry in run.stderr.splitlines() if entry.startswith("coffre: ")]
+    assert "Traceback" not in output, (service, output[-3000:])
+    return line, took
 
 
 def test_a_service_that_may_not_create_absent_topics_exits_2_saying_so(
@@ -443,21 +450,9 @@ def test_a_service_that_may_not_create_absent_topics_exits_2_saying_so(
         "auditor": "'coffre-auditor'",
     }
     for service, principal in principals.items():
-        started = time.monotonic()
-        run = subprocess.run(
-            [sys.executable, "-m", "coffre.cli", service],
-            env=stack.env(service),
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
-        took = time.monotonic() - started
-        output = run.stdout + run.stderr
-        assert run.returncode == 2, (service, run.returncode, output[-3000:])
-        (line,) = [entry for entry in run.stderr.splitlines() if entry.startswith("coffre: ")]
+        line, took = refused_at_start(stack, service)
         assert f"principal {principal}" in line and "may not create topics" in line, (service, line)
         assert "TOPIC_AUTHORIZATION_FAILED" in line and "set COFFRE_KAFKA_CREATE_TOPICS=false" in line, line
-        assert "Traceback" not in output, (service, output[-3000:])
         assert took < 30, f"{service} took {took:.0f} s to give up"
     listed = AdminClient(kafka.librdkafka_sasl(SUPER_USER)).list_topics(timeout=10).topics
     assert not [t for t in listed if t.startswith(topic_prefix)], "a topic was created"

@@ -1,6 +1,6 @@
 """The chaos soak of issue 30 in a short form: ``bench/soak.py`` on ``coffre up``'s own Apache Kafka,
 two ingest and two vault replicas and the acquittal service, 100 events/s, every kind of hit once
-(SIGKILL, SIGTERM and SIGSTOP of ingest, of a vault and of the acquittal service), one every 10 s,
+(SIGKILL, SIGTERM and SIGSTOP of ingest, of a vault and of the acquittal service), one every 6 s,
 about 2-3 minutes in all.
 
 Asserted strictly, from the outside checker's verdict: every published event acknowledged; each in
@@ -36,7 +36,7 @@ PLAN = [
     ("acquittal", "SIGTERM"),
 ]
 RATE = 100
-EVERY = 10
+EVERY = 6
 PROCESSES = {"broker", "ingest", "ingest-2", "vault", "vault-2", "acquittal", "bench"}
 
 
