@@ -175,8 +175,29 @@ def _receipt_of(
 
 
 class _LowLatencyConsumer(faust_aiokafka.Consumer):
+    """faust's consumer, with :class:`_LowLatencyConsumerThread`, and no record handed to the streams
+    while it seeks back to the committed offsets.
+
+    faust 0.15's recovery ends (``Recovery.on_recovery_completed``) by resuming the stream partitions,
+    seeking them to their committed offsets (:meth:`perform_seek`: aiokafka asks each partition's
+    committed offset in turn, one round trip each, and seeks it), then ``app.flow_control.resume()``,
+    which empties every stream's queue, then ``resume_flow()``. After a restart with a changelog to
+    read, its fetcher runs already (started to read the changelog): records it fetched past a
+    partition's seek while the next partitions' offsets were asked went to a stream's queue that the
+    resume emptied, and the position had moved past them. They were never handed out again, and the
+    next record's offset jump was taken for a gap of the log and committed past (issue 30: an auditor
+    SIGKILLed and started again never audited a coffre's last events; tests/services/test_auditor_seek.py).
+    With the flow stopped first, nothing is handed out until ``resume_flow()``, after the queues were
+    emptied, and then from the offsets just seeked to."""
+
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _LowLatencyConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def perform_seek(self) -> None:
+        # every caller resumes the flow after it: the recovery (after emptying the streams' queues),
+        # and faust's getmany, which seeks when it finds the flow stopped by a rebalance
+        self.stop_flow()
+        await super().perform_seek()
 
 
 class _FlushingProducer(faust_aiokafka.Producer):

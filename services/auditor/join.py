@@ -167,8 +167,9 @@ class AuditJoin:
         if last is not None and m.id_evt > last + 1:
             # ingest publishes a coffre's events in IDEvt order on one partition: a gap here is the
             # auditor's own, never the log's (faust's table can lose an update in a crash, and its
-            # consumer was seen to skip records after a restart): the missing events are read again
-            # from the partition and audited first; an event is never passed over
+            # consumer skipped records after a restart until app._LowLatencyConsumer.perform_seek):
+            # the missing events are read again from the partition and audited first; an event is
+            # never passed over
             self.counts.ahead += 1
             wanted = set(range(last + 1, m.id_evt))
             found: list[tuple[bytes, Headers]] = []
