@@ -25,7 +25,7 @@ a synthetic history of one vault is built, then measured, without Kafka:
    baseline after the imports is given beside it).
 3. **coffre restore** (``restore_journals``: every coffre verified, then its journal rebuilt) into
    an empty data folder, in a fresh process.
-4. **coffre verify** (``coffre.audit.verify_archive``) of the whole archive, in a fresh process:
+4. **coffre verify** (``coffre.commands.verify.verify_archive``) of the whole archive, in a fresh process:
    events/s.
 5. **regulator API proofs** (``ArchiveIndex``): ``inclusion_proof`` and ``consistency_proof`` on
    one coffre, first call (a fresh index: the coffre's lots are read and verified) and warm (the
@@ -513,7 +513,7 @@ def child_restore(work: Path, lot_events: int) -> dict[str, Any]:
 
 
 def child_verify(work: Path, lot_events: int) -> dict[str, Any]:
-    from coffre.audit import verify_archive
+    from coffre.commands.verify import verify_archive
 
     baseline = maxrss_mb()
     began = time.perf_counter()

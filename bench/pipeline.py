@@ -6,7 +6,7 @@ On one broker (the embedded Tansu unless ``--bootstrap`` names one), in this ord
 
 1. raw passthrough: N events produced to a fresh topic and consumed back by one aiokafka
    consumer, both running at once (the ceiling any pipeline on this broker and machine has);
-2. the whole stack (``coffre.stack.Stack``: ingest (``--ingest-replicas``), vault, acquittal, and
+2. the whole stack (``coffre.commands.stack.Stack``: ingest (``--ingest-replicas``), vault, acquittal, and
    the regulator API when it is a process of its own, as child processes), warmed up with one
    event per coffre; then N POINSCRIT events published as fast as possible, timed from the first
    publish to the last ``recorded`` acquittal, with the CPU each process used;
@@ -76,9 +76,9 @@ from coffre.adapters.archive import signing_files
 from coffre.adapters.broker import EmbeddedBroker, free_port_block
 from coffre.adapters.kafka import CONSUMER_TUNING, PRODUCER_TUNING, drain, ensure_topics
 from coffre.adapters.kafka_security import client_options
+from coffre.commands.stack import Stack
 from coffre.config import Settings
 from coffre.domain.messages import CORRELATION_ID, Acquittal, header
-from coffre.stack import Stack
 
 CLIENT = Path(__file__).with_name("_regulator_client.py")
 
@@ -731,7 +731,7 @@ async def auditor_phase(
 ) -> None:
     """The latency at ``--rate`` without the auditor; the auditor started and given the backlog of
     the phases before; the latency again while it audits each new event."""
-    from coffre.stack import AUDITOR
+    from coffre.commands.stack import AUDITOR
 
     count = max(1, round(args.rate * args.seconds))
     await asyncio.sleep(1.0)
@@ -1163,11 +1163,11 @@ class Code:
     dirty: bool = False
     checkout: Checkout | None = None
     services: tuple[str, ...] | None = None
-    """REV's ``coffre.stack.SERVICES`` (None: the current Stack's own)."""
+    """REV's ``coffre.commands.stack.SERVICES`` (None: the current Stack's own)."""
     replicas: bool = True
     """Whether this code's ingest can run as several replicas."""
     auditor: bool = True
-    """Whether this code has the auditor (``coffre auditor``, ``coffre.stack.AUDITOR``)."""
+    """Whether this code has the auditor (``coffre auditor``, ``coffre.commands.stack.AUDITOR``)."""
 
     @classmethod
     def current(cls) -> Code:
@@ -1178,7 +1178,8 @@ class Code:
 
     @classmethod
     def of(cls, checkout: Checkout) -> Code:
-        stack = checkout.read("coffre/stack.py") or ""
+        # where REV keeps its Stack: coffre/commands/stack.py since the command layer moved, before that coffre/stack.py
+        stack = checkout.read("coffre/commands/stack.py") or checkout.read("coffre/stack.py") or ""
         return cls(
             checkout.revision,
             checkout.commit,
@@ -1219,7 +1220,7 @@ class Code:
 
 
 def stack_services(source: str) -> tuple[str, ...] | None:
-    """The ``SERVICES = (...)`` tuple of a ``coffre/stack.py`` source, or None."""
+    """The ``SERVICES = (...)`` tuple of a stack's source (``coffre/commands/stack.py``), or None."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -1996,10 +1997,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
             "--sealing-lot-events, --proofs and --ingest-replicas must be positive"
         )
     if args.auditor and not STACK_HAS_AUDITOR:
-        parser.error("--auditor: this checkout's coffre.stack.Stack has no auditor")
+        parser.error("--auditor: this checkout's coffre.commands.stack.Stack has no auditor")
     if args.ingest_replicas > 1 and not STACK_HAS_REPLICAS:
         parser.error(
-            "--ingest-replicas: this checkout's coffre.stack.Stack runs one ingest (no ingest_replicas)"
+            "--ingest-replicas: this checkout's coffre.commands.stack.Stack runs one ingest (no ingest_replicas)"
         )
     return args
 

@@ -6,7 +6,7 @@ and what was recorded checked from outside.
     .venv/bin/python bench/soak.py --seconds 120 --rate 100 --hits every=12 --plan ingest:SIGKILL,vault:SIGTERM
     .venv/bin/python bench/soak.py --minutes 10 --hits every=30 --baseline bb25f14   # REV beside, same hits
 
-**The stack.** ``coffre up``'s (:class:`coffre.stack.Stack` without a bootstrap: its own Apache Kafka,
+**The stack.** ``coffre up``'s (:class:`coffre.commands.stack.Stack` without a bootstrap: its own Apache Kafka,
 ``LocalKafka``, its log under the data folder), with two ingest replicas and two vault replicas (``vault-2``
 its own data folder, journal and signing key, the archive shared, as ``tests/pipeline/test_vault_failover.py``
 runs them) and the acquittal service; the auditor and the regulator API, off the acquittal's path, are
@@ -84,8 +84,8 @@ from failover import (
 
 from coffre.adapters.apache_kafka import START_TIMEOUT, KafkaNode
 from coffre.adapters.broker import free_port_block
+from coffre.commands.stack import Stack
 from coffre.config import Settings
-from coffre.stack import Stack
 
 from pipeline import (
     Code,

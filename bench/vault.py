@@ -41,7 +41,7 @@ from lxml import etree
 
 from coffre.adapters.journal import Journal, JournalSet
 from coffre.adapters.storage import LocalStorage
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.domain.chain import GENESIS
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize

@@ -7,7 +7,7 @@ The archive is synthetic, built once by this tree with coffre's own journal and 
 tests/test_archive.py builds its archives): ``--coffres`` coffres of ``--events`` POINSCRIT each
 (tests/events.py's, normalized once, then each event's IDEvt and IDJoueur set in its canonical
 bytes: every event differs, about 480 bytes), in lots of ``--lot`` events, each lot and checkpoint
-signed (ECDSA P-256) and stored in a scratch folder. Then :func:`coffre.audit.verify_archive` runs
+signed (ECDSA P-256) and stored in a scratch folder. Then :func:`coffre.commands.verify.verify_archive` runs
 over it in this process (serial, and with ``jobs`` when this tree's ``verify_archive`` takes it) and
 the events per second are printed; the report must be OK.
 
@@ -103,7 +103,7 @@ def build(folder: Path, coffres: int, events: int, lot: int) -> tuple[Path, Path
 CHILD = r"""
 import hashlib, inspect, json, os, resource, sys, time
 from pathlib import Path
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 root, cert, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 takes_jobs = "jobs" in inspect.signature(verify_archive).parameters
 def cpu():
@@ -139,7 +139,7 @@ def run_child(root: Path, cert: Path, jobs: int, env: dict[str, str] | None) -> 
 
 
 def profile(root: Path, cert: Path, top: int) -> str:
-    from coffre.audit import verify_archive
+    from coffre.commands.verify import verify_archive
 
     profiler = cProfile.Profile()
     profiler.enable()

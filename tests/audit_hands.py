@@ -12,7 +12,7 @@ from lxml import etree
 import coffre.demo
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage
-from coffre.cli import _inputs
+from coffre.commands.inputs import inputs
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
 from coffre.domain.signing import Signer, generate_key_and_certificate
@@ -86,7 +86,7 @@ def normalized(raws: list[bytes]) -> list[bytes]:
 def build_archive(tmp: Path) -> tuple[Path, Path]:
     """A signed archive as the vault writes it: coffre 0099/1 holds the flagged hand (IDEvt 1),
     coffre 0099/2 the demo tournament (IDEvt 1..21), in lots of 4 events. Returns (root, cert)."""
-    tournament = [raw for _, raw in _inputs([str(TOURNAMENT)])]
+    tournament = [raw for _, raw in inputs([str(TOURNAMENT)])]
     return seal_archive(tmp, {1: normalized([duplicated_card_hand()]), 2: normalized(tournament)})
 
 

@@ -17,7 +17,7 @@ from lxml import etree
 
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage
-from coffre.audit import archive_proof, verify_archive
+from coffre.commands.verify import archive_proof, verify_archive
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.lot import (

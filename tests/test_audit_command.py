@@ -292,11 +292,11 @@ def test_jobs_2_gives_the_serial_json_on_generated_hands_with_findings(capsys, m
 def test_the_house_rules_reach_workers_that_do_not_inherit_them(mutated, monkeypatch):
     """The operator's cap (COFFRE_AUDIT_FIXED_LIMIT_BETS) is given to each worker: with
     ``forkserver`` a worker starts from a fresh interpreter and inherits nothing."""
-    import coffre.audit_workers
-    from coffre.audit_command import audit_paths
+    import coffre.adapters.audit_workers
+    from coffre.commands.audit.run import audit_paths
     from coffre.domain.audit.variants import HouseRules
 
-    monkeypatch.setattr(coffre.audit_workers, "START_METHOD", "forkserver")
+    monkeypatch.setattr(coffre.adapters.audit_workers, "START_METHOD", "forkserver")
     strict = HouseRules(fixed_limit_bets=1)  # the big blind is the only bet: every limit raise is illegal
     runs = [audit_paths([str(mutated)], rules=strict, jobs=jobs).as_json() for jobs in (1, 2)]
     assert runs[0] == runs[1]
@@ -305,10 +305,10 @@ def test_the_house_rules_reach_workers_that_do_not_inherit_them(mutated, monkeyp
 
 
 def test_jobs_2_gives_the_serial_json_on_an_archive(capsys, pristine, monkeypatch):
-    import coffre.audit_command
+    import coffre.commands.audit.run
 
     root, cert = pristine
-    monkeypatch.setattr(coffre.audit_command, "LOT_BYTES_PER_TASK", 1024)  # lots shared between tasks
+    monkeypatch.setattr(coffre.commands.audit.run, "LOT_BYTES_PER_TASK", 1024)  # lots shared between tasks
     report = _same_with_jobs(capsys, str(root), "--cert", str(cert))
     assert report["codes"].get("CARD_DEALT_TWICE") == 1 and report["hands"] == 6
 
@@ -316,7 +316,7 @@ def test_jobs_2_gives_the_serial_json_on_an_archive(capsys, pristine, monkeypatc
 def test_an_event_whose_audit_fails_in_a_worker_is_reported_as_in_the_serial_run(capsys, monkeypatch):
     """A check that raises: the event is a problem of kind ``error``, the run goes on (fork: the
     workers inherit the failing check)."""
-    import coffre.audit_workers
+    import coffre.adapters.audit_workers
     import coffre.domain.audit.events
 
     real = coffre.domain.audit.events.audit_hand
@@ -326,8 +326,8 @@ def test_an_event_whose_audit_fails_in_a_worker_is_reported_as_in_the_serial_run
             raise KeyError("seat 9")
         return real(event, rules) if rules is not None else real(event)
 
-    monkeypatch.setattr(coffre.audit_workers, "START_METHOD", "fork")
-    monkeypatch.setattr(coffre.audit_workers, "audit_hand", failing)
+    monkeypatch.setattr(coffre.adapters.audit_workers, "START_METHOD", "fork")
+    monkeypatch.setattr(coffre.adapters.audit_workers, "audit_hand", failing)
     monkeypatch.setattr(coffre.domain.audit.events, "audit_hand", failing)
     report = _same_with_jobs(capsys, str(TOURNAMENT))
     [problem] = report["problems"]
@@ -340,8 +340,8 @@ def test_an_unreadable_file_stops_its_path_as_in_the_serial_run(capsys, tmp_path
     is unreadable too (fork: the workers inherit the failing read)."""
     import pathlib
 
-    import coffre.audit_workers
-    from coffre.audit_command import audit_paths
+    import coffre.adapters.audit_workers
+    from coffre.commands.audit.run import audit_paths
 
     real = pathlib.Path.read_bytes
 
@@ -350,7 +350,7 @@ def test_an_unreadable_file_stops_its_path_as_in_the_serial_run(capsys, tmp_path
             raise PermissionError(13, "Permission denied", str(self))
         return real(self)
 
-    monkeypatch.setattr(coffre.audit_workers, "START_METHOD", "fork")
+    monkeypatch.setattr(coffre.adapters.audit_workers, "START_METHOD", "fork")
     monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
     report = _same_with_jobs(capsys, str(TOURNAMENT))
     assert [p["kind"] for p in report["problems"]] == ["unreadable"] and report["events"] == 4
@@ -361,13 +361,13 @@ def test_an_unreadable_file_stops_its_path_as_in_the_serial_run(capsys, tmp_path
 
 
 def test_few_events_are_audited_without_a_pool_unless_jobs_is_given(monkeypatch):
-    import coffre.audit_workers
-    from coffre.audit_command import audit_paths
+    import coffre.adapters.audit_workers
+    from coffre.commands.audit.run import audit_paths
 
     def no_pool(*_args):
         raise AssertionError("a pool was started")
 
-    monkeypatch.setattr(coffre.audit_workers, "pool", no_pool)
+    monkeypatch.setattr(coffre.adapters.audit_workers, "pool", no_pool)
     assert audit_paths([str(TOURNAMENT)], jobs=None).events == 21
     with pytest.raises(AssertionError, match="a pool was started"):
         audit_paths([str(TOURNAMENT)], jobs=2)

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from lxml import html as lxml_html
 
-from coffre.audit_command import audit_paths
-from coffre.audit_report import CARD_FACE, FLAGGED, RED_SUIT, hand_svg, hand_view, render_report
 from coffre.cli import main
+from coffre.commands.audit.report import render_report
+from coffre.commands.audit.run import audit_paths
 from coffre.domain.audit.findings import Finding
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.normalize import normalize
+from coffre.hand_picture import CARD_FACE, FLAGGED, RED_SUIT, hand_svg, hand_view
 
 from audit_hands import TOURNAMENT, build_archive, duplicated_card_hand
 

@@ -83,9 +83,9 @@ def nothing_may_start(monkeypatch):
     def started(*args, **kwargs):
         raise AssertionError("coffre up started a broker or a service before refusing")
 
-    monkeypatch.setattr("coffre.stack.EmbeddedBroker.start", started)
-    monkeypatch.setattr("coffre.stack.ensure_coffre_topics", started)
-    monkeypatch.setattr("coffre.stack.Stack.spawn", started)
+    monkeypatch.setattr("coffre.commands.stack.EmbeddedBroker.start", started)
+    monkeypatch.setattr("coffre.commands.stack.ensure_coffre_topics", started)
+    monkeypatch.setattr("coffre.commands.stack.Stack.spawn", started)
     for name in [n for n in os.environ if n.startswith("COFFRE_")]:
         monkeypatch.delenv(name)
 

@@ -295,11 +295,11 @@ def test_kill_9_while_indexing_then_resume(tmp_path):
     import sys
     import time
 
-    from coffre.cli import _inputs
+    from coffre.commands.inputs import inputs
 
     from audit_hands import DEMO
 
-    raws = [raw for _, raw in _inputs([str(DEMO / "mixed")])]
+    raws = [raw for _, raw in inputs([str(DEMO / "mixed")])]
     root, _ = seal_archive(tmp_path, {3: normalized(raws * 40)}, lot_events=50)
     index = tmp_path / "index.sqlite"
     argv = [

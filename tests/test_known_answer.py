@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from lxml import etree
 
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.domain.signing import Signer
 from coffre.domain.witness import WitnessKey
 

@@ -43,7 +43,7 @@ from coffre.adapters.access_log import REDACTED
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage, S3ObjectLockStorage, validate_key
 from coffre.adapters.tls import DEVELOPMENT_CLIENT_SUBJECT, DevelopmentTls, api_tls_material, development_tls
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.config import Settings
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.lot import parse_document, read_checkpoint, read_lot

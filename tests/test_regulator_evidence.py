@@ -32,7 +32,7 @@ from test_regulator_api import (
 
 from coffre.adapters.storage import LocalStorage
 from coffre.adapters.tls import DevelopmentTls, development_tls
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.config import Settings
 from coffre.domain.lot import parse_document, read_checkpoint
 from coffre.domain.merkle import verify_consistency

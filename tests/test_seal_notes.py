@@ -18,7 +18,7 @@ from coffre_vault.sealer import ArchiveMismatch, Sealer
 
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize

@@ -15,7 +15,7 @@ from coffre_vault.sealer import ArchiveMismatch, Sealer, SealerThread
 from coffre import metrics
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
 from coffre.domain.signing import Signer, generate_key_and_certificate

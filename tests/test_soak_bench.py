@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from coffre.adapters import kafka
+from coffre.commands.stack import EMBEDDED_LINGER_MS, SERVICES, Stack
 from coffre.config import Settings
-from coffre.stack import EMBEDDED_LINGER_MS, SERVICES, Stack
 
 
 def test_coffre_up_lingers_its_producers_on_the_embedded_broker_only(

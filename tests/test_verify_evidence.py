@@ -32,7 +32,7 @@ from coffre_vault.sealer import Sealer
 from coffre.adapters.journal import JournalSet
 from coffre.adapters.storage import LocalStorage
 from coffre.adapters.witness_client import WitnessClient
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.evidence import cosignature_key, timestamp_key
 from coffre.domain.lot import parse_document, read_checkpoint

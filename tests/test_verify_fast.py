@@ -20,7 +20,7 @@ from coffre_vault.sealer import serialize
 from lxml import etree
 from test_archive import T0, build, keypair, lots, resign
 
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.domain import verify as verify_module
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.lot import (

@@ -99,7 +99,7 @@ CONSUMER_TUNING: dict[str, Any] = {
 
 LINGER_VARIABLE = "COFFRE_PRODUCER_LINGER_MS"
 """The producers' linger (ms) when set: ``coffre up`` sets it for its children on the embedded broker
-(:data:`coffre.stack.EMBEDDED_LINGER_MS`), where every record batch a partition holds costs every
+(:data:`coffre.commands.stack.EMBEDDED_LINGER_MS`), where every record batch a partition holds costs every
 later fetch of it; unset, 0 (Apache Kafka: the acquittal latency first)."""
 
 

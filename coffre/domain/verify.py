@@ -14,7 +14,7 @@ are not compared (each would repeat that one difference).
 The evidence beside each checkpoint (its RFC 3161 tokens, its witnesses' cosignatures) is
 checked as it is read, as :class:`EvidencePolicy` asks; its failures come after the
 checkpoint's own. Whether the archive extends what a witness cosigned is checked afterwards, on
-the coffre's leaves (:func:`coffre.audit.check_witnessed`).
+the coffre's leaves (:func:`coffre.commands.verify.check_witnessed`).
 
 :class:`CoffreWalk` is that walk, one lot at a time: ``coffre verify`` runs it over a whole
 coffre, the regulator API extends it lot by lot before it gives a proof (one verifier for both).

@@ -40,11 +40,11 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
-from coffre.audit_report import hand_svg
 from coffre.domain.audit.findings import CODES, Finding
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.lot import LotEvent, checkpoint_key, parse_document, read_lot
 from coffre.domain.normalize import normalize
+from coffre.hand_picture import hand_svg
 from coffre.plots import Series, line_plot
 
 from .archive_index import ArchiveIndex, ArchiveQueryError, parse_coffre, parse_number, parse_oper

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coffre import metrics
+from coffre.adapters.audit_workers import Outcome, events_task, loads, outcome, pool
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
-from coffre.audit_workers import Outcome, events_task, loads, outcome, pool
 from coffre.domain.audit.findings import Finding
 from coffre.domain.audit.trail import MoneyTrail
 from coffre.domain.audit.variants import DEFAULT_RULES

@@ -800,7 +800,7 @@ def test_the_operators_cap_is_the_setting_coffre_audit_fixed_limit_bets(monkeypa
     (README) is read by ``coffre audit`` and the auditor (0: no cap)."""
     import json
 
-    from coffre.audit_command import house_rules
+    from coffre.commands.audit.run import house_rules
     from coffre.domain.audit.events import audit_event
 
     event = normalize(json.dumps(_limit_preflop(4)).encode())

@@ -378,7 +378,7 @@ def test_the_demo_expects_what_the_auditor_sees_with_ingests_numbering():
     """ingest numbers each coffre's events 1, 2, … (the annex files keep the annex's 1337…1361): the
     auditor of `coffre up --demo` has every context and reports the annex's broken balance, which an
     offline audit of the files with their gaps counts not checked (coffre/demo/README.md)."""
-    from coffre.audit_command import audit_paths
+    from coffre.commands.audit.run import audit_paths
     from coffre.demo import EVENTS, expected_findings, load_demo
 
     assert expected_findings(load_demo()) == [

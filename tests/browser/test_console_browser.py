@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from coffre.cli import _inputs, main
+from coffre.cli import main
+from coffre.commands.inputs import inputs
 from coffre.domain.audit.findings import CODES
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
@@ -41,7 +42,7 @@ HOSTILE = ("'", "<script>alert(1)</script>", "../../etc/passwd")
 
 def demo_coffre(folder: Path) -> tuple[str, int, list[tuple[int, bytes]]]:
     """The folder's events, normalized, in their IDEvt order, and the one coffre they name."""
-    events = [normalize(raw) for _, raw in _inputs([str(folder)])]
+    events = [normalize(raw) for _, raw in inputs([str(folder)])]
     coffres = {(e.IDOper, e.IDCoffre) for e in events}
     assert len(coffres) == 1, f"{folder} names several coffres: {coffres}"
     (oper, coffre), ids = coffres.pop(), [e.IDEvt for e in events]

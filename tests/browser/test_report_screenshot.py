@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from coffre.audit_report import CARD_FACE, FELT, FLAGGED, RED_SUIT, SEAT
 from coffre.cli import main
+from coffre.hand_picture import CARD_FACE, FELT, FLAGGED, RED_SUIT, SEAT
 
 from audit_hands import duplicated_card_hand
 from png_decode import Image, decode

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import pytest
 
 from coffre.adapters.broker import EmbeddedBroker
-from coffre.stack import Stack
+from coffre.commands.stack import Stack
 
 from pipeline.stack_settings import stack_settings
 

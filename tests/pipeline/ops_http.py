@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.request
 
-from coffre.stack import Stack
+from coffre.commands.stack import Stack
 
 
 def get(url: str) -> tuple[int, str]:

@@ -34,11 +34,11 @@ from coffre.adapters.archive import signing_files
 from coffre.adapters.kafka_security import check_kafka_access, client_options
 from coffre.adapters.storage import LocalStorage
 from coffre.adapters.stream import ensure_coffre_topics
-from coffre.audit import verify_archive
+from coffre.commands.stack import Stack
+from coffre.commands.verify import verify_archive
 from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.messages import CORRELATION_ID, Acquittal
-from coffre.stack import Stack
 
 from apache_kafka import (
     PLATFORM,

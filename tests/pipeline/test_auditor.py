@@ -21,7 +21,7 @@ from aiokafka import ConsumerRecord
 from coffre.adapters.broker import free_port_block
 from coffre.adapters.journal import JournalSet
 from coffre.client import CoffreClient
-from coffre.stack import AUDITOR, Stack
+from coffre.commands.stack import AUDITOR, Stack
 
 from audit_hands import duplicated_card_hand
 from pipeline.kafka_io import read_topic

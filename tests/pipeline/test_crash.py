@@ -18,9 +18,9 @@ from coffre_vault.history import recorded_events
 
 from coffre.adapters.kafka import PRODUCER_TUNING
 from coffre.adapters.storage import LocalStorage
+from coffre.commands.stack import Stack
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.messages import CORRELATION_ID, Receipt
-from coffre.stack import Stack
 
 from events import POINSCRIT
 from pipeline.stack_settings import stack_settings

@@ -11,9 +11,9 @@ from coffre_vault.history import recorded_events
 from coffre.adapters.kafka import drain
 from coffre.adapters.storage import LocalStorage
 from coffre.client import CoffreClient
+from coffre.commands.stack import Stack
 from coffre.demo import load_demo
 from coffre.domain.messages import Acquittal, Rejection
-from coffre.stack import Stack
 
 from events import POINSCRIT, pojeu
 

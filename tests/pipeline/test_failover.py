@@ -24,10 +24,10 @@ from coffre_vault.history import recorded_events
 from confluent_kafka import Producer
 
 from coffre.adapters.storage import LocalStorage
+from coffre.commands.stack import Stack
 from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.messages import CORRELATION_ID, Acquittal
-from coffre.stack import Stack
 
 from events import POINSCRIT
 from pipeline.acquittals import read_acquittals

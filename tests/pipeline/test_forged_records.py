@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from coffre.adapters.broker import free_port_block
 from coffre.adapters.storage import LocalStorage
+from coffre.commands.stack import SERVICES, Stack
 from coffre.domain.messages import (
     CORRELATION_ID,
     EVENT_TYPE,
@@ -33,7 +34,6 @@ from coffre.domain.messages import (
     Receipt,
 )
 from coffre.domain.routing import FORWARDED_FROM, coffre_partition
-from coffre.stack import SERVICES, Stack
 
 from events import POINSCRIT
 from pipeline.ops_http import get, metric, wait_ready

@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from coffre.adapters.broker import free_port_block
 from coffre.adapters.kafka import ensure_topics
 from coffre.adapters.stream import ensure_coffre_topics
+from coffre.commands.stack import SERVICES, Stack
 from coffre.domain.messages import CORRELATION_ID, Rejection
-from coffre.stack import SERVICES, Stack
 
 from events import POINSCRIT
 from hostile import extreme_valid_cases, hostile_cases

@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from coffre.adapters.broker import free_port_block
 from coffre.adapters.kafka import PRODUCER_TUNING, drain, on_embedded_broker
+from coffre.commands.stack import Stack
 from coffre.domain.messages import CORRELATION_ID, ID_COFFRE, ID_EVT, header
-from coffre.stack import Stack
 
 from events import POINSCRIT
 from pipeline.ops_http import metric

@@ -9,7 +9,7 @@ import time
 
 from coffre.adapters.broker import free_port_block
 from coffre.client import CoffreClient
-from coffre.stack import SERVICES, Stack
+from coffre.commands.stack import SERVICES, Stack
 
 from .ops_http import get, metric, wait_ready
 from events import POINSCRIT

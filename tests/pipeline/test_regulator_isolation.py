@@ -39,6 +39,7 @@ from coffre.adapters.kafka import PRODUCER_TUNING, ensure_topics
 from coffre.adapters.keys import load_signer, write_key_pair
 from coffre.adapters.storage import LocalStorage
 from coffre.adapters.tls import development_tls
+from coffre.commands.stack import Stack
 from coffre.config import Settings
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.lot import Checkpoint, parse_document, read_checkpoint
@@ -46,7 +47,6 @@ from coffre.domain.messages import Receipt
 from coffre.domain.normalize import normalize
 from coffre.domain.proofs import InclusionProof, check_inclusion
 from coffre.domain.signing import TrustStore
-from coffre.stack import Stack
 
 from .kafka_io import normalized_rows
 from .ops_http import get

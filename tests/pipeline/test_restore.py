@@ -14,11 +14,11 @@ import time
 
 from coffre.adapters.archive import signing_files
 from coffre.adapters.journal import JournalSet
-from coffre.audit import verify_archive
 from coffre.client import CoffreClient
+from coffre.commands.stack import Stack
+from coffre.commands.verify import verify_archive
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.lot import parse_document, read_lot
-from coffre.stack import Stack
 
 from .test_crash import wait_for_receipts
 from events import POINSCRIT

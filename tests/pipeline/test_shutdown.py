@@ -20,8 +20,8 @@ from coffre_vault.history import recorded_events
 
 from coffre.adapters.broker import free_port_block
 from coffre.adapters.storage import LocalStorage
+from coffre.commands.stack import SERVICES, Stack
 from coffre.domain.messages import Acquittal
-from coffre.stack import SERVICES, Stack
 
 from .ops_http import metric, wait_ready
 from .test_crash import COFFRES, publish

@@ -16,11 +16,11 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from coffre.client import CoffreClient
+from coffre.commands.stack import Stack
 from coffre.demo import generate
 from coffre.domain.audit.events import audit_event
 from coffre.domain.audit.trail import MoneyTrail
 from coffre.domain.normalize import normalize
-from coffre.stack import Stack
 
 from pipeline.kafka_io import read_topic
 from pipeline.stack_settings import stack_settings

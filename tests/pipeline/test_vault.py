@@ -20,7 +20,7 @@ from coffre.adapters.archive import signer, signing_files
 from coffre.adapters.journal import JOURNAL_NAME, JournalSet
 from coffre.adapters.kafka import ensure_topics
 from coffre.adapters.storage import ArchiveStorage, LocalStorage
-from coffre.audit import verify_archive
+from coffre.commands.verify import verify_archive
 from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 

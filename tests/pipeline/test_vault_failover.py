@@ -29,13 +29,13 @@ from confluent_kafka import Producer
 
 from coffre.adapters.archive import signing_files
 from coffre.adapters.storage import LocalStorage
-from coffre.audit import verify_archive
+from coffre.commands.stack import Stack
+from coffre.commands.verify import verify_archive
 from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.lot import parse_document, read_lot
 from coffre.domain.messages import CORRELATION_ID, Acquittal
 from coffre.domain.routing import coffre_partition
-from coffre.stack import Stack
 
 from events import POINSCRIT
 from pipeline.acquittals import read_acquittals

@@ -23,15 +23,15 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from .adapters.apache_kafka import JavaMissing, KafkaUnavailable, LocalKafka
-from .adapters.archive import signer, trust_store
-from .adapters.broker import EmbeddedBroker, port_free
-from .adapters.kafka import LINGER_VARIABLE
-from .adapters.keys import KeyFileError, development_record_keys
-from .adapters.lifeline import popen
-from .adapters.stream import ensure_coffre_topics
-from .adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
-from .config import Settings, configuration_error
+from coffre.adapters.apache_kafka import JavaMissing, KafkaUnavailable, LocalKafka
+from coffre.adapters.archive import signer, trust_store
+from coffre.adapters.broker import EmbeddedBroker, port_free
+from coffre.adapters.kafka import LINGER_VARIABLE
+from coffre.adapters.keys import KeyFileError, development_record_keys
+from coffre.adapters.lifeline import popen
+from coffre.adapters.stream import ensure_coffre_topics
+from coffre.adapters.tls import DevelopmentTls, api_tls_material, server_ssl_context
+from coffre.config import Settings, configuration_error
 
 SERVICES = ("ingest", "vault", "acquittal")
 """The recording path's services, each a child of ``coffre up``."""
@@ -230,10 +230,10 @@ class Stack:
         certificates."""
         import socket
 
-        from .adapters.archive import older_certs, signing_files
-        from .adapters.files import write_new
-        from .adapters.tls import development_tls
-        from .domain.witness import WitnessKey
+        from coffre.adapters.archive import older_certs, signing_files
+        from coffre.adapters.files import write_new
+        from coffre.adapters.tls import development_tls
+        from coffre.domain.witness import WitnessKey
 
         s = self.settings
         try:

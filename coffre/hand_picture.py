@@ -1,32 +1,25 @@
-"""``coffre audit --html``: one self-contained HTML report, each flagged hand drawn in inline SVG.
-
-The report is opened by a regulator in a browser, offline: no script, no external asset (no URL,
-font, image or stylesheet from elsewhere), inline CSS only, and a Content-Security-Policy that
-forbids anything else. Every text that comes from an operator (identifiers, round names,
-descriptions, messages naming them) is untrusted and escaped where it is written.
+"""A poker hand drawn in inline SVG: the report of ``coffre audit --html`` and the regulator's console
+show each flagged hand with it.
 
 A hand picture shows the seats around the table (seat, IDJoueur, CaveAvant → CaveApres, Net),
 each seat's cards as cards (annex 1.3.6.d.3; a card dealt face down and never revealed is still
 drawn, since the POJEU records it, with a dashed edge and a faded face), the board, and each
-round's actions with the pot as it grows; the seats and rounds a finding names are outlined.
+round's actions with the pot as it grows; the seats and rounds a finding names are outlined. Every
+text that comes from an operator is untrusted and escaped where it is written.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from decimal import Decimal
 from html import escape
-from pathlib import Path
 
-from .audit_command import MAX_PICTURES, AuditRun, FlaggedHand, Located
-from .domain.audit.findings import CODES, Finding
-from .domain.audit.hand import event_contributions
-from .domain.catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, decode_card
+from coffre.domain.audit.findings import Finding
+from coffre.domain.audit.hand import event_contributions
+from coffre.domain.catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, decode_card
 
-# The picture's colours: the browser test looks for them in a screenshot.
 FELT = "#1f6f43"
 CARD_FACE = "#fff8e7"
 RED_SUIT = "#d0021b"
@@ -42,8 +35,6 @@ MAX_SEAT_CARDS = 21
 MAX_BOARD_CARDS = 10
 MAX_ROUND_LINES = 40
 """Lines of actions written for one round; the rest are counted."""
-MAX_ROWS_PER_CODE = 1000
-"""Findings listed under one code in the HTML; the JSON output lists them all."""
 
 RED_SUITS = frozenset({"Cœur", "Carreau"})
 SUIT_SYMBOL = {"Trèfle": "♣", "Carreau": "♦", "Cœur": "♥", "Pique": "♠"}
@@ -58,13 +49,13 @@ LINE_H = 15
 CHARS_PER_LINE = 50
 
 
-def _sentence(text: str) -> str:
+def sentence(text: str) -> str:
     """``text`` ending with one full stop."""
     text = text.rstrip()
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def _e(text: object) -> str:
+def esc(text: object) -> str:
     """Escaped for HTML text and attribute values (inline SVG is parsed as HTML)."""
     return escape(str(text), quote=True)
 
@@ -266,11 +257,11 @@ def _card(x: float, y: float, view: CardView, w: float = CARD_W, h: float = CARD
     faded = "" if view.shown else ' opacity="0.45"'
     font = max(8.0, h * 0.34)
     out = [
-        f'<g class="card{"" if view.shown else " hidden"}"><title>{_e(title)}</title>',
+        f'<g class="card{"" if view.shown else " hidden"}"><title>{esc(title)}</title>',
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{w}" height="{h}" rx="3" fill="{CARD_FACE}" {edge}/>',
         f"<g{faded}>",
         f'<text x="{x + 2.5:.1f}" y="{y + font + 0.5:.1f}" font-size="{font:.0f}" font-weight="bold" '
-        f'fill="{colour}">{_e(card.rank)}</text>',
+        f'fill="{colour}">{esc(card.rank)}</text>',
         _suit(card.suit, x + w * 0.58, y + h * 0.66, h * 0.42, colour),
         "</g>",
     ]
@@ -294,13 +285,13 @@ def _seat(view: SeatView, cx: float, cy: float) -> str:
     player = view.player if view.player is not None else "(not a participant)"
     net = "" if view.net is None else f"Net {'+' if view.net > 0 else ''}{_amount(view.net)}"
     out = [
-        f'<g class="seat{" flagged" if view.flagged else ""}"><title>{_e(f"Siège {_amount(view.seat)}: {player}")}</title>',
+        f'<g class="seat{" flagged" if view.flagged else ""}"><title>{esc(f"Siège {_amount(view.seat)}: {player}")}</title>',
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{SEAT_W}" height="{h}" rx="8" fill="{SEAT}" {edge}/>',
         f'<text x="{x + 7:.1f}" y="{y + 16:.1f}" fill="#fff" font-size="11.5" font-weight="bold">'
-        f"{_e(f'Siège {_amount(view.seat)} · ' + _short(player, 13))}</text>",
+        f"{esc(f'Siège {_amount(view.seat)} · ' + _short(player, 13))}</text>",
         f'<text x="{x + 7:.1f}" y="{y + 31:.1f}" fill="#fff" font-size="11">'
-        f"{_e(f'{_amount(view.before)} → {_amount(view.after)}')}</text>",
-        f'<text x="{x + 7:.1f}" y="{y + 46:.1f}" fill="#fff" font-size="11">{_e(net)}</text>',
+        f"{esc(f'{_amount(view.before)} → {_amount(view.after)}')}</text>",
+        f'<text x="{x + 7:.1f}" y="{y + 46:.1f}" fill="#fff" font-size="11">{esc(net)}</text>',
     ]
     for i, card in enumerate(view.cards[:MAX_SEAT_CARDS]):
         row, col = divmod(i, 7)
@@ -316,7 +307,7 @@ def _seat(view: SeatView, cx: float, cy: float) -> str:
 
 def _segments(segments: list[tuple[str, str | None]]) -> str:
     return "".join(
-        f'<tspan fill="{colour}">{_e(text)}</tspan>' if colour else _e(text) for text, colour in segments
+        f'<tspan fill="{colour}">{esc(text)}</tspan>' if colour else esc(text) for text, colour in segments
     )
 
 
@@ -348,7 +339,7 @@ def hand_svg(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | 
     final_pot = view.rounds[-1][2] if view.rounds else Decimal(0)
     parts.append(
         f'<text x="0" y="{top + len(rows) * (bh + 6) + 16:.1f}" fill="#fff" font-size="13" '
-        f'text-anchor="middle">pot {_e(_amount(final_pot))}</text>'
+        f'text-anchor="middle">pot {esc(_amount(final_pot))}</text>'
     )
     if left_out > 0:
         parts.append(
@@ -368,8 +359,8 @@ def hand_svg(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | 
             )
         declared = "" if total is None else f" · Total {_amount(total)}"
         parts.append(
-            f'<text x="{x:.1f}" y="{y + 11:.1f}" font-size="12" font-weight="bold">{_e(_short(name, 30))}'
-            f'<tspan font-weight="normal"> — pot {_e(_amount(pot))}{_e(declared)}</tspan></text>'
+            f'<text x="{x:.1f}" y="{y + 11:.1f}" font-size="12" font-weight="bold">{esc(_short(name, 30))}'
+            f'<tspan font-weight="normal"> — pot {esc(_amount(pot))}{esc(declared)}</tspan></text>'
         )
         for n, line in enumerate(shown, start=1):
             parts.append(
@@ -387,194 +378,5 @@ def hand_svg(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | 
     return (
         f'<svg class="hand" viewBox="{left:.0f} {top_edge:.0f} {width:.0f} {height:.0f}" width="{width:.0f}" '
         f'height="{height:.0f}" role="img" font-family="DejaVu Sans, Liberation Sans, Arial, sans-serif">'
-        f"<title>{_e(f'POJEU IDEvt {event.id_evt}: {event.Description}')}</title>{''.join(parts)}</svg>"
+        f"<title>{esc(f'POJEU IDEvt {event.id_evt}: {event.Description}')}</title>{''.join(parts)}</svg>"
     )
-
-
-# -- the page -------------------------------------------------------------------------------------
-
-STYLE = """
-body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 1.5em; color: #1a1a1a;
-       background: #f6f6f3; }
-h1 { margin-top: 0; }
-table { border-collapse: collapse; margin: 0.5em 0 1em; background: #fff; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; font-size: 0.9em; }
-th { background: #e8e8e4; }
-td.n { text-align: right; }
-.ok { color: #1d6b2f; font-weight: bold; }
-.bad { color: #b00020; font-weight: bold; }
-.hand-block { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; margin: 0.5em 0 2em;
-              padding: 1em; background: #fff; border: 1px solid #ccc; }
-.hand-block svg { max-width: 100%; height: auto; }
-.hand-findings { flex: 1 1 18em; max-width: 36em; }
-.hand-findings li { margin-bottom: 0.4em; }
-code { background: #eee; padding: 0 0.2em; }
-.legend span { display: inline-block; width: 1em; height: 1em; vertical-align: middle; margin: 0 0.3em 0 1em;
-               border: 1px solid #333; }
-"""
-
-
-def _finding_rows(items: list[Located]) -> str:
-    rows = []
-    for located in items:
-        f = located.finding
-        rows.append(
-            "<tr>"
-            + "".join(
-                f"<td>{_e(value)}</td>"
-                for value in (
-                    located.source,
-                    located.id_evt,
-                    located.event_type,
-                    f.round if f.round is not None else "",
-                    f.seat if f.seat is not None else "",
-                    f.player if f.player is not None else "",
-                    f.message,
-                )
-            )
-            + "</tr>"
-        )
-    return "".join(rows)
-
-
-def _hand_block(index: int, hand: FlaggedHand) -> str:
-    event = hand.event
-    items = "".join(
-        f"<li><code>{_e(f.code)}</code>"
-        + (f" round <b>{_e(f.round)}</b>" if f.round is not None else "")
-        + (f" seat <b>{_e(f.seat)}</b>" if f.seat is not None else "")
-        + (f" player <b>{_e(f.player)}</b>" if f.player is not None else "")
-        + f": {_e(f.message)}</li>"
-        for f in hand.findings
-    )
-    title = (
-        f"POJEU IDEvt {event.id_evt}, coffre {event.id_oper}/{event.id_coffre}: {event.Regle} "
-        f"({event.variant.name}), Tech {event.Tech}"
-    )
-    return (
-        f'<article id="hand-{index}"><h3>{_e(title)}</h3>'
-        f"<p>{_e(_sentence(event.Description + (' — ' + event.Info if event.Info else '')))} Source: "
-        f"<code>{_e(hand.source)}</code></p>"
-        f'<div class="hand-block">{hand_svg(event, hand.findings)}'
-        f'<div class="hand-findings"><h4>{len(hand.findings)} finding(s)</h4><ul>{items}</ul></div></div></article>'
-    )
-
-
-def render_report(run: AuditRun, max_pictures: int = MAX_PICTURES, title: str = "coffre audit") -> str:
-    """The whole report, one HTML document."""
-    codes = run.codes
-    families = Counter()
-    for code, count in codes.items():
-        families[CODES.get(code, ("?", ""))[0]] += count
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        # nothing but this document's own inline styles: no script, no request anywhere
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
-        f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
-        f"<p>Written {datetime.now(UTC).isoformat(timespec='seconds')}. Findings are evidence of inconsistencies "
-        "in what the operator declared; the events were recorded as declared.</p>",
-        '<section id="summary"><h2>Summary</h2>',
-        "<table><tr><th>input</th><th>kind</th><th>verification</th></tr>",
-    ]
-    verdicts = {v.archive: v for v in run.verifications}
-    for path, kind in run.inputs:
-        verification = verdicts.get(str(Path(path)))
-        cell = ""
-        if kind == "archive" and verification is not None:
-            cell = (
-                '<span class="ok">verified</span>'
-                if verification.ok
-                else '<span class="bad">does not verify: not audited</span>'
-            )
-        out.append(f"<tr><td><code>{_e(path)}</code></td><td>{_e(kind)}</td><td>{cell}</td></tr>")
-    out.append("</table>")
-    verdict = (
-        '<span class="ok">no finding, no problem</span>'
-        if run.clean
-        else f'<span class="bad">{len(run.findings)} finding(s), {len(run.problems)} problem(s)</span>'
-    )
-    out.append(
-        f"<p>{run.events} event(s) audited, {run.hands} hand(s) (POJEU), {run.flagged_total} flagged hand(s): "
-        f"{verdict}.</p>"
-    )
-    if codes:
-        out.append("<table><tr><th>family</th><th>code</th><th>count</th><th>meaning</th></tr>")
-        for code, count in sorted(codes.items(), key=lambda item: (CODES.get(item[0], ("?",))[0], item[0])):
-            family, meaning = CODES.get(code, ("?", "(a code this coffre does not know)"))
-            out.append(
-                f'<tr><td>{_e(family)} ({families[family]})</td><td><a href="#code-{_e(code)}"><code>{_e(code)}'
-                f'</code></a></td><td class="n">{count}</td><td>{_e(meaning)}</td></tr>'
-            )
-        out.append("</table>")
-    if run.not_checked:
-        out.append(
-            f'<h3 id="not-checked">{sum(run.not_checked.values())} check(s) not made: context absent</h3>'
-            "<p>Rules that need events outside the audited set (a registration, the previous event of a "
-            "player or of a hand) are not judged where those events may be missing: the set does not "
-            "begin at the coffre's IDEvt 1, or has a gap. They are counted here, never reported as "
-            "findings.</p><table><tr><th>code</th><th>times not checked</th><th>meaning</th></tr>"
-        )
-        for code, count in sorted(run.not_checked.items()):
-            meaning = CODES.get(code, ("?", "(a code this coffre does not know)"))[1]
-            out.append(
-                f'<tr><td><code>{_e(code)}</code></td><td class="n">{count}</td><td>{_e(meaning)}</td></tr>'
-            )
-        out.append("</table>")
-    if run.problems:
-        out.append(f"<h3>{len(run.problems)} problem(s): inputs not audited</h3><table>")
-        out.append("<tr><th>source</th><th>kind</th><th>codes</th><th>message</th></tr>")
-        for p in run.problems:
-            out.append(
-                f"<tr><td><code>{_e(p.source)}</code></td><td>{_e(p.kind)}</td><td>{_e(' '.join(p.codes))}</td>"
-                f"<td>{_e(p.message)}</td></tr>"
-            )
-        out.append("</table>")
-    for v in run.verifications:
-        lines = "\n".join(v.lines)
-        out.append(
-            f"<details><summary>verification of <code>{_e(v.archive)}</code></summary><pre>{_e(lines)}</pre></details>"
-        )
-    out.append("</section>")
-    if run.findings:
-        out.append('<section id="findings"><h2>Findings by code</h2>')
-        by_code: dict[str, list[Located]] = defaultdict(list)
-        for located in run.findings:
-            by_code[located.finding.code].append(located)
-        for code in sorted(by_code):
-            items = by_code[code]
-            family, meaning = CODES.get(code, ("?", "(a code this coffre does not know)"))
-            out.append(
-                f'<h3 id="code-{_e(code)}"><code>{_e(code)}</code> ({_e(family)}): {len(items)}</h3><p>{_e(meaning)}</p>'
-                "<table><tr><th>source</th><th>IDEvt</th><th>type</th><th>round</th><th>seat</th><th>player</th>"
-                f"<th>message</th></tr>{_finding_rows(items[:MAX_ROWS_PER_CODE])}</table>"
-            )
-            if len(items) > MAX_ROWS_PER_CODE:
-                out.append(
-                    f"<p>… and {len(items) - MAX_ROWS_PER_CODE} more (coffre audit --json lists them all).</p>"
-                )
-        out.append("</section>")
-    if run.flagged_total:
-        out.append('<section id="hands"><h2>Flagged hands</h2>')
-        out.append(
-            '<p class="legend">Seats a finding names are outlined<span style="background:#fff;border:3px solid '
-            f'{FLAGGED}"></span>, rounds a finding names are shaded<span style="background:{FLAGGED_ROUND}"></span>; '
-            "a card with a dashed edge and faded face was dealt face down and never revealed (the POJEU records it), "
-            "a crossed card was discarded. S<i>n</i> is seat <i>n</i>; ← a card dealt; the pot is cumulative, net of an uncalled bet given back.</p>"
-        )
-        for index, hand in enumerate(run.flagged, start=1):
-            out.append(_hand_block(index, hand))
-        left_out = run.flagged_total - len(run.flagged)
-        if left_out:
-            out.append(
-                f"<p>{left_out} more flagged hand(s) not pictured (at most {max_pictures}: "
-                "coffre audit --max-pictures N); their findings are listed above.</p>"
-            )
-        out.append("</section>")
-    out.append("<details><summary>Every code coffre checks</summary><table>")
-    out.append("<tr><th>family</th><th>code</th><th>meaning</th></tr>")
-    for code, (family, meaning) in sorted(CODES.items(), key=lambda item: (item[1][0], item[0])):
-        out.append(f"<tr><td>{_e(family)}</td><td><code>{_e(code)}</code></td><td>{_e(meaning)}</td></tr>")
-    out.append("</table></details></body></html>")
-    return "\n".join(out)

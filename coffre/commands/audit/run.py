@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .adapters.storage import TMP_PREFIX
-from .domain.audit.events import audit_event
-from .domain.audit.findings import Finding
-from .domain.audit.trail import MoneyTrail
-from .domain.audit.variants import DEFAULT_RULES, HouseRules
-from .domain.catalogue.base import Event
-from .domain.catalogue.poker import POJEU
-from .domain.errors import Rejected
-from .domain.lot import LotFormatError, parse_document, parse_lot_name, read_lot
-from .domain.normalize import normalize
+from coffre.adapters.storage import TMP_PREFIX
+from coffre.domain.audit.events import audit_event
+from coffre.domain.audit.findings import Finding
+from coffre.domain.audit.trail import MoneyTrail
+from coffre.domain.audit.variants import DEFAULT_RULES, HouseRules
+from coffre.domain.catalogue.base import Event
+from coffre.domain.catalogue.poker import POJEU
+from coffre.domain.errors import Rejected
+from coffre.domain.lot import LotFormatError, parse_document, parse_lot_name, read_lot
+from coffre.domain.normalize import normalize
 
 MAX_PICTURES = 200
 """Flagged hands pictured in the HTML report by default; the others are counted, not drawn."""
@@ -163,7 +163,7 @@ class Auditor:
     """Runs the audit of one input after the other into an :class:`AuditRun`.
 
     ``jobs``: worker processes for the work of each event that needs no other event (reading,
-    normalizing, ``check_event``, ``audit_hand``: coffre/audit_workers.py), the money trail fed
+    normalizing, ``check_event``, ``audit_hand``: coffre/adapters/audit_workers.py), the money trail fed
     here in the serial order; 1: everything in this process; None: :func:`available_cpus`, and this
     process alone for an input of fewer than :data:`MIN_PARALLEL_EVENTS` events. Call :meth:`close`
     at the end (the pool, when one was started)."""
@@ -188,7 +188,7 @@ class Auditor:
     ) -> Iterator[Any]:
         """``task(*call)`` for each call, run by the workers, its results in the calls' order (a few
         tasks per worker in flight, so that what waits for the main process stays small)."""
-        from . import audit_workers
+        from coffre.adapters import audit_workers
 
         if self._pool is None:
             self._pool = audit_workers.pool(workers, self.rules)
@@ -284,13 +284,13 @@ class Auditor:
             self._files_here(paths)
 
     def _files_here(self, paths: Sequence[str]) -> None:
-        from .cli import _inputs
+        from coffre.commands.inputs import inputs
 
         trail = MoneyTrail()
         for path in sorted(paths):
             found = 0
             try:
-                for label, raw in _inputs([path]):
+                for label, raw in inputs([path]):
                     found += 1
                     self.event(label, raw, trail)
             except OSError as exc:
@@ -302,7 +302,7 @@ class Auditor:
 
     def _files_in_workers(self, listed: list[tuple[str, list[Path] | OSError]], workers: int) -> None:
         """:meth:`_files_here`'s run, each file read, normalized and audited by a worker."""
-        from .audit_workers import files_task
+        from coffre.adapters.audit_workers import files_task
 
         names = [str(file) for _, files in listed if isinstance(files, list) for file in files]
         size = max(1, min(FILES_PER_TASK, len(names) // (8 * workers)))
@@ -336,7 +336,7 @@ class Auditor:
 
     def archive(self, path: Path, certificates: Sequence[Path]) -> None:
         """Verify the archive under ``path`` as ``coffre verify`` does; audit it only if it verifies."""
-        from .audit import verify_archive
+        from coffre.commands.verify import verify_archive
 
         report = verify_archive(path, certificates)
         lines = tuple(report.lines())
@@ -377,7 +377,7 @@ class Auditor:
     ) -> None:
         """:meth:`archive`'s audit of a verified archive, each lot read, normalized and audited by
         workers (a large lot by several, a slice of its events each)."""
-        from .audit_workers import lot_task
+        from coffre.adapters.audit_workers import lot_task
 
         def parts(file: Path) -> int:
             try:
@@ -415,7 +415,7 @@ class Auditor:
 
 
 def _event_files(name: str) -> list[Path]:
-    """The files ``coffre.cli._inputs`` reads for one PATH, in its order."""
+    """The files ``coffre.commands.inputs.inputs`` reads for one PATH, in its order."""
     path = Path(name)
     if not path.is_dir():
         return [path]
@@ -528,12 +528,12 @@ def house_rules() -> HouseRules:
     them costs its start-up some 60 ms)."""
     if "COFFRE_AUDIT_FIXED_LIMIT_BETS" not in os.environ:
         return DEFAULT_RULES
-    from .config import load_settings
+    from coffre.config import load_settings
 
     return HouseRules(fixed_limit_bets=load_settings().audit_fixed_limit_bets or None)
 
 
-def run_audit(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """``coffre audit``'s arguments checked (exit 2), the audit run, its output written."""
     for name in args.paths:
         if not Path(name).exists():
@@ -563,7 +563,7 @@ def run_audit(args: argparse.Namespace) -> int:
         for line in text_lines(run):
             print(line)
     if html is not None:
-        from .audit_report import render_report
+        from .report import render_report
 
         try:
             html.write_text(render_report(run, max_pictures=max_pictures), encoding="utf-8")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -12,19 +14,32 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from lxml import etree
 
-from .adapters.storage import TMP_PREFIX
-from .adapters.witness_client import WitnessedCheckpoint
-from .domain.catalogue import EVENT_TYPES
-from .domain.evidence import parse_evidence_name
-from .domain.lot import LotFormatError, check_document_size, parse_document, parse_lot_name, read_checkpoint
-from .domain.merkle import root as merkle_root
-from .domain.proofs import prove_consistency, prove_inclusion
-from .domain.schema import SchemaSet
-from .domain.seals import MAX_NOTE_BYTES, SealNote, SealNoteError
-from .domain.signing import TrustStore
-from .domain.timestamp import load_trust_files
-from .domain.verify import TSA_MAX_DELAY, CoffreReport, EvidencePolicy, SchemaCheck, Source, verify_coffre
-from .domain.witness import CosignatureInvalid, cosigned_by_any, load_public_keys, note_body_of, origin
+from coffre.adapters.storage import TMP_PREFIX
+from coffre.adapters.witness_client import WitnessedCheckpoint
+from coffre.domain.catalogue import EVENT_TYPES
+from coffre.domain.evidence import parse_evidence_name
+from coffre.domain.lot import (
+    LotFormatError,
+    check_document_size,
+    parse_document,
+    parse_lot_name,
+    read_checkpoint,
+)
+from coffre.domain.merkle import root as merkle_root
+from coffre.domain.proofs import prove_consistency, prove_inclusion
+from coffre.domain.schema import SchemaSet
+from coffre.domain.seals import MAX_NOTE_BYTES, SealNote, SealNoteError
+from coffre.domain.signing import TrustStore
+from coffre.domain.timestamp import load_trust_files
+from coffre.domain.verify import (
+    TSA_MAX_DELAY,
+    CoffreReport,
+    EvidencePolicy,
+    SchemaCheck,
+    Source,
+    verify_coffre,
+)
+from coffre.domain.witness import CosignatureInvalid, cosigned_by_any, load_public_keys, note_body_of, origin
 
 EVIDENCE_SUFFIXES = (".tsr", ".cosig")
 
@@ -382,7 +397,7 @@ def _run_in_worker(task: _CoffreTask) -> CoffreReport:
 def _verify_in_workers(setting: _Setting, tasks: list[_CoffreTask], jobs: int) -> Iterator[CoffreReport]:
     """Each coffre's report, in the order of ``tasks``, from ``jobs`` worker processes (the
     largest coffres first, so that none is left to run alone at the end)."""
-    from .audit_workers import start_method
+    from coffre.adapters.audit_workers import start_method
 
     context = multiprocessing.get_context(start_method())
     with ProcessPoolExecutor(
@@ -421,3 +436,60 @@ def archive_proof(
     if since_size is None:
         raise ValueError("an IDEvt or an older tree size is needed")
     return prove_consistency(id_oper, id_coffre, since_size, coffre.leaves).to_dict()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Offline verification of an archive folder; exit 0 only when every check holds."""
+    from datetime import timedelta
+
+    from coffre.adapters.witness_client import Unreachable, WitnessClient
+
+    if not args.cert:
+        print("coffre verify: name the certificate(s) you trust with --cert PEM", file=sys.stderr)
+        return 2
+    named_files = [
+        *args.cert,
+        *([args.checkpoint] if args.checkpoint else []),
+        *args.tsa_cert,
+        *args.witness_key,
+        *([args.witness_ca] if args.witness_ca else []),
+    ]
+    for named in named_files:
+        if not Path(named).is_file():
+            print(f"coffre verify: no file {named}", file=sys.stderr)
+            return 2
+    if args.tsa_max_delay < 0:
+        print("coffre verify: --tsa-max-delay is a number of seconds, at least 0", file=sys.stderr)
+        return 2
+    if args.jobs is not None and args.jobs < 1:
+        print("coffre verify: --jobs must be 1 or more", file=sys.stderr)
+        return 2
+    from coffre.commands.audit.run import available_cpus
+
+    witnessed = None
+    if args.witness:
+        try:
+            client = WitnessClient(args.witness, ca=Path(args.witness_ca) if args.witness_ca else None)
+            witnessed = client.checkpoints()
+        except (ValueError, Unreachable) as exc:
+            print(f"coffre verify: the witness {args.witness}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        report = verify_archive(
+            Path(args.path),
+            [Path(c) for c in args.cert],
+            older_checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+            xsd_dir=Path(args.xsd) if args.xsd else None,
+            tsa_certs=[Path(c) for c in args.tsa_cert],
+            tsa_max_delay=timedelta(seconds=args.tsa_max_delay),
+            witness_keys=[Path(k) for k in args.witness_key],
+            witness=witnessed,
+            witness_name=args.witness or "--witness",
+            jobs=args.jobs if args.jobs is not None else available_cpus(),
+        )
+    except ValueError as exc:  # an unreadable --tsa-cert or --witness-key
+        print(f"coffre verify: {exc}", file=sys.stderr)
+        return 2
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1

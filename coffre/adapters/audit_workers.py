@@ -4,7 +4,7 @@ A worker reads its share of the inputs (a chunk of event files, or part of a lot
 event and runs its own checks (``check_event``) and its hand's (``audit_hand``, judged by the
 operator's :class:`~coffre.domain.audit.variants.HouseRules`): :func:`coffre.domain.audit.events.audit_event`
 without the money trail. The main process feeds the money trail in exactly the order the serial run
-feeds it (coffre/audit_command.py), so the output is the serial run's, byte for byte.
+feeds it (coffre/commands/audit/run.py), so the output is the serial run's, byte for byte.
 
 What crosses the process boundary is one ``bytes`` per task, pickled here with a reducer that
 rebuilds pydantic models without their ``__setstate__`` (bench/README.md, issue 20: unpickling a
@@ -30,14 +30,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .domain.audit.hand import audit_hand
-from .domain.audit.single import check_event
-from .domain.audit.variants import DEFAULT_RULES, HouseRules
-from .domain.catalogue.poker import POJEU
-from .domain.codec import split_documents
-from .domain.errors import Rejected
-from .domain.lot import LotFormatError, parse_document, read_lot
-from .domain.normalize import normalize
+from coffre.domain.audit.hand import audit_hand
+from coffre.domain.audit.single import check_event
+from coffre.domain.audit.variants import DEFAULT_RULES, HouseRules
+from coffre.domain.catalogue.poker import POJEU
+from coffre.domain.codec import split_documents
+from coffre.domain.errors import Rejected
+from coffre.domain.lot import LotFormatError, parse_document, read_lot
+from coffre.domain.normalize import normalize
 
 START_METHOD: str | None = None
 """Forces the start method (tests); None: ``fork`` without other threads, else ``forkserver``."""
@@ -90,7 +90,7 @@ def outcome(raw: bytes, rules: HouseRules | None = None) -> Outcome:
 
 
 def files_task(files: Sequence[str]) -> bytes:
-    """Each file's events (labelled as ``coffre.cli._inputs`` labels them) and their outcomes."""
+    """Each file's events (labelled as ``coffre.commands.inputs.inputs`` labels them) and their outcomes."""
     out: list[FileOutcome] = []
     for name in files:
         file = Path(name)
