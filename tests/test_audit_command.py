@@ -112,6 +112,7 @@ def test_a_lone_hand_is_not_checked_against_registrations_it_does_not_have(capsy
         "BLINDS_DECREASED": 1,
         "BLIND_DODGED": 1,
         "STARTING_STACK_WRONG": 1,
+        "HAND_OUT_OF_ORDER": 1,
     }
     code, out, _ = audit(capsys, hand)
     assert code == 0

@@ -28,6 +28,7 @@ TOURNAMENT_CODES = (
     "HEADS_UP_CHANGEOVER_WRONG",
     "STARTING_STACK_WRONG",
     "TOURNAMENT_CHIPS_WRONG",
+    "HAND_OUT_OF_ORDER",
 )
 
 
@@ -87,9 +88,11 @@ class Story:
         pool: str | None = None,
         regle: str = "THNL",
         bba: bool = False,
+        at: str = "2026-03-05T20:00:00Z",
     ) -> Event:
         """Everyone folds to the big blind at ``bb``, who wins the antes and the small blind (its
-        own blind beyond the small blind is uncalled, given back). ``sb`` None: a dead small blind."""
+        own blind beyond the small blind is uncalled, given back). ``sb`` None: a dead small blind.
+        ``at``: the time stamp of its rounds and its DateEvt."""
         seats = sorted(seated)
         posts: dict[int, list[tuple[str, int]]] = {s: [] for s in seats}
         for s in seats:
@@ -144,6 +147,7 @@ class Story:
         return self._add(
             "POJEU",
             {
+                "DateEvt": at,
                 "Tech": self.tech,
                 "Pool": pool or str(self.pool),
                 "Participants": {"Joueur": joueurs},
@@ -153,13 +157,13 @@ class Story:
                     "Tour": [
                         {
                             "name": "bet",
-                            "Timestamp": "2026-03-05T20:00:00Z",
+                            "Timestamp": at,
                             "Action": forced,
                             "Total": str(pot),
                         },
                         {
                             "name": "pre-flop",
-                            "Timestamp": "2026-03-05T20:00:00Z",
+                            "Timestamp": at,
                             "Action": [*cards, *({"Fold": {"Siege": s}} for s in order)],
                         },
                     ]
@@ -573,6 +577,51 @@ def test_a_stack_created_between_hands_is_the_money_trails_finding_only():
     assert everything(story.events) == [(changed.id_evt, "CAVE_CHAIN_BROKEN")]
 
 
+# -------------------------------------------------------------------------------- HAND_OUT_OF_ORDER
+
+
+def test_a_hand_that_starts_before_the_previous_hand_of_its_table_ended():
+    """Annex 1.3.6.c.2: a Tour's Timestamp is « Date et heure du début du tour »; club rules 3.1:
+    « Une main commence lorsque le pot précédent est attribué ». The second hand of the table (its
+    stacks and blinds following on) is stamped 20:09:30, the hand before it 20:10:00: it started
+    before the previous pot was awarded."""
+    story = four_players()
+    table = {1: "ann", 2: "ben", 3: "cat", 4: "dan"}
+    story.walk(table, bb=2, sb=1, at="2026-03-05T20:10:00Z")
+    early = story.walk(table, bb=3, sb=2, at="2026-03-05T20:09:30Z")
+    story.walk(table, bb=4, sb=3, at="2026-03-05T20:11:00Z")
+    assert found(story.events)[0] == [(early.id_evt, "HAND_OUT_OF_ORDER")]
+    assert [c for c in everything(story.events) if c[1] == "HAND_OUT_OF_ORDER"] == [
+        (early.id_evt, "HAND_OUT_OF_ORDER")
+    ]
+
+
+def test_hands_of_one_table_in_time_order_or_in_the_same_second():
+    """The annex stamps to the second: a hand may start in the second the previous one ended."""
+    story = four_players()
+    table = {1: "ann", 2: "ben", 3: "cat", 4: "dan"}
+    story.walk(table, bb=2, sb=1, at="2026-03-05T20:10:00Z")
+    story.walk(table, bb=3, sb=2, at="2026-03-05T20:10:00Z")
+    story.walk(table, bb=4, sb=3, at="2026-03-05T20:11:00Z")
+    assert found(story.events)[0] == []
+
+
+def test_hands_of_different_tables_may_interleave():
+    """Two tables of one tournament play at once: their hands are recorded in any order between
+    them; only each table's own order is judged."""
+    story = Story()
+    story.register("ann", "ben", "cat", "dan", "eve", "fay", "gus", "hal")
+    one = {1: "ann", 2: "ben", 3: "cat", 4: "dan"}
+    two = {1: "eve", 2: "fay", 3: "gus", 4: "hal"}
+    story.walk(one, bb=2, sb=1, at="2026-03-05T20:10:00Z")
+    story.walk(two, bb=2, sb=1, at="2026-03-05T20:05:00Z")
+    story.walk(one, bb=3, sb=2, at="2026-03-05T20:12:00Z")
+    story.walk(two, bb=3, sb=2, at="2026-03-05T20:07:00Z")
+    assert found(story.events)[0] == []
+    late = story.walk(two, bb=4, sb=3, at="2026-03-05T20:06:00Z")
+    assert found(story.events)[0] == [(late.id_evt, "HAND_OUT_OF_ORDER")]
+
+
 # -------------------------------------------------------------------------------- context absent
 
 
@@ -582,7 +631,12 @@ def test_a_lone_hand_is_not_checked():
     hand = story.walk({1: "ann", 2: "ben", 3: "cat", 4: "dan"}, bb=4, sb=3)
     codes, trail = found([hand], complete=False)
     assert codes == []
-    assert trail.not_checked == {"BLINDS_DECREASED": 1, "BLIND_DODGED": 1, "STARTING_STACK_WRONG": 1}
+    assert trail.not_checked == {
+        "BLINDS_DECREASED": 1,
+        "BLIND_DODGED": 1,
+        "STARTING_STACK_WRONG": 1,
+        "HAND_OUT_OF_ORDER": 1,
+    }
 
 
 def test_after_a_gap_nothing_across_hands_fires():
@@ -605,7 +659,7 @@ def test_a_hand_at_a_table_that_cannot_be_inferred_is_not_checked():
     story.walk({1: "dan", 2: "cat", 3: "ben", 4: "ann"}, bb=4, sb=3, blinds=(25, 50))
     codes, trail = found(story.events)
     assert codes == []
-    assert trail.not_checked == {"BLINDS_DECREASED": 1, "BLIND_DODGED": 1}
+    assert trail.not_checked == {"BLINDS_DECREASED": 1, "BLIND_DODGED": 1, "HAND_OUT_OF_ORDER": 1}
 
 
 def test_a_cash_game_is_not_a_tournament():

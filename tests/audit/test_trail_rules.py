@@ -282,6 +282,53 @@ def test_out_in_the_same_hand_sharing_the_place_is_accepted():
     assert ranking(_both_out("3200", "1500", (2, 2))) == []
 
 
+# ---------------------------------------------------------------- ranking: leaving with chips
+
+
+def _chloe_leaves(ranks: tuple[int, int]) -> list[Event]:
+    """chloe leaves T-42 with her 1500 chips after hand 3 (IDEvt 11) and is settled (POBILAN) with
+    ``ranks[0]``; alice and bruno play on heads-up, alice goes out in the next hand and is ranked
+    ``ranks[1]``, bruno 1st, david 4th (out in hand 3)."""
+    events = demo()
+    chloe_bilan = at(events, 16).model_copy(update={"Classement": ranks[0]})
+    heads_up = at(events, 17)
+    players = []
+    for p in heads_up.Participants.Joueur:
+        before = {"alice": Decimal(3200), "bruno": Decimal(2800)}[p.IDJoueur]
+        after = Decimal(6000) if p.IDJoueur == "bruno" else Decimal(0)
+        finance = p.Finance.model_copy(
+            update={"CaveAvant": before, "CaveApres": after, "Net": after - before}
+        )
+        players.append(p.model_copy(update={"Finance": finance}))
+    heads_up = heads_up.model_copy(
+        update={"Participants": heads_up.Participants.model_copy(update={"Joueur": players})}
+    )
+    alice_bilan = at(events, 19).model_copy(update={"Classement": ranks[1]})
+    return numbered([*events[:13], chloe_bilan, heads_up, at(events, 18), alice_bilan, at(events, 20)])
+
+
+def test_a_player_who_leaves_with_chips_ranks_as_out_when_he_left():
+    """Club rules 1.7: a player who leaves the tournament « son stack est retiré et il est classé
+    comme sortant au moment de sa sortie ». chloe leaves with chips after hand 3, alice goes out in
+    the hand after: alice 2nd and chloe 3rd follows the texts (before the fix, chloe counted as
+    still holding chips and alice's rank was reported); chloe 2nd and alice 3rd contradicts them."""
+    assert ranking(_chloe_leaves((3, 2))) == []
+    assert ranking(_chloe_leaves((2, 3))) == [17]
+
+
+def test_leaving_with_chips_ranks_above_those_out_before():
+    """david went out in hand 3 (IDEvt 11), before chloe left: david 3rd below chloe 4th contradicts
+    club rules 1.7 as much as an elimination order would."""
+    events = _chloe_leaves((3, 2))
+    david = next(e for e in events if e.xml_tag == "POBILAN" and e.IDJoueur == "david")
+    events = [e.model_copy(update={"Classement": 3}) if e is david else e for e in events]
+    events = [
+        e.model_copy(update={"Classement": 4}) if e.xml_tag == "POBILAN" and e.IDJoueur == "chloe" else e
+        for e in events
+    ]
+    assert ranking(events) == [14]
+
+
 # ---------------------------------------------------------------- not checked, context absent
 
 
@@ -297,6 +344,7 @@ def test_a_lone_hand_gives_no_trail_finding_and_counts_what_it_could_not_check()
             "BLINDS_DECREASED": 1,
             "BLIND_DODGED": 1,
             "STARTING_STACK_WRONG": 1,
+            "HAND_OUT_OF_ORDER": 1,
         }
     )
 

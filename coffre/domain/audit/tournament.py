@@ -10,7 +10,9 @@ the readings chosen; the codes:
 - ``HEADS_UP_CHANGEOVER_WRONG``: the same, at the first hand of heads-up (TDA r.34B; club rules 4.3);
 - ``STARTING_STACK_WRONG``: an inscription's first ``CaveAvant`` is not the starting stack (TDA r.8A);
 - ``TOURNAMENT_CHIPS_WRONG``: once one inscription is left with chips, it does not hold every chip
-  put in play (decree 2016-1326 art. 1 II 2°).
+  put in play (decree 2016-1326 art. 1 II 2°);
+- ``HAND_OUT_OF_ORDER``: a hand starts before the previous hand of its table reached its last round
+  (annex 1.3.6.c.2 ``Timestamp``; club rules 3.1).
 
 POJEU names no table: a hand's table is the one whose latest hand shares the most participants
 with it (same ``Inscription`` on the same ``Siege``), when that is more than half of the hand's
@@ -24,8 +26,8 @@ The state is in the money trail's store (JSON-able values; keys begin with the c
   inscriptions hold chips, the tables alive and the next table number;
 - ``tour/<Tech>|members``: the inscriptions that played (written when one enters);
 - ``tour/<Tech>|ins|<oper>:<Inscription>``: the inscription's last stack, its table, whether it ended;
-- ``tour/<Tech>|table|<id>``: the table's latest hand (seat -> inscription), its last blind hand and
-  its last level per ``Regle``.
+- ``tour/<Tech>|table|<id>``: the table's latest hand (seat -> inscription, its IDEvt and the start of
+  its last round), its last blind hand and its last level per ``Regle``.
 
 (A ``Tech`` never holds ``|``: types:reference.)
 
@@ -55,9 +57,11 @@ register(
     STARTING_STACK_WRONG="an entry's first CaveAvant is not the tournament's starting stack (TDA r.8A)",
     TOURNAMENT_CHIPS_WRONG="once one inscription is left with chips, it does not hold every chip put in "
     "play (decree 2016-1326 art. 1 II 2°)",
+    HAND_OUT_OF_ORDER="a hand starts before the previous hand of its table reached its last round: the "
+    "hands of one table are dealt one after the other (annex 1.3.6.c.2 Timestamp; club 3.1)",
 )
 
-HAND_RULES = ("BLINDS_DECREASED", "BLIND_DODGED", "STARTING_STACK_WRONG")
+HAND_RULES = ("BLINDS_DECREASED", "BLIND_DODGED", "STARTING_STACK_WRONG", "HAND_OUT_OF_ORDER")
 """The rules a tournament hand is judged by across hands: each counted once per hand not checked."""
 LEVEL_PARTS = ("small blind", "big blind", "ante", "bring-in")
 
@@ -237,15 +241,18 @@ class TournamentTrail:
             if any(r is not None and r.get("table") for r in records.values()):  # seen at a table before
                 self.not_checked["BLINDS_DECREASED"] += 1
                 self.not_checked["BLIND_DODGED"] += 1
+                self.not_checked["HAND_OUT_OF_ORDER"] += 1
             table = {"seats": seats, "levels": {}, "blind": None}
         else:
             findings += self._levels(event, table, level, form)
             findings += self._blinds(event, table, seats, bb)
+            findings += _in_time_order(event, table)
         self._move(tech_key, tech, table_id, records)
         table = {
             "seats": seats,
             "levels": self._level_record(event, table["levels"], level, form),
             "blind": table["blind"] if bb is None else {"seats": seats, "bb": bb},
+            **_last_round(event, table),
         }
         self.store[f"{tech_key}|table|{table_id}"] = table
         for who, j in joueurs:
@@ -468,3 +475,41 @@ class TournamentTrail:
                 player=player.get(passed[0]),
             )
         ]
+
+
+# ------------------------------------------------------------------------ time, across a table's hands
+
+
+def _last_round(event: POJEU, previous: dict[str, Any]) -> dict[str, Any]:
+    """What the table keeps of its latest hand for the next one's time: the latest start of its rounds
+    (the hand ended at or after it) and its IDEvt. A hand stamped before the table's latest keeps the
+    latest (the hands after it are judged against the table's true progress, not its error)."""
+    stamps = [tour.Timestamp for tour in event.Jeu.Tour]
+    if not stamps:
+        return {k: previous[k] for k in ("end", "end_evt") if k in previous}
+    end = max(stamps)
+    if previous.get("end") is not None and previous["end"] > end:
+        return {"end": previous["end"], "end_evt": previous["end_evt"]}
+    return {"end": end, "end_evt": event.id_evt}
+
+
+def _in_time_order(event: POJEU, table: dict[str, Any]) -> list[Finding]:
+    """Annex 1.3.6.c.2: a Tour's ``Timestamp`` is « Date et heure du début du tour »; club rules 3.1:
+    « Une main commence lorsque le pot précédent est attribué ». The hands of one table follow each
+    other: a hand whose first round starts before the last round of the table's previous hand started
+    is out of order (that hand had not ended). Hands of different tables may interleave; a table is
+    the one :meth:`TournamentTrail._table` infers (a POJEU names none). Equal stamps are allowed: the
+    annex stamps to the second."""
+    end = table.get("end")
+    if end is None or not event.Jeu.Tour:
+        return []
+    start = min(tour.Timestamp for tour in event.Jeu.Tour)
+    if start >= end:
+        return []
+    return [
+        Finding(
+            "HAND_OUT_OF_ORDER",
+            f"POJEU (IDEvt {event.id_evt}, Pool {event.Pool}) starts at {start}, before the last round of the "
+            f"previous hand of its table (IDEvt {table.get('end_evt')}) started at {end}",
+        )
+    ]

@@ -110,6 +110,15 @@ def hand_fingerprint(event: POJEU) -> str:
     return hashlib.blake2b(f"{event.Regle}|{first}|{parts}".encode(), digest_size=8).hexdigest()
 
 
+def _whereabouts(inscription: str, out: int | None, moment: list[int] | None, left: bool) -> str:
+    """Where a ranked inscription stood, for RANKING_CONTRADICTS_ELIMINATIONS's message."""
+    if left and moment is not None:
+        return f"{inscription} left with chips after its hand of IDEvt {moment[0]}"
+    if out is not None:
+        return f"{inscription} was out at IDEvt {out}"
+    return f"{inscription} still had chips"
+
+
 class MoneyTrail:
     """Feed it a coffre's events in IDEvt order; each :meth:`observe` returns that event's findings.
 
@@ -664,7 +673,15 @@ class MoneyTrail:
         assert event.Classement is not None
         rank = int(event.Classement)
         out = known["out"] if known["cave"] is not None else None
-        playing = known["cave"] is not None and out is None
+        left = known["cave"] is not None and out is None and Decimal(known["cave"]) > 0
+        if left:
+            # club rules 1.7: a player who leaves the tournament with chips « est classé comme sortant au
+            # moment de sa sortie », after the last hand he played and before the next one (its stack
+            # is taken out of play, as TOURNAMENT_CHIPS_WRONG counts it)
+            moment: list[int] | None = [int(known["hand"] if known.get("hand") else known["since"]), 1]
+        else:
+            moment = [int(out), 0] if out is not None else None
+        playing = known["cave"] is not None and out is None and not left
         stack = known.get("stack") if out is not None else None
         sure = int(known["since"]) >= self._gap
         findings: list[Finding] = []
@@ -672,12 +689,22 @@ class MoneyTrail:
         for entry in tech["ranks"] if sure else ():
             other, other_rank, other_out, other_playing = entry[:4]
             other_stack, other_sure = (entry[4], entry[5]) if len(entry) >= 6 else (None, True)
+            other_moment = (
+                entry[6] if len(entry) >= 7 else ([other_out, 0] if other_out is not None else None)
+            )
             if not other_sure:
                 skipped = True
                 continue
             worse = None  # whether this player must rank below the other
             tie = ""
-            if out is not None and other_out is not None and out != other_out:
+            if left or (len(entry) >= 7 and entry[7]):
+                # one of the two left with chips: whoever went out (or left) first ranks below; two who
+                # left after the same hand are not judged (the ranks of a deal are the players')
+                if moment is not None and other_moment is not None and moment != other_moment:
+                    worse = moment < other_moment
+                elif moment is not None and other_playing:
+                    worse = True
+            elif out is not None and other_out is not None and out != other_out:
                 worse = out < other_out
             elif out is not None and other_playing:
                 worse = True
@@ -706,23 +733,15 @@ class MoneyTrail:
                 Finding(
                     "RANKING_CONTRADICTS_ELIMINATIONS",
                     f"{what} ranks {rank}; Inscription {other} ranks {other_rank}, yet "
-                    + (
-                        f"{event.Inscription} was out at IDEvt {out}, "
-                        + (
-                            f"{other} at IDEvt {other_out}{tie}"
-                            if other_out is not None
-                            else f"{other} still had chips"
-                        )
-                        if out is not None
-                        else f"{event.Inscription} still had chips and {other} was out at IDEvt {other_out}"
-                    ),
+                    f"{_whereabouts(event.Inscription, out, moment, left)}, "
+                    f"{_whereabouts(other, other_out, other_moment, len(entry) >= 8 and entry[7])}{tie}",
                     player=event.IDJoueur,
                 )
             )
         if skipped:
             self._skip("RANKING_CONTRADICTS_ELIMINATIONS")  # an elimination (or a re-buy) may be missing
         tech_key = f"{prefix}tech/{event.Tech}"
-        entry = [event.Inscription, rank, out, playing, stack, sure]
+        entry = [event.Inscription, rank, out, playing, stack, sure, moment, left]
         self.store[tech_key] = {**tech, "ranks": [*tech["ranks"], entry]}
         return findings
 
