@@ -53,6 +53,36 @@ from coffre import metrics
 log = logging.getLogger("coffre.kafka")
 T = TypeVar("T")
 
+
+def _offsets_refresh_a_stale_leader() -> None:
+    """aiokafka (0.14) asks a partition's leader for its offsets when a consumer's position must be
+    reset (a new assignment with no committed offset, a seek to the end). When that broker is no
+    longer the leader (it was paused or killed and leadership moved), the answer is
+    NotLeaderForPartition, and aiokafka logs "Failed fetch offsets", waits its retry backoff and
+    asks the same broker again, with the same metadata, until the periodic refresh
+    (``metadata_max_age_ms``, 5 minutes): a chaos soak's acquittal service got none of its partitions
+    for 4.5 minutes after one broker of three was paused for 5 s. Every other path of the fetcher asks
+    for fresh metadata on such an error; this makes the offset request do the same."""
+    from aiokafka.consumer.fetcher import Fetcher
+
+    request = Fetcher._proc_offset_request
+    if getattr(request, "_coffre_refreshes_metadata", False):
+        return
+
+    async def _proc_offset_request(self: Fetcher, node_id: int, topic_data: Any) -> Any:
+        try:
+            return await request(self, node_id, topic_data)
+        except KafkaError as error:
+            if error.invalid_metadata:
+                self._client.force_metadata_update()
+            raise
+
+    _proc_offset_request._coffre_refreshes_metadata = True  # type: ignore[attr-defined]
+    Fetcher._proc_offset_request = _proc_offset_request  # type: ignore[method-assign]
+
+
+_offsets_refresh_a_stale_leader()
+
 __all__ = [
     "COMMIT_INTERVAL",
     "CONSUMER_TUNING",

@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka.errors import InvalidSessionTimeoutError
 
@@ -34,6 +35,10 @@ log = logging.getLogger("coffre.acquittal")
 Key = tuple[str, int, int]
 REMEMBERED_LATE = 100_000
 """How many late records are remembered, so that a receipt published twice is counted late once."""
+LATE_LOG_SECONDS = 10.0
+"""Late records are logged one line per coffre per this many seconds (the first of the window in full,
+then how many more and the longest wait): after a stall every record of the backlog is late, and a
+line each wrote 9 MB of log in five minutes of a chaos soak. The metric counts every one."""
 
 
 @dataclass
@@ -67,6 +72,8 @@ class Acquitter:
         self.keys = keys
         """What the receipts and rejections :meth:`handle` reads must carry a tag of."""
         self.reported_late: OrderedDict[Key, None] = OrderedDict()
+        self.late_windows: dict[tuple[str, int], list[Any]] = {}
+        """Per coffre, [start of its logging window, late records not logged in it, their longest wait]."""
         self.stats = AcquittalStats()
         self._sent: tuple[int, int, list[float]] = (0, 0, [])
         """The last batch's acquittals recorded and rejected, and when ingest published each
@@ -150,6 +157,24 @@ class Acquitter:
             self.reported_late.popitem(last=False)
         self.stats.late += 1
         metrics.LATE_RECORDS.inc()
+        coffre = (key[0], key[1])
+        now = time.monotonic()
+        window = self.late_windows.get(coffre)
+        if window is not None and now - window[0] < LATE_LOG_SECONDS:
+            window[1] += 1
+            window[2] = max(window[2], waited)
+            return
+        if window is not None and window[1]:
+            log.warning(
+                "late records: %d more of coffre %s/%s in the last %.0fs, the latest IDEvt %s, the longest"
+                " recorded %.3fs after ingest",
+                window[1],
+                *coffre,
+                now - window[0],
+                key[2],
+                window[2],
+            )
+        self.late_windows[coffre] = [now, 0, 0.0]
         with log_context(id_oper=key[0], id_coffre=key[1], id_evt=key[2]):
             log.warning("late record: coffre %s/%s IDEvt %s recorded %.3fs after ingest", *key, waited)
 

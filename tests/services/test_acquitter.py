@@ -28,10 +28,11 @@ def receipt(
     supervised: bool = False,
     ingested_at: float | None = 1000.0,
     recorded_after: float = 0.1,
+    id_coffre: int = 7,
 ) -> Receipt:
     recorded_at = iso((ingested_at or 1000.0) + recorded_after)
     return Receipt(
-        "0099", 7, id_evt, event_type, "ab" * 32, f"req-{id_evt}", supervised, ingested_at, recorded_at
+        "0099", id_coffre, id_evt, event_type, "ab" * 32, f"req-{id_evt}", supervised, ingested_at, recorded_at
     )
 
 
@@ -122,3 +123,30 @@ def test_the_acquittal_of_an_input_that_is_no_event_round_trips():
     acquittal = Acquitter({"POJEU"}, 2.0).on_rejection(refusal)
     assert Acquittal.decode(acquittal.encode()) == acquittal
     assert Acquittal.decode(b'{"status":"rejected","reasons":[]}').correlation_id is None
+
+
+def test_late_records_are_logged_a_line_per_coffre_and_window_not_a_line_each(caplog, monkeypatch):
+    """After a stall every record of the backlog is late: one line per coffre per LATE_LOG_SECONDS,
+    then how many more (a chaos soak's stall wrote 9 MB of these lines in five minutes). The count
+    and the metric still take every one."""
+    import coffre_acquittal.service as service
+
+    acquitter = Acquitter({"POJEU"}, late_after=2.0, clock=Clock())
+    with caplog.at_level("WARNING", logger="coffre.acquittal"):
+        for id_evt in range(1, 501):
+            acquitter.on_receipt(receipt(id_evt=id_evt, recorded_after=5.0 + id_evt / 1000))
+        acquitter.on_receipt(receipt(id_coffre=8, id_evt=1, recorded_after=3.0))  # another coffre: its own line
+    lines = [r.getMessage() for r in caplog.records]
+    assert acquitter.stats.late == 501
+    assert lines == [
+        "late record: coffre 0099/7 IDEvt 1 recorded 5.001s after ingest",
+        "late record: coffre 0099/8 IDEvt 1 recorded 3.000s after ingest",
+    ]
+    caplog.clear()
+    monkeypatch.setattr(service, "LATE_LOG_SECONDS", 0.0)  # the window is over
+    with caplog.at_level("WARNING", logger="coffre.acquittal"):
+        acquitter.on_receipt(receipt(id_evt=501, recorded_after=2.5))
+    summary, line = (r.getMessage() for r in caplog.records)
+    assert summary.startswith("late records: 499 more of coffre 0099/7 in the last ")
+    assert summary.endswith("the latest IDEvt 501, the longest recorded 5.500s after ingest")
+    assert line == "late record: coffre 0099/7 IDEvt 501 recorded 2.500s after ingest"
