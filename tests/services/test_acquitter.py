@@ -32,7 +32,15 @@ def receipt(
 ) -> Receipt:
     recorded_at = iso((ingested_at or 1000.0) + recorded_after)
     return Receipt(
-        "0099", id_coffre, id_evt, event_type, "ab" * 32, f"req-{id_evt}", supervised, ingested_at, recorded_at
+        "0099",
+        id_coffre,
+        id_evt,
+        event_type,
+        "ab" * 32,
+        f"req-{id_evt}",
+        supervised,
+        ingested_at,
+        recorded_at,
     )
 
 
@@ -135,7 +143,9 @@ def test_late_records_are_logged_a_line_per_coffre_and_window_not_a_line_each(ca
     with caplog.at_level("WARNING", logger="coffre.acquittal"):
         for id_evt in range(1, 501):
             acquitter.on_receipt(receipt(id_evt=id_evt, recorded_after=5.0 + id_evt / 1000))
-        acquitter.on_receipt(receipt(id_coffre=8, id_evt=1, recorded_after=3.0))  # another coffre: its own line
+        acquitter.on_receipt(
+            receipt(id_coffre=8, id_evt=1, recorded_after=3.0)
+        )  # another coffre: its own line
     lines = [r.getMessage() for r in caplog.records]
     assert acquitter.stats.late == 501
     assert lines == [
