@@ -142,7 +142,7 @@ def test_the_checks_not_made_for_want_of_context_are_shown():
     run = audit_paths([str(TOURNAMENT / "09-POJEU-hand-2.xml")])
     page = lxml_html.fromstring(render_report(run))
     [heading] = page.xpath('//h3[@id="not-checked"]')
-    assert "8 check(s) not made: context absent" in heading.text_content()
+    assert "9 check(s) not made: context absent" in heading.text_content()
     rows = {
         r.xpath("td")[0].text_content(): r.xpath("td")[1].text_content()
         for r in heading.getnext().getnext().xpath("tr[td]")
@@ -153,6 +153,7 @@ def test_the_checks_not_made_for_want_of_context_are_shown():
         "BLINDS_DECREASED": "1",
         "BLIND_DODGED": "1",
         "STARTING_STACK_WRONG": "1",
+        "HAND_OUT_OF_ORDER": "1",
     }
     assert "no finding, no problem" in page.text_content()
 

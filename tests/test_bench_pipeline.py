@@ -144,4 +144,4 @@ def test_ratios_say_which_way_is_better(bench: ModuleType) -> None:
     assert ratios["e2e_events_per_s"]["better"] == "higher" and ratios["e2e_events_per_s"]["improved"]
     assert ratios["latency_ms.p50"]["better"] == "lower" and not ratios["latency_ms.p50"]["improved"]
     assert ratios["latency_ms.p99"]["improved"]
-    assert bench.stack_services((ROOT / "coffre" / "stack.py").read_text()) is not None
+    assert bench.stack_services((ROOT / "coffre" / "commands" / "stack.py").read_text()) is not None
