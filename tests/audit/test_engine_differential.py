@@ -144,7 +144,9 @@ def _winner(event: dict[str, Any], rng: random.Random) -> bool:
 
 
 def _drop(event: dict[str, Any], rng: random.Random) -> bool:
-    spots = [(t["Action"], k) for t in _tours(event) for k, a in enumerate(t["Action"]) if len(t["Action"]) > 1]
+    spots = [
+        (t["Action"], k) for t in _tours(event) for k, a in enumerate(t["Action"]) if len(t["Action"]) > 1
+    ]
     if not spots:
         return False
     acts, k = rng.choice(spots)
@@ -221,6 +223,8 @@ def test_known_answer_hands_agree():
 
 @pytest.mark.parametrize("rules", [HouseRules(heads_up="round"), HouseRules(fixed_limit_bets=None)])
 def test_house_rules_agree(rules):
-    hands = [(name, e) for name, e in generated_hands() if ENGINE_VARIANTS[name[: name.index("/")]].fixed_limit]
+    hands = [
+        (name, e) for name, e in generated_hands() if ENGINE_VARIANTS[name[: name.index("/")]].fixed_limit
+    ]
     found = [d for name, event in hands[:60] if (d := disagreement(name, event, rules))]
     assert not found, "\n".join(found)

@@ -460,9 +460,9 @@ class Table:
         street = self.street
         assert street is not None
         cap = self.round_cap(street)
-        if cap is not None and self.raises >= cap:
-            if not (self.uncapped_two_player_rounds and self.round_players <= 2):
-                return "the round's bets are capped"
+        heads_up_round = self.uncapped_two_player_rounds and self.round_players <= 2
+        if cap is not None and self.raises >= cap and not heads_up_round:
+            return "the round's bets are capped"
         i = self.actors[0]
         top = max(self.bets)
         if self.stacks[i] <= top - self.bets[i]:
@@ -688,9 +688,12 @@ class Table:
         index = self.street_index
         assert index is not None
         streets = self.rules.streets
-        if sum(self.live) > 1 and not any(s.draw for s in streets[index + 1 :]):
-            if sum(1 for i in range(self.n) if self.live[i] and self.stacks[i]) <= 1:
-                self.all_in = True
+        if (
+            sum(self.live) > 1
+            and not any(s.draw for s in streets[index + 1 :])
+            and sum(1 for i in range(self.n) if self.live[i] and self.stacks[i]) <= 1
+        ):
+            self.all_in = True  # nobody left to bet: the cards are dealt out to the showdown
         if not all(self.stacks) and index == len(streets) - 1:
             self.all_in = True
         if any(self.bets):
