@@ -300,7 +300,8 @@ OPENERS: dict[Opening, Callable[[Table], int]] = {
 
 # --------------------------------------------------------------------------- the state of a hand
 
-DEALING, BETTING, SHOWDOWN, OVER = "dealing", "betting", "showdown", "over"
+DEALING, BETTING, SHOWDOWN, OVER = 0, 1, 2, 3
+"""The phases of a hand: its cards being dealt, a betting round, the showdown, the hand over."""
 
 
 class Table:
@@ -325,8 +326,10 @@ class Table:
         "live",
         "missing_blinds",
         "n",
+        "n_live",
         "opener",
         "owed_board",
+        "owed_cards",
         "owed_draw",
         "owed_hole",
         "payoffs",
@@ -392,11 +395,14 @@ class Table:
         self.bets = [0] * n
         self.payoffs = [0] * n
         self.live = [True] * n
+        self.n_live = n
+        self.phase = DEALING
         self.hole: list[list[int]] = [[] for _ in range(n)]
         self.up: list[list[bool]] = [[] for _ in range(n)]
         self.board: list[int] = []
         self.street_index: int | None = None
         self.owed_hole: list[deque[bool]] = [deque() for _ in range(n)]
+        self.owed_cards = 0
         self.owed_board = 0
         self.owed_draw = [False] * n
         self.actors: deque[int] = deque()
@@ -453,66 +459,57 @@ class Table:
         i = self.actors[0]
         return min(self.stacks[i], max(self.bets) - self.bets[i])
 
-    def _raise_refusal(self) -> str | None:
-        """Why the player to act may not bet or raise now, or None (TDA 47 is judged by the replay)."""
-        if not self.actors:
-            return "nobody is to act"
-        street = self.street
-        assert street is not None
-        cap = self.round_cap(street)
-        heads_up_round = self.uncapped_two_player_rounds and self.round_players <= 2
-        if cap is not None and self.raises >= cap and not heads_up_round:
-            return "the round's bets are capped"
-        i = self.actors[0]
-        top = max(self.bets)
-        if self.stacks[i] <= top - self.bets[i]:
-            return "the player can only call (all in)"
-        if not any(j != i and self.live[j] and self.stacks[j] + self.bets[j] > top for j in range(self.n)):
-            return "every other player has folded or is all in"
-        return None
-
-    def round_cap(self, street: Street) -> int | None:
-        """Fixed limit: the bets and raises a round allows beyond the big blind of the first round."""
-        if self.cap is None:
-            return None
-        return max(self.cap - 1, 0) if street.blind_round else self.cap
-
-    def street_bet(self) -> int:
-        street = self.street
-        assert street is not None
-        return self.big_bet if street.big_bet else self.small_bet
-
-    def min_to(self) -> int | None:
-        """The smallest total a bet, raise or completion may reach (an all-in may fall short)."""
-        if self._raise_refusal() is not None:
-            return None
-        amount = max(self.raise_size, self.street_bet())
+    def limits(self) -> tuple[str | None, int, int]:
+        """(why the player to act may not bet or raise now, or None; the smallest and the largest
+        total its bet, raise or completion may reach). The smallest: the round's bet, or the last
+        full raise over the bet to call (TDA 43, R2); an all-in may fall short. The largest: the
+        smallest in fixed limit, the pot in pot limit (TDA 54B before the flop: with full blinds),
+        the stack in no limit. TDA 47 (reopening) is judged by the replay, not here."""
+        actors = self.actors
+        if not actors:
+            return "nobody is to act", 0, 0
+        street = self.rules.streets[self.street_index]  # type: ignore[index]
+        cap = self.cap
+        if cap is not None:
+            if street.blind_round:
+                cap = max(cap - 1, 0)
+            if self.raises >= cap and not (self.uncapped_two_player_rounds and self.round_players <= 2):
+                return "the round's bets are capped", 0, 0
+        i = actors[0]
+        bets, stacks, live = self.bets, self.stacks, self.live
+        top = max(bets)
+        if stacks[i] <= top - bets[i]:
+            return "the player can only call (all in)", 0, 0
+        for j in range(self.n):
+            if j != i and live[j] and stacks[j] + bets[j] > top:
+                break
+        else:
+            return "every other player has folded or is all in", 0, 0
+        reach = stacks[i] + bets[i]
+        low = max(self.raise_size, self.big_bet if street.big_bet else self.small_bet)
         if not self.completion_status:
-            amount += max(self.bets)
-        i = self.actors[0]
-        return min(self.stacks[i] + self.bets[i], amount)
-
-    def max_to(self) -> int | None:
-        """The largest total: the minimum in fixed limit, the pot in pot limit (TDA 54B before the
-        flop: with full blinds), the stack in no limit."""
-        low = self.min_to()
-        if low is None:
-            return None
-        i = self.actors[0]
-        reach = self.stacks[i] + self.bets[i]
+            low += top
+        low = min(reach, low)
         structure = self.rules.structure
         if structure == "fixed":
-            return low
+            return None, low, low
         if structure == "no":
-            return reach
-        top = max(self.bets)
-        pot = 2 * top - self.bets[i] + self.total_pot()
-        amount = min(reach, max(low, pot))
+            return None, low, reach
+        pot = -sum(self.payoffs)
+        high = min(reach, max(low, 2 * top - bets[i] + pot))
         if self.street_index == 0 and (self.missing_blinds or self.full_big_blind > top):
             top = max(top, self.full_big_blind)
-            full = 2 * top - self.bets[i] + self.total_pot() + self.missing_blinds
-            amount = min(reach, max(amount, full))
-        return amount
+            high = min(reach, max(high, 2 * top - bets[i] + pot + self.missing_blinds))
+        return None, low, high
+
+    def min_to(self) -> int | None:
+        """The smallest total a bet, raise or completion may reach now (None: none may be made)."""
+        refusal, low, _ = self.limits()
+        return None if refusal else low
+
+    def max_to(self) -> int | None:
+        refusal, _, high = self.limits()
+        return None if refusal else high
 
     # -- the betting actions
 
@@ -546,11 +543,9 @@ class Table:
         return amount
 
     def verify_raise_to(self, amount: int) -> None:
-        refusal = self._raise_refusal()
+        refusal, low, high = self.limits()
         if refusal is not None:
             raise Illegal(refusal)
-        low, high = self.min_to(), self.max_to()
-        assert low is not None and high is not None
         if amount < low:
             raise Illegal(f"{amount} is below the minimum {low}")
         if amount > high:
@@ -580,6 +575,7 @@ class Table:
 
     def _muck(self, i: int) -> None:
         self.live[i] = False
+        self.n_live -= 1
         self.hole[i].clear()
         self.up[i].clear()
 
@@ -588,7 +584,7 @@ class Table:
         (decree art. 9; for the antes only when every seat posts one). A lone live player's bet stays
         in front of them."""
         bets = self.bets
-        alone = self.live.index(True) if sum(self.live) == 1 else None
+        alone = self.live.index(True) if self.n_live == 1 else None
         if trim:
             cutoff = sorted(bets)[-2]
             for i in range(self.n):
@@ -608,6 +604,7 @@ class Table:
         for i in range(self.n):
             if self.live[i]:
                 self.owed_hole[i].extend(street.hole)
+                self.owed_cards += len(street.hole)
                 self.owed_draw[i] = street.draw
         self._after_deal()
 
@@ -618,7 +615,7 @@ class Table:
         if True in self.owed_draw:
             return "discard", self.owed_draw.index(True)
         owed = self.owed_hole
-        if any(owed):
+        if self.owed_cards:
             street = self.street
             assert street is not None
             if street.hole:
@@ -637,6 +634,7 @@ class Table:
         for card in cards:
             at = self.hole[i].index(card)
             self.owed_hole[i].append(self.up[i][at])
+            self.owed_cards += 1
             del self.hole[i][at]
             del self.up[i][at]
         self._after_deal()
@@ -648,6 +646,7 @@ class Table:
         for card in cards:
             self.hole[i].append(card)
             self.up[i].append(owed.popleft())
+        self.owed_cards -= len(cards)
         self._after_deal()
 
     def deal_board(self, cards: Sequence[int]) -> None:
@@ -658,7 +657,7 @@ class Table:
         self._after_deal()
 
     def _after_deal(self) -> None:
-        if not self.owed_board and not any(self.owed_hole) and True not in self.owed_draw:
+        if not self.owed_board and not self.owed_cards and True not in self.owed_draw:
             self._begin_betting()
 
     def _begin_betting(self) -> None:
@@ -666,21 +665,23 @@ class Table:
         street = self.street
         assert street is not None
         n, live = self.n, self.live
-        self.round_players = sum(live)
+        self.round_players = self.n_live
         opener = self.opener = OPENERS[street.opening](self)
         self.bring_in_status = self.completion_status = self.street_index == 0 and self.bring_in > 0
+        stacks, bets = self.stacks, self.bets
+        second = sorted(bets[j] + stacks[j] for j in range(n) if live[j])[-2]
         self.actors = deque(
-            j % n
-            for j in range(opener, opener + n)
-            if live[j % n] and self.stacks[j % n] and self.effective_stack(j % n)
+            j
+            for j in (k % n for k in range(opener, opener + n))
+            if live[j] and stacks[j] and second > bets[j]  # its effective stack is not 0
         )
         self.raise_size = self.raises = 0
         actors = self.actors
-        if not actors or sum(live) <= 1 or (len(actors) == 1 and self.bets[actors[0]] >= max(self.bets)):
+        if not actors or self.n_live <= 1 or (len(actors) == 1 and self.bets[actors[0]] >= max(self.bets)):
             self._end_betting()
 
     def _after_action(self) -> None:
-        if not self.actors or sum(self.live) <= 1:
+        if not self.actors or self.n_live <= 1:
             self._end_betting()
 
     def _end_betting(self) -> None:
@@ -689,7 +690,7 @@ class Table:
         assert index is not None
         streets = self.rules.streets
         if (
-            sum(self.live) > 1
+            self.n_live > 1
             and not any(s.draw for s in streets[index + 1 :])
             and sum(1 for i in range(self.n) if self.live[i] and self.stacks[i]) <= 1
         ):
@@ -698,7 +699,7 @@ class Table:
             self.all_in = True
         if any(self.bets):
             self._collect(True)
-        if sum(self.live) == 1:
+        if self.n_live == 1:
             self._push_to_the_last()
         elif index == len(streets) - 1 or self.all_in:
             self._begin_showdown()
@@ -736,7 +737,7 @@ class Table:
             return
         values = self._values()
         self._kill_hands(values)
-        if sum(self.live) == 1:
+        if self.n_live == 1:
             self._push_to_the_last()
         else:
             self._push(values)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
-from .engine import Illegal, Table, VariantRules, rules_of
+from .engine import BETTING, Illegal, Table, VariantRules, rules_of
 from .findings import Finding, register
 from .house import DEFAULT_RULES, HouseRules, Reopening, scale_of
 from .table import audit_table
@@ -633,12 +633,13 @@ class _Replay:
         if handler is not None:
             handler(self, action)
             return
-        self._advance()
         table = self.table
         assert table is not None
+        if table.phase != BETTING:
+            self._advance()
         seat = int(action.Siege)  # type: ignore[attr-defined]
         i = self.index[seat]
-        actor = table.actor
+        actor = table.actors[0] if table.actors else None
         if table.street_index is not None and table.street_index < street and actor is not None:
             raise self.stop(
                 "ROUND_INCOMPLETE",
@@ -722,20 +723,21 @@ class _Replay:
                 seat,
             )
         to = table.bets[i] + added
-        verified = True
-        try:
-            table.verify_raise_to(to)
-        except Illegal as exc:
-            verified = False
-            low = table.min_to()
+        refusal, low, high = table.limits()
+        verified = refusal is None and low <= to <= high
+        if not verified:
             reach = max(
                 (table.bets[j] + table.stacks[j] for j in range(table.n) if j != i and table.live[j]),
                 default=0,
             )
-            if low is None or not reach <= to < low:
-                raise self.stop(
-                    "BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {exc}", seat
-                ) from None
+            if refusal is not None or not reach <= to < low:
+                if refusal is None:
+                    refusal = (
+                        f"{to} is below the minimum {low}"
+                        if to < low
+                        else f"{to} is above the maximum {high}"
+                    )
+                raise self.stop("BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {refusal}", seat)
             # below the minimum, but it puts every other player in the hand all in: the same as the
             # minimum raise, whose excess would come back uncalled (a limit raise met at a WSOP
             # razz table). The engine raises the minimum; the excess returns to the raiser.
@@ -756,12 +758,7 @@ class _Replay:
                 seat,
             )
         self._reopening(seat, to if table.completion_status else to - max(table.bets))
-        if verified:
-            table.raise_to(to, verified=True)
-        else:
-            low = table.min_to()
-            assert low is not None
-            table.raise_to(max(to, low))
+        table.raise_to(to if verified else max(to, low), verified=verified)
         self.aggressor[self.street] = seat
 
     def _new_round(self, street: int) -> None:
