@@ -9,11 +9,35 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import combinations, combinations_with_replacement, pairwise
 
 import pytest
-from pokerkit import Hand, OmahaHoldemHand, StandardHighHand
+from pokerkit import (
+    FixedLimitSevenCardStudHighLowSplitEightOrBetter,
+    Hand,
+    OmahaEightOrBetterLowHand,
+    OmahaHoldemHand,
+    RegularLowHand,
+    StandardHighHand,
+)
 
-from coffre.domain.audit import ranking
-from coffre.domain.audit.ranking import high, omaha_high
-from coffre.domain.audit.variants import CARDS, _evaluate
+from coffre.domain.audit.ranking import (
+    DEUCE_SEVEN,
+    EVALUATORS,
+    HAND_KINDS,
+    HIGH,
+    LOW8,
+    OMAHA_HIGH,
+    OMAHA_LOW8,
+    RAZZ,
+    describe,
+    deuce_seven,
+    high,
+    low8,
+    omaha_high,
+    omaha_low8,
+    razz,
+)
+from coffre.domain.audit.variants import CARDS, ENGINE_VARIANTS, DecreeDeuceToSevenLowHand, _evaluate
+
+EightOrBetterLowHand = FixedLimitSevenCardStudHighLowSplitEightOrBetter.hand_types[1]
 
 RANKS = "23456789TJQKA"
 SUITS = "cdhs"
@@ -115,6 +139,156 @@ def test_omaha_straight_flush_needs_two_suited_hole_cards():
     assert omaha_high(cards("Ks 3d 4d 5c"), cards("9s Ts Js Qs 2d")) >> 20 == 0  # K and four board cards
 
 
+# --------------------------------------------------------------------------- eight or better, by hand
+
+
+def test_low8_qualifies_five_different_ranks_up_to_the_eight():
+    values = ranked(
+        low8,
+        "Ah 2h 3h 4h 5h",  # the wheel, suited: the best low (no straight, no flush)
+        "Ac 2d 3h 4s 6c",
+        "2c 3d 4h 5s 6c",  # 6-5: worse than 6-4
+        "Ac 2d 3h 4s 7c",
+        "Ac 2d 3h 5s 8c",
+        "Ac 2d 3h 6s 8c",
+        "4c 5d 6h 7s 8c",  # the worst low
+        "4c 5d 6h 7s 9c",  # no low: a nine
+    )
+    assert strictly_better(values)
+    assert values[-1] is None
+
+
+def test_low8_pairs_do_not_make_a_low_and_seven_cards_take_the_best_five():
+    assert low8(cards("Ac Ad 2c 2d 3h 4s Ks")) is None  # four low ranks only
+    assert low8(cards("Ac Ad 2c 3h 4s 9s 8d")) == low8(cards("Ac 2c 3h 4s 8d"))
+    assert low8(cards("8c 7d 6h 5s 4c 3d 2h")) == low8(cards("6h 5s 4c 3d 2h"))
+    assert low8(cards("Kc Ac 2c 3c 4c 5c Qc")) == low8(cards("Ac 2d 3h 4s 5c"))  # a flush, still the wheel
+    assert low8(cards("Ac 2d 3h 4s 8c 8d")) == low8(cards("Ac 2d 3h 4s 8c"))
+
+
+def test_omaha_low8_two_hole_cards_three_of_the_board_and_counterfeits():
+    board = cards("2c 4d 8h Jc Jd")
+    assert omaha_low8(cards("Ac 3d Kh Qs"), board) == low8(cards("Ac 3d 2c 4d 8h"))
+    assert omaha_low8(cards("Ac 2d Kh Qs"), board) is None  # the board's 2 counterfeits the hole's
+    assert omaha_low8(cards("Ac 2d 3h Qs"), board) == low8(cards("Ac 3h 2c 4d 8h"))  # A-3, not A-2
+    assert omaha_low8(cards("Ac Kd Qh Js"), cards("2c 3d 4h 5s 6c")) is None  # one low hole card
+    assert low8(cards("Ac Kd 2c 3d 4h 5s 6c")) is not None  # where hold'em would have one
+    assert omaha_low8(cards("Ac 2d 3h 4s"), cards("5c 6d 7h Kc Kd")) == low8(cards("Ac 2d 5c 6d 7h"))
+    assert omaha_low8(cards("Ac 2d 3h 4s"), cards("5c 6d Kh Kc Kd")) is None  # two low board cards
+    assert omaha_low8(cards("Ac 2d 3h 4s 5h"), cards("6c 7d 8h")) == low8(cards("Ac 2d 6c 7d 8h"))
+
+
+# --------------------------------------------------------------------------- razz, by hand
+
+
+def test_razz_the_ace_low_no_straights_nor_flushes_and_pairs_count():
+    values = ranked(
+        razz,
+        "Ah 2h 3h 4h 5h",  # the best hand, suited and running
+        "Ac 2d 3h 4s 6c",
+        "2c 3d 4h 5s 6c",
+        "9c Td Jh Qs Kc",  # the worst hand of five different ranks
+        "Ac Ad 2h 3s 4c",  # any pair is worse: aces are the best pair
+        "2c 2d Ah 3s 4c",
+        "2c 2d Jh Qs Kc",
+        "Kc Kd Ah 2s 3c",
+        "Ac Ad 2h 2s 3c",  # two pair
+        "Kc Kd Qh Qs Jc",
+        "Ac Ad Ah 2s 3c",  # three of a kind
+        "Ac Ad Ah 2s 2c",  # full house
+        "Ac Ad Ah As 2c",  # four of a kind
+        "Kc Kd Kh Ks Qc",
+    )
+    assert strictly_better(values)
+
+
+def test_razz_seven_cards_take_the_best_five():
+    assert razz(cards("Kc Kd 8h 6s 4c 4d Ah")) == razz(cards("Kc 8h 6s 4c Ah"))
+    assert razz(cards("Ac Ad 2c 2d 3h 3s 4c")) == razz(cards("Ac Ad 2c 3h 4c"))  # a pair of aces
+    assert razz(cards("Kc Kd Kh Qs Qc Qd 2h")) == razz(cards("Kc Kd Qs Qc 2h"))  # two pair
+    assert razz(cards("7c 7d 7h 7s 2c 2d 2h")) == razz(cards("7c 7d 2c 2d 2h"))  # full house, twos full
+    assert describe(RAZZ, razz(cards("Kc Kd 8h 6s 4c 4d Ah"))) == "K-8-6-4-A low"
+    assert describe(RAZZ, razz(cards("Ac Ad 2c 2d 3h 3s 4c"))) == "pair, aces (4-3-2)"
+
+
+# --------------------------------------------------------------------------- 2-7 as the decree reads
+
+
+def test_deuce_seven_as_decree_2016_1326_reads_it():
+    """Art. 6 II: "il n'est pas tenu compte des combinaisons constituées d'une couleur ou d'une
+    quinte"; art. 7 IV: "l'As y compte toujours comme carte haute" (docs/hand-audit.md, *2-7*; the
+    audit's tests/audit/test_hand_rules.py::test_two_seven_counts_no_flush_nor_straight)."""
+    values = ranked(
+        deuce_seven,
+        "6c 5d 4s 3c 2d",  # a six high, not a straight: the best hand
+        "7h 5h 4h 3h 2h",  # a seven high, not a flush
+        "7c 6d 4s 3c 2d",
+        "8c 6d 4s 3c 2d",
+        "Kc Qd Js Tc 8d",
+        "Ac 5d 4s 3c 2d",  # an ace high, not a wheel
+        "Ac Kd Qs Jc Td",  # an ace high, not a straight
+        "2c 2d 4s 3c 5d",  # any pair is worse
+        "Ac Ad Ks Qc Jd",
+        "2c 2d 3s 3c 4d",  # two pair
+        "2c 2d 2s 3c 4d",  # three of a kind
+        "2c 2d 2s 3c 3d",  # full house
+        "2c 2d 2s 2h 3d",  # four of a kind
+    )
+    assert strictly_better(values)
+    assert deuce_seven(cards("7h 5h 4h 3h 2h")) == deuce_seven(cards("7c 5d 4h 3s 2h"))
+    assert describe(DEUCE_SEVEN, values[0]) == "6-5-4-3-2 low"
+    assert describe(DEUCE_SEVEN, values[5]) == "A-5-4-3-2 low"
+    with pytest.raises(ValueError):
+        deuce_seven(cards("7h 5h 4h 3h 2h Kc"))
+
+
+# --------------------------------------------------------------------------- words and the table
+
+
+def test_describe():
+    said = {
+        "Ah Qh 9h 5h 2h Kc Kd": "flush, ace high (A-Q-9-5-2)",
+        "Ac 2d 3h 4s 5c": "straight, five high",
+        "9h Th Jh Qh Kh": "straight flush, king high",
+        "Kc Kd Kh 2c 2d": "full house, kings full of twos",
+        "Kc Kd 7h 7c 2d": "two pair, kings and sevens (2)",
+        "9c 9d Ah Kc 4d": "pair, nines (A-K-4)",
+        "9c Jd Ah Kc 4d": "high card, ace high (A-K-J-9-4)",
+        "9c 9d 9h 9s 4d": "four of a kind, nines, 4 kicker",
+        "9c 9d 9h As 4d": "three of a kind, nines (A-4)",
+    }
+    assert {h: describe(HIGH, high(cards(h))) for h in said} == said
+    assert (
+        describe(OMAHA_HIGH, omaha_high(cards("Ac Ad 2c 3c"), cards("Ah Ks Qd")))
+        == "three of a kind, aces (K-Q)"
+    )
+    assert describe(LOW8, low8(cards("8c 6d 4h 3s Ac Kd Kh"))) == "8-6-4-3-A low"
+    assert describe(OMAHA_LOW8, None) == "no low"
+    with pytest.raises(ValueError):
+        describe("badugi", 0)
+
+
+def test_each_regle_has_its_kinds_and_each_kind_one_signature():
+    assert set(HAND_KINDS) == set(ENGINE_VARIANTS)
+    types = {
+        StandardHighHand: HIGH,
+        OmahaHoldemHand: OMAHA_HIGH,
+        EightOrBetterLowHand: LOW8,
+        OmahaEightOrBetterLowHand: OMAHA_LOW8,
+        RegularLowHand: RAZZ,
+        DecreeDeuceToSevenLowHand: DEUCE_SEVEN,
+    }
+    for regle, variant in ENGINE_VARIANTS.items():
+        assert HAND_KINDS[regle] == tuple(types[t] for t in variant.hand_types), regle
+    hole, board = cards("Ac 2d 3h 4s"), cards("5c 6d 7h Kc Kd")
+    assert EVALUATORS[HIGH](hole[:2], board) == high(hole[:2] + board)
+    assert EVALUATORS[OMAHA_HIGH](hole, board) == omaha_high(hole, board)
+    assert EVALUATORS[LOW8](hole + board[:3], ()) == low8(hole + board[:3])
+    assert EVALUATORS[OMAHA_LOW8](hole, board) == omaha_low8(hole, board)
+    assert EVALUATORS[RAZZ](hole + board[:3], ()) == razz(hole + board[:3])
+    assert EVALUATORS[DEUCE_SEVEN](board, ()) == deuce_seven(board)
+
+
 # --------------------------------------------------------------------------- against pokerkit
 
 
@@ -184,9 +358,38 @@ def test_omaha_high_random_deals_in_pokerkits_order(hole, board):
     order_agrees((omaha_high(h, b), pokerkit_key(OmahaHoldemHand, h, b)) for h, b in hands)
 
 
-def test_the_kinds_of_each_regle_are_its_engine_variants_hand_types():
-    from coffre.domain.audit.variants import ENGINE_VARIANTS
+def low_deals(seed: int, count: int, size: int) -> list[list[int]]:
+    """Half :func:`deals`, half from the ace to the nine and one more rank (lows, counterfeits, pairs)."""
+    rng = random.Random(seed)
+    out = deals(seed, count // 2, size)
+    for _ in range(count - len(out)):
+        ranks = [12, *range(8), rng.randrange(8, 12)]
+        out.append(rng.sample([c for c in range(52) if c // 4 in ranks], size))
+    return out
 
-    assert set(ranking.HAND_KINDS) == set(ENGINE_VARIANTS)
-    for regle, kinds in ranking.HAND_KINDS.items():
-        assert len(kinds) == len(ENGINE_VARIANTS[regle].hand_types), regle
+
+@pytest.mark.parametrize(
+    ("evaluate", "hand_type"),
+    [(low8, EightOrBetterLowHand), (razz, RegularLowHand), (deuce_seven, DecreeDeuceToSevenLowHand)],
+)
+def test_lows_every_five_card_hand_in_pokerkits_order(evaluate, hand_type):
+    order_agrees((evaluate(h), pokerkit_key(hand_type, h)) for h in five_card_hands())
+
+
+@pytest.mark.parametrize("size", [5, 6, 7])
+@pytest.mark.parametrize(("evaluate", "hand_type"), [(low8, EightOrBetterLowHand), (razz, RegularLowHand)])
+def test_lows_random_deals_in_pokerkits_order(evaluate, hand_type, size):
+    order_agrees((evaluate(h), pokerkit_key(hand_type, h)) for h in low_deals(100 + size, 1500, size))
+
+
+def test_deuce_seven_random_deals_in_pokerkits_order():
+    hands = low_deals(25, 1500, 5)
+    order_agrees((deuce_seven(h), pokerkit_key(DecreeDeuceToSevenLowHand, h)) for h in hands)
+
+
+@pytest.mark.parametrize(("hole", "board"), [(4, 5), (4, 3), (4, 4), (5, 5)])
+def test_omaha_low8_random_deals_in_pokerkits_order(hole, board):
+    hands = [(d[:hole], d[hole:]) for d in low_deals(20 * hole + board, 1000, hole + board)]
+    found = [(omaha_low8(h, b), pokerkit_key(OmahaEightOrBetterLowHand, h, b)) for h, b in hands]
+    assert sum(ours is not None for ours, _ in found) > 100  # lows, and no lows
+    order_agrees(found)

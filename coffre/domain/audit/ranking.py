@@ -306,3 +306,203 @@ def omaha_high(hole: Sequence[int], board: Sequence[int]) -> int:
                         if value > best:
                             best = value
     return best
+
+
+# --------------------------------------------------------------------------- eight or better
+
+
+def _build_low8() -> list[int | None]:
+    table: list[int | None] = [None] * 256
+    for mask in range(256):
+        values = [bit + 1 for bit in range(8) if mask >> bit & 1]  # the ace 1, the deuce 2 .. the eight 8
+        if len(values) >= 5:
+            table[mask] = _pack(5, [15 - v for v in reversed(values[:5])])
+    return table
+
+
+_LOW8_TABLE: list[int | None] = _build_low8()
+"""The eight-or-better ranks a hand holds (a mask of :data:`_LOW_BIT`) -> the value of its five lowest,
+None under five."""
+
+
+def low8(cards: Sequence[int]) -> int | None:
+    """The best ace-to-five low, eight or better, among ``cards`` (5 to 7 card codes): five different
+    ranks from the ace to the eight (straights and flushes do not count), or None."""
+    bits = _LOW_BIT
+    mask = 0
+    for card in cards:
+        mask |= bits[card]
+    return _LOW8_TABLE[mask]
+
+
+def omaha_low8(hole: Sequence[int], board: Sequence[int]) -> int | None:
+    """The best eight-or-better low of exactly two of ``hole`` and exactly three of ``board``, or None."""
+    bits = _LOW_BIT
+    common = {bits[card] for card in board} - {0}
+    if len(common) < 3:
+        return None
+    held = {bits[card] for card in hole} - {0}
+    if len(held) < 2:
+        return None
+    table = _LOW8_TABLE
+    best = None
+    for a, b in combinations(held, 2):
+        pair = a | b
+        for c, d, e in combinations(common, 3):
+            if not pair & (c | d | e):
+                value = table[pair | c | d | e]
+                if best is None or value > best:  # type: ignore[operator]
+                    best = value
+    return best
+
+
+# --------------------------------------------------------------------------- razz and 2-7
+
+
+_RAZZ_TABLE: dict[int, int] = {}
+"""A rank key (5, 6 or 7 cards) -> the best razz value of its ranks."""
+_DEUCE_SEVEN_TABLE: dict[int, int] = {}
+"""A rank key (5 cards) -> its 2-7 value."""
+
+
+def _build_razz() -> None:
+    if not _RAZZ_TABLE:
+        _RAZZ_TABLE.update(_multisets(lambda ranks: _low5(ranks, True), (5, 6, 7)))
+
+
+def _build_deuce_seven() -> None:
+    if not _DEUCE_SEVEN_TABLE:
+        _DEUCE_SEVEN_TABLE.update(_multisets(lambda ranks: _low5(ranks, False), (5,)))
+
+
+def _rank_key(cards: Sequence[int]) -> int:
+    keys = _RANK_KEY
+    if len(cards) == 7:
+        a, b, c, d, e, f, g = cards
+        return keys[a] + keys[b] + keys[c] + keys[d] + keys[e] + keys[f] + keys[g]
+    key = 0
+    for card in cards:
+        key += keys[card]
+    return key
+
+
+def razz(cards: Sequence[int]) -> int:
+    """The best ace-to-five low among ``cards`` (5 to 7 card codes), no qualifier: the ace low, straights
+    and flushes not counted, pairs counted (any pair worse than any five different ranks)."""
+    key = _rank_key(cards)
+    try:
+        return _RAZZ_TABLE[key]
+    except KeyError:
+        return _missed(_RAZZ_TABLE, _build_razz, key, cards, "5 to 7")
+
+
+def deuce_seven(cards: Sequence[int]) -> int:
+    """The 2-7 low of exactly five cards as decree 2016-1326 reads triple draw: straights and flushes
+    not counted (art. 6 II), the ace always high (art. 7 IV). 6-5-4-3-2 is a six high, the best hand,
+    then 7-5-4-3-2 (of one suit or not), 7-6-4-3-2 …; A-K-Q-J-9 is the worst hand of five different
+    ranks, and every pair is worse (then two pair, three of a kind, full house, four of a kind)."""
+    key = _rank_key(cards) if len(cards) == 5 else -1
+    try:
+        return _DEUCE_SEVEN_TABLE[key]
+    except KeyError:
+        return _missed(_DEUCE_SEVEN_TABLE, _build_deuce_seven, key, cards, "5")
+
+
+# --------------------------------------------------------------------------- one signature, and words
+
+
+def _pooled(
+    evaluate: Callable[[Sequence[int]], int | None],
+) -> Callable[[Sequence[int], Sequence[int]], int | None]:
+    def of(hole: Sequence[int], board: Sequence[int]) -> int | None:
+        return evaluate([*hole, *board]) if board else evaluate(hole)
+
+    of.__name__ = of.__qualname__ = evaluate.__name__
+    return of
+
+
+EVALUATORS: dict[str, Callable[[Sequence[int], Sequence[int]], int | None]] = {
+    HIGH: _pooled(high),
+    OMAHA_HIGH: omaha_high,
+    LOW8: _pooled(low8),
+    OMAHA_LOW8: omaha_low8,
+    RAZZ: _pooled(razz),
+    DEUCE_SEVEN: _pooled(deuce_seven),
+}
+"""Each kind's evaluator as ``(hole, board) -> value``: hole and board pooled but at Omaha."""
+
+_SHORT = "?A23456789TJQKA"
+_PLURAL = (
+    "",
+    "aces",
+    "twos",
+    "threes",
+    "fours",
+    "fives",
+    "sixes",
+    "sevens",
+    "eights",
+    "nines",
+    "tens",
+    "jacks",
+    "queens",
+    "kings",
+    "aces",
+)
+_SINGULAR = (
+    "",
+    "ace",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "jack",
+    "queen",
+    "king",
+    "ace",
+)
+
+
+def _dashed(values: Sequence[int]) -> str:
+    return "-".join(_SHORT[v] for v in values)
+
+
+def _grouped_words(category: str, v: Sequence[int]) -> str:
+    """A hand with a pair or more (``v``: its five ranks as compared), in words."""
+    if category == "four of a kind":
+        return f"four of a kind, {_PLURAL[v[0]]}, {_SHORT[v[4]]} kicker"
+    if category == "full house":
+        return f"full house, {_PLURAL[v[0]]} full of {_PLURAL[v[3]]}"
+    if category == "three of a kind":
+        return f"three of a kind, {_PLURAL[v[0]]} ({_dashed(v[3:])})"
+    if category == "two pair":
+        return f"two pair, {_PLURAL[v[0]]} and {_PLURAL[v[2]]} ({_SHORT[v[4]]})"
+    return f"pair, {_PLURAL[v[0]]} ({_dashed(v[2:])})"
+
+
+def describe(kind: str, value: int | None) -> str:
+    """A value of ``kind`` in words, for a finding's message: "flush, ace high (A-Q-9-5-2)", "straight,
+    five high", "full house, kings full of twos", "8-6-4-3-A low", "pair, fours (8-6-A)", "no low"."""
+    if value is None:
+        return "no low"
+    category = value >> 20
+    digits = [(value >> (4 * (4 - i))) & 15 for i in range(5)]
+    if kind in (HIGH, OMAHA_HIGH):
+        name = HIGH_CATEGORIES[category]
+        if category in (_STRAIGHT, _STRAIGHT_FLUSH):
+            return f"{name}, {_SINGULAR[digits[0]]} high"
+        if category in (_FLUSH, _HIGH_CARD):
+            return f"{name}, {_SINGULAR[digits[0]]} high ({_dashed(digits)})"
+        return _grouped_words(name, digits)
+    if kind not in (LOW8, OMAHA_LOW8, RAZZ, DEUCE_SEVEN):
+        raise ValueError(f"no such kind of hand: {kind!r}")
+    ranks = [15 - d for d in digits]
+    name = LOW_CATEGORIES[5 - category]
+    if name == "no pair":
+        return f"{_dashed(ranks)} low"
+    return _grouped_words(name, ranks)
