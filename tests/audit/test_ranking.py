@@ -5,6 +5,8 @@ five-card hand's ranks and on random deals (a fixed seed)."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from itertools import combinations, combinations_with_replacement, pairwise
 
@@ -114,6 +116,12 @@ def test_high_refuses_what_is_not_a_hand():
         high(cards("Ac Kd Qh Js"))
     with pytest.raises(ValueError):
         high([0, 0, 0, 0, 0])
+    with pytest.raises(ValueError):
+        high(cards("2h 5h 8h Jh Ah Ac Ad As"))
+    with pytest.raises(ValueError):
+        razz(cards("Ac Kd Qh Js"))
+    with pytest.raises(ValueError):
+        omaha_high(cards("Ac Kd Qh Js"), cards("2c 3d"))
 
 
 def test_omaha_two_hole_cards_and_three_of_the_board():
@@ -243,6 +251,12 @@ def test_deuce_seven_as_decree_2016_1326_reads_it():
 
 
 # --------------------------------------------------------------------------- words and the table
+
+
+def test_ranking_imports_no_pokerkit():
+    code = "import sys, coffre.domain.audit.ranking as r; r.build_tables(); print('pokerkit' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_describe():
