@@ -62,9 +62,12 @@ or 10) by those of each triple of the board (1 to 10): 60 to 100 lookups in a sm
 and a flush is looked for only when the board holds three cards of a suit and the hole two of them.
 Eight or better is a bit mask of the hand's ranks from the ace to the eight and one list lookup
 (Omaha: the disjoint pairs of hole masks and board triples). bench/ranking.py measures each function
-beside pokerkit's best hand of the same cards (``variants._evaluate``); on this project's 2-core
-machine, shared: a seven-card ``high`` about 1 µs (20 times pokerkit's), ``omaha_high`` 4 + 5 about
-12 µs (3.5 times), ``low8`` 0.3 µs, ``omaha_low8`` 2 µs, ``razz`` 0.8 µs, ``deuce_seven`` 0.5 µs.
+beside pokerkit's best hand of the same cards (``variants._evaluate``, uncached). On this
+project's 2-core machine, shared with a running benchmark (CPU time, best of 5 rounds): a
+seven-card ``high`` 0.7-0.9 µs (about 20 times pokerkit's), a five-card one 0.5 µs (7 times);
+``omaha_high`` 4 + 5 cards 8.5 µs (4 times), 5 + 5 17 µs (3 times); ``low8`` of seven cards 0.3 µs
+(30 times); ``omaha_low8`` 4 + 5 2 µs (12 times); ``razz`` of seven 0.75-1 µs (20 times);
+``deuce_seven`` 0.4 µs (10 times).
 
 The tables are built on first use, or all at once by :func:`build_tables` (CPU time and the memory
 they keep, as bench/ranking.py measures them):
@@ -72,8 +75,8 @@ they keep, as bench/ranking.py measures them):
 - high: a dict of every rank multiset of 5, 6 and 7 cards (6,175 + 18,395 + 49,205 = 73,775 keys,
   the six- and seven-card values the best of their five-card sub-multisets), Omaha's dict of the
   6,175 five-card multisets by prime product, and a list of 8,192 values by a flush's rank mask:
-  about 0.25 s, 6 MB;
-- razz: the same multisets for the ace-to-five order: about 0.2 s, 5.4 MB;
+  0.2-0.3 s, 6 MB;
+- razz: the same multisets for the ace-to-five order: 0.2-0.25 s, 5.4 MB;
 - 2-7: the 6,175 five-card multisets: about 0.06 s, 0.7 MB;
 - eight or better: a list of 256 values by rank mask, built at import (under 1 ms).
 
@@ -87,8 +90,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from itertools import combinations, combinations_with_replacement
+from itertools import combinations, combinations_with_replacement, product, starmap
 from math import prod
+from operator import mul
 
 HIGH = "high"
 OMAHA_HIGH = "omaha high"
@@ -129,6 +133,8 @@ _KEY: tuple[int, ...] = tuple(_RANK_KEY[code] + (1 << (_SUIT_SHIFT + 4 * (code &
 _PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
 _PRIME: tuple[int, ...] = tuple(_PRIMES[code >> 2] for code in range(52))
 """Per card: its rank's prime (a five cards' product names their ranks, and stays under 2**30)."""
+_SUIT_COUNT: tuple[int, ...] = tuple(1 << (4 * (code & 3)) for code in range(52))
+"""Per card: one in its suit's four bits."""
 _SUIT_OF_FLUSH: dict[int, int] = {8 << (4 * suit): suit for suit in range(4)}
 _LOW_BIT: tuple[int, ...] = tuple(
     (1 if code >> 2 == 12 else (1 << ((code >> 2) + 1) if code >> 2 <= 6 else 0)) for code in range(52)
@@ -276,6 +282,9 @@ def high(cards: Sequence[int]) -> int:
     if len(cards) == 7:
         a, b, c, d, e, f, g = cards
         key = keys[a] + keys[b] + keys[c] + keys[d] + keys[e] + keys[f] + keys[g]
+    elif len(cards) == 5:
+        a, b, c, d, e = cards
+        key = keys[a] + keys[b] + keys[c] + keys[d] + keys[e]
     else:
         key = 0
         for card in cards:
@@ -305,25 +314,49 @@ def omaha_high(hole: Sequence[int], board: Sequence[int]) -> int:
     if not _OMAHA_TABLE:
         _build_high()
     prime = _PRIME
-    table = _OMAHA_TABLE
-    pairs = {prime[a] * prime[b] for a, b in combinations(hole, 2)}
-    triples = {prime[a] * prime[b] * prime[c] for a, b, c in combinations(board, 3)}
-    try:
-        best = max([table[p * t] for p in pairs for t in triples])
+    if len(hole) == 4:
+        a, b, c, d = hole
+        pa, pb, pc, pd = prime[a], prime[b], prime[c], prime[d]
+        pairs: Sequence[int] = (pa * pb, pa * pc, pa * pd, pb * pc, pb * pd, pc * pd)
+    else:
+        pairs = [prime[a] * prime[b] for a, b in combinations(hole, 2)]
+    if len(board) == 5:
+        a, b, c, d, e = board
+        pa, pb, pc, pd, pe = prime[a], prime[b], prime[c], prime[d], prime[e]
+        ab, ac, bc, de = pa * pb, pa * pc, pb * pc, pd * pe
+        triples: Sequence[int] = (
+            ab * pc,
+            ab * pd,
+            ab * pe,
+            ac * pd,
+            ac * pe,
+            pa * de,
+            bc * pd,
+            bc * pe,
+            pb * de,
+            pc * de,
+        )
+    else:
+        triples = [prime[a] * prime[b] * prime[c] for a, b, c in combinations(board, 3)]
+    try:  # each pair times each triple, looked up and compared in C
+        best = max(map(_OMAHA_TABLE.__getitem__, starmap(mul, product(pairs, triples))))
     except (KeyError, ValueError):
         raise ValueError(f"not an Omaha hand: hole {list(hole)}, board {list(board)}") from None
-    suits = [card & 3 for card in board]
-    for suit in set(suits):
-        if suits.count(suit) >= 3:  # at most one suit of a board of five or fewer
-            held = [1 << (card >> 2) for card in hole if card & 3 == suit]
-            if len(held) >= 2:
-                flushes = _FLUSH_TABLE
-                common = [1 << (card >> 2) for card in board if card & 3 == suit]
-                for a, b in combinations(held, 2):
-                    for c, d, e in combinations(common, 3):
-                        value = flushes[a | b | c | d | e]
-                        if value > best:
-                            best = value
+    suits = 0
+    for card in board:
+        suits += _SUIT_COUNT[card]
+    three = (suits + 0x5555) & _FLUSH_BITS  # bit 3 of a suit's count set when it is >= 3
+    if three:  # one suit at most, the board having five cards or fewer
+        suit = _SUIT_OF_FLUSH[three]
+        held = [1 << (card >> 2) for card in hole if card & 3 == suit]
+        if len(held) >= 2:
+            flushes = _FLUSH_TABLE
+            common = [1 << (card >> 2) for card in board if card & 3 == suit]
+            for a, b in combinations(held, 2):
+                for c, d, e in combinations(common, 3):
+                    value = flushes[a | b | c | d | e]
+                    if value > best:
+                        best = value
     return best
 
 
@@ -399,6 +432,9 @@ def _rank_key(cards: Sequence[int]) -> int:
     if len(cards) == 7:
         a, b, c, d, e, f, g = cards
         return keys[a] + keys[b] + keys[c] + keys[d] + keys[e] + keys[f] + keys[g]
+    if len(cards) == 5:
+        a, b, c, d, e = cards
+        return keys[a] + keys[b] + keys[c] + keys[d] + keys[e]
     key = 0
     for card in cards:
         key += keys[card]
