@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from itertools import combinations
 from typing import Literal
 
 from ..catalogue.poker import VARIANTS
+from . import ranking
 
 Kind = Literal["holdem", "stud", "draw"]
 Structure = Literal["fixed", "pot", "no"]
@@ -167,53 +167,17 @@ def _regular(code: int) -> int:
     return ((code >> 2) + 1) % 13
 
 
-@cache
-def hand_values() -> dict[HandKind, Callable[[tuple[int, ...], tuple[int, ...]], int | None]]:
-    """Per kind of hand, (hole, board) -> its value (bigger is better for that half; None: no
-    qualifying low). The evaluators are :mod:`.ranking`'s; until it is there, pokerkit's lookups
-    (:mod:`.variants`) stand in (the same order of hands)."""
-    try:
-        from . import ranking  # type: ignore[attr-defined]
-    except ImportError:
-        return _interim_values()
-    return {
-        "high": lambda hole, board: ranking.high(hole + board),
-        "omaha_high": ranking.omaha_high,
-        "low8": lambda hole, board: ranking.low8(hole + board),
-        "omaha_low8": ranking.omaha_low8,
-        "razz": lambda hole, board: ranking.razz(hole + board),
-        "deuce_seven": lambda hole, board: ranking.deuce_seven(hole + board),
-    }
-
-
-def _interim_values() -> dict[HandKind, Callable[[tuple[int, ...], tuple[int, ...]], int | None]]:
-    from pokerkit import (
-        EightOrBetterLowHand,
-        OmahaEightOrBetterLowHand,
-        OmahaHoldemHand,
-        RegularLowHand,
-        StandardHighHand,
-    )
-
-    from .variants import CARDS, DecreeDeuceToSevenLowHand, _evaluate
-
-    def value(hand_type: type) -> Callable[[tuple[int, ...], tuple[int, ...]], int | None]:
-        sign = -1 if hand_type.low else 1
-
-        def of(hole: tuple[int, ...], board: tuple[int, ...]) -> int | None:
-            hand = _evaluate(hand_type, tuple(CARDS[c] for c in hole), tuple(CARDS[c] for c in board))
-            return None if hand is None else sign * hand.entry.index
-
-        return of
-
-    return {
-        "high": value(StandardHighHand),
-        "omaha_high": value(OmahaHoldemHand),
-        "low8": value(EightOrBetterLowHand),
-        "omaha_low8": value(OmahaEightOrBetterLowHand),
-        "razz": value(RegularLowHand),
-        "deuce_seven": value(DecreeDeuceToSevenLowHand),
-    }
+HAND_VALUES: dict[HandKind, Callable[[tuple[int, ...], tuple[int, ...]], int | None]] = {
+    "high": lambda hole, board: ranking.high(hole + board),
+    "omaha_high": ranking.omaha_high,
+    "low8": lambda hole, board: ranking.low8(hole + board),
+    "omaha_low8": ranking.omaha_low8,
+    "razz": lambda hole, board: ranking.razz(hole + board),
+    "deuce_seven": lambda hole, board: ranking.deuce_seven(hole + board),
+}
+"""Per kind of hand, (hole, board) -> its value, :mod:`.ranking`'s (bigger is better for that half;
+None: no qualifying low): decree art. 5, 6 and 7, R1 (2-7 without straights nor flushes, the ace
+high; razz ace-to-five)."""
 
 
 def _suit_key(kind: HandKind, cards: tuple[int, ...], value: int | None) -> tuple[int, int]:
@@ -221,7 +185,7 @@ def _suit_key(kind: HandKind, cards: tuple[int, ...], value: int | None) -> tupl
     suit. The five are the first combination of the cards that makes the hand's value."""
     if value is None:
         return (-1, -1)
-    of = hand_values()[kind]
+    of = HAND_VALUES[kind]
     rank = _standard if kind == "high" else _regular
     for five in combinations(cards, 5):
         if of(five, ()) == value:
@@ -746,7 +710,7 @@ class Table:
         """Per kind of hand of the variant, per player, the value of its hand (None: folded, or no
         qualifying low)."""
         board = tuple(self.board)
-        evaluators = hand_values()
+        evaluators = HAND_VALUES
         return [
             [evaluators[kind](tuple(self.hole[i]), board) if self.live[i] else None for i in range(self.n)]
             for kind in self.rules.hands
