@@ -150,6 +150,13 @@ RULES: dict[str, VariantRules] = {
 assert set(RULES) == set(VARIANTS)
 
 
+_DRAW_LATER = {
+    r.regle: tuple(any(s.draw for s in r.streets[k + 1 :]) for k in range(len(r.streets)))
+    for r in RULES.values()
+}
+"""Per variant and street: whether a later street draws (the hand goes on even with nobody left to bet)."""
+
+
 def rules_of(regle: str) -> VariantRules:
     return RULES[regle]
 
@@ -216,7 +223,12 @@ def _showing_key(cards: Sequence[int], rank: Callable[[int], int]) -> tuple[int,
 def _open_position(table: Table) -> int:
     """Left of the biggest blind before the flop (TDA 34B heads-up: the button, who posted the small
     blind); after it, the first player left of the button (player 0)."""
-    best = max(range(table.n), key=lambda i: (table.bets[i] if table.blinds[i] > 0 else 0, i))
+    bets, blinds = table.bets, table.blinds
+    best = top = 0
+    for i in range(table.n):
+        bet = bets[i] if blinds[i] > 0 else 0
+        if bet >= top:
+            best, top = i, bet
     return (best + 1) % table.n
 
 
@@ -487,11 +499,20 @@ class Table:
         self._after_action()
 
     def check_or_call(self) -> int:
-        owed = self.owed()
-        if owed is None:
-            raise Illegal("nobody is to act" if not self.actors else "the bring-in is due")
-        self._put(self.actors.popleft(), owed)
-        self._after_action()
+        actors = self.actors
+        if not actors or self.bring_in_status:
+            raise Illegal("nobody is to act" if not actors else "the bring-in is due")
+        i = actors.popleft()
+        bets, stack = self.bets, self.stacks[i]
+        owed = max(bets) - bets[i]
+        if owed > stack:
+            owed = stack
+        if owed:
+            bets[i] += owed
+            self.stacks[i] = stack - owed
+            self.payoffs[i] -= owed
+        if not actors or self.n_live <= 1:
+            self._end_betting()
         return owed
 
     def post_bring_in(self) -> int:
@@ -655,7 +676,7 @@ class Table:
         streets = self.rules.streets
         if (
             self.n_live > 1
-            and not any(s.draw for s in streets[index + 1 :])
+            and not _DRAW_LATER[self.rules.regle][index]
             and sum(1 for i in range(self.n) if self.live[i] and self.stacks[i]) <= 1
         ):
             self.all_in = True  # nobody left to bet: the cards are dealt out to the showdown
@@ -700,11 +721,13 @@ class Table:
             self._begin_dealing()
             return
         values = self._values()
-        self._kill_hands(values)
+        pots = self.pots()
+        if self._kill_hands(values, pots):
+            pots = self.pots()
         if self.n_live == 1:
             self._push_to_the_last()
         else:
-            self._push(values)
+            self._push(values, pots)
 
     def _values(self) -> list[list[int | None]]:
         """Per kind of hand of the variant, per player, the value of its hand (None: folded, or no
@@ -741,17 +764,16 @@ class Table:
             previous = level
         return pots
 
-    def _kill_hands(self, values: list[list[int | None]]) -> None:
-        """A hand that can win no part of any pot is out before the pots are shared."""
-        pots = self.pots()
+    def _kill_hands(self, values: list[list[int | None]], pots: list[tuple[int, tuple[int, ...]]]) -> bool:
+        """A hand that can win no part of any pot is out before the pots are shared (True: some were)."""
         dead = [i for i in range(self.n) if self.live[i] and not _can_win(i, values, pots)]
         for i in dead:
             self._muck(i)
             for half in values:
                 half[i] = None
+        return bool(dead)
 
-    def _push(self, values: list[list[int | None]]) -> None:
-        pots = self.pots()
+    def _push(self, values: list[list[int | None]], pots: list[tuple[int, tuple[int, ...]]]) -> None:
         halves = [k for k, half in enumerate(values) if any(v is not None for v in half)]
         for index, (amount, players) in enumerate(pots):
             share, rest = divmod(amount, len(halves)) if halves else (0, 0)

@@ -458,6 +458,7 @@ class _Replay:
         return int(amount * self.scale)
 
     def run(self) -> None:
+        handlers = _HANDLERS
         try:
             self._setup()
             for index, tour in self.hand.tours:
@@ -467,7 +468,11 @@ class _Replay:
                     continue
                 street = index - 1
                 for action in tour.Action:
-                    self._action(action, street)
+                    handler = handlers.get(type(action))
+                    if handler is not None:  # a card: kept until the engine deals or shows it
+                        handler(self, action)
+                    else:
+                        self._action(action, street)
             self.round = ""
             self._advance()
             self._finish()
@@ -484,9 +489,10 @@ class _Replay:
         bring_in: Decimal | None = None
         first_raise: Decimal | None = None
         later_bet: tuple[int, Decimal] | None = None
-        amounts: list[Decimal] = []
+        amounts: list[Decimal] = []  # not a set: 0.5 and 0.50 are equal, but not written to the same unit
         for p in hand.players.values():
-            amounts += (p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Total)
+            f = p.Finance
+            amounts += (f.CaveAvant, f.CaveApres, f.Total)
         for index, tour in hand.tours:
             for action in tour.Action:
                 if not isinstance(action, Bet):
@@ -629,10 +635,6 @@ class _Replay:
     # -- the actions: cards are buffered until the engine deals them, the others are judged now
 
     def _action(self, action: object, street: int) -> None:
-        handler = _HANDLERS.get(type(action))
-        if handler is not None:
-            handler(self, action)
-            return
         table = self.table
         assert table is not None
         if table.phase != BETTING:
