@@ -287,6 +287,7 @@ class Table:
     __slots__ = (
         "actors",
         "all_in",
+        "ante_paid",
         "ante_trimming",
         "antes",
         "bets",
@@ -357,6 +358,7 @@ class Table:
         self.missing_blinds = missing_blinds
         self.full_big_blind = full_big_blind
         self.ante_trimming = ante_trimming
+        self.ante_paid = [min(a, s) for a, s in zip(self.antes, stacks, strict=True)]
         if min(self.antes, default=0) < 0 or bring_in < 0:
             raise Illegal("a negative ante or bring-in")
         if not any(self.antes) and not any(self.blinds) and not bring_in:
@@ -411,7 +413,7 @@ class Table:
         return self.actors[0] if self.actors else None
 
     def effective_ante(self, i: int) -> int:
-        return min(self.antes[i], self.starting[i])
+        return self.ante_paid[i]
 
     def up_cards(self, i: int) -> list[int]:
         return [c for c, up in zip(self.hole[i], self.up[i], strict=True) if up]
@@ -603,9 +605,14 @@ class Table:
         if self.owed_cards:
             street = self.street
             assert street is not None
-            if street.hole:
-                return "hole", max(range(self.n), key=lambda i: (len(owed[i]), -i))
-            return "hole", next(i for i in range(self.n) if owed[i])
+            best, most = 0, 0
+            for i in range(self.n):
+                count = len(owed[i])
+                if count > most:
+                    best, most = i, count
+                    if not street.hole:  # a draw: the first player owed replacements
+                        break
+            return "hole", best
         if self.owed_board:
             return "board", self.owed_board
         return None
@@ -654,15 +661,21 @@ class Table:
         opener = self.opener = OPENERS[street.opening](self)
         self.bring_in_status = self.completion_status = self.street_index == 0 and self.bring_in > 0
         stacks, bets = self.stacks, self.bets
-        second = sorted(bets[j] + stacks[j] for j in range(n) if live[j])[-2]
-        self.actors = deque(
-            j
-            for j in (k % n for k in range(opener, opener + n))
-            if live[j] and stacks[j] and second > bets[j]  # its effective stack is not 0
-        )
+        first = second = -1  # the two biggest totals (bet and stack) of the live players
+        for j in range(n):
+            if live[j]:
+                total = bets[j] + stacks[j]
+                if total > first:
+                    first, second = total, first
+                elif total > second:
+                    second = total
+        actors = self.actors = deque()
+        for k in range(opener, opener + n):
+            j = k % n
+            if live[j] and stacks[j] and second > bets[j]:  # its effective stack is not 0
+                actors.append(j)
         self.raise_size = self.raises = 0
-        actors = self.actors
-        if not actors or self.n_live <= 1 or (len(actors) == 1 and self.bets[actors[0]] >= max(self.bets)):
+        if not actors or self.n_live <= 1 or (len(actors) == 1 and bets[actors[0]] >= max(bets)):
             self._end_betting()
 
     def _after_action(self) -> None:
@@ -747,15 +760,19 @@ class Table:
         amount = 0
         if not self.ante_trimming:  # dead antes (some seats only): in the first pot, whoever wins
             for i in range(n):
-                ante = self.effective_ante(i)
+                ante = self.ante_paid[i]
                 amount += ante
                 put[i] -= ante
                 pending[i] -= ante
         pots: list[tuple[int, tuple[int, ...]]] = []
         previous = 0
+        live = self.live
         for level in sorted(set(put)):
-            amount += sum(level - previous for i in range(n) if put[i] >= level)
-            players = tuple(i for i in range(n) if pending[i] >= level and self.live[i])
+            step = level - previous
+            for i in range(n):
+                if put[i] >= level:
+                    amount += step
+            players = tuple([i for i in range(n) if pending[i] >= level and live[i]])
             while pots and pots[-1][1] == players:
                 amount += pots.pop()[0]
             if amount:
@@ -825,7 +842,12 @@ class Table:
 
 
 def _best(half: list[int | None], players: tuple[int, ...]) -> int | None:
-    return max((half[i] for i in players if half[i] is not None), default=None)  # type: ignore[type-var]
+    best = None
+    for i in players:
+        value = half[i]
+        if value is not None and (best is None or value > best):
+            best = value
+    return best
 
 
 def _can_win(i: int, values: list[list[int | None]], pots: list[tuple[int, tuple[int, ...]]]) -> bool:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
-from .engine import BETTING, Illegal, Table, VariantRules, rules_of
+from .engine import BETTING, OVER, Illegal, Table, VariantRules, rules_of
 from .findings import Finding, register
 from .house import DEFAULT_RULES, HouseRules, Reopening, scale_of
 from .table import audit_table
@@ -794,7 +794,7 @@ class _Replay:
         assert table is not None
         self.lacking = ""
         order = self.order
-        while not table.over:
+        while table.phase != OVER:
             step = table.dealing()
             if step is not None:
                 what, i = step
