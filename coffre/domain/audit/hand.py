@@ -94,8 +94,23 @@ def _key(name: str) -> str:
 _ROUND_KEYS: dict[str, dict[str, int]] = {}
 
 
+_ROUND_INDEX: dict[tuple[str, str], int | None] = {}
+"""(Regle, a Tour's name as written) -> :func:`_round_index`: the names repeat from hand to hand."""
+
+
 def _round_index(variant: VariantRules, name: str) -> int | None:
     """The position of ``name`` among the variant's rounds (``bet`` 0 … ``reveal`` last), or None."""
+    try:
+        return _ROUND_INDEX[variant.regle, name]
+    except KeyError:
+        pass
+    if len(_ROUND_INDEX) > 10_000:
+        _ROUND_INDEX.clear()
+    index = _ROUND_INDEX[variant.regle, name] = _find_round(variant, name)
+    return index
+
+
+def _find_round(variant: VariantRules, name: str) -> int | None:
     keys = _ROUND_KEYS.get(variant.regle)
     if keys is None:
         from ..catalogue.poker import VARIANTS

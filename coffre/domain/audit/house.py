@@ -57,9 +57,15 @@ def scale_of(amounts: Iterable[Decimal]) -> int:
     """10^(the largest number of decimal places among ``amounts``): what makes them all integers."""
     places = 0
     for amount in amounts:
-        exponent = amount.as_tuple().exponent
-        if isinstance(exponent, int) and -exponent > places:
-            places = -exponent
+        text = str(amount)  # read from the text (C), as_tuple() builds a tuple of digits
+        if "E" in text:
+            exponent = amount.as_tuple().exponent
+            if isinstance(exponent, int) and -exponent > places:
+                places = -exponent
+            continue
+        dot = text.find(".")
+        if dot >= 0 and len(text) - dot - 1 > places:
+            places = len(text) - dot - 1
     return 10**places
 
 
