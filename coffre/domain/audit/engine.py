@@ -595,26 +595,47 @@ class Table:
                 self.owed_draw[i] = street.draw
         self._after_deal()
 
-    def dealing(self) -> tuple[str, int] | None:
-        """What the dealing waits for: ("discard", player), ("hole", player), ("board", count), or None."""
-        if self.phase != DEALING:
-            return None
-        if True in self.owed_draw:
-            return "discard", self.owed_draw.index(True)
-        owed = self.owed_hole
-        if self.owed_cards:
-            street = self.street
-            assert street is not None
-            best, most = 0, 0
-            for i in range(self.n):
-                count = len(owed[i])
-                if count > most:
-                    best, most = i, count
-                    if not street.hole:  # a draw: the first player owed replacements
-                        break
-            return "hole", best
-        if self.owed_board:
-            return "board", self.owed_board
+    def deal(
+        self, hole: list[list[int]], board: list[int], discards: list[list[int]]
+    ) -> tuple[str, int] | None:
+        """Deal what the street owes from the cards the hand recorded, in the order of the deal: the
+        triple draw's discards first (each player in turn throws all its ``discards``), then the hole
+        cards (the player owed the most first; in a draw the first owed a replacement), then the
+        board. ``hole`` and ``discards`` per player, ``board``: the cards recorded and not yet dealt,
+        taken from the front. None: the dealing is over (the phase moved on); otherwise what it
+        waits for and the hand does not deal: ("hole", player) or ("board", count)."""
+        owed_hole, n = self.owed_hole, self.n
+        while self.phase == DEALING:
+            owed_draw = self.owed_draw
+            if True in owed_draw:
+                i = owed_draw.index(True)
+                thrown, discards[i] = discards[i], []
+                self.discard(i, thrown)
+            elif self.owed_cards:
+                best, most = 0, 0
+                draw = self.rules.streets[self.street_index].draw  # type: ignore[index]
+                for i in range(n):
+                    count = len(owed_hole[i])
+                    if count > most:
+                        best, most = i, count
+                        if draw:  # the first player owed replacements
+                            break
+                cards = hole[best]
+                if not cards:
+                    return "hole", best
+                k = min(len(cards), most)
+                dealt = cards[:k]
+                del cards[:k]
+                self.deal_hole(best, dealt)
+            elif self.owed_board:
+                count = self.owed_board
+                if len(board) < count:
+                    return "board", count
+                dealt = board[:count]
+                del board[:count]
+                self.deal_board(dealt)
+            else:  # nothing owed (a street that deals nothing)
+                self._begin_betting()
         return None
 
     def discard(self, i: int, cards: Sequence[int]) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
-from .engine import BETTING, OVER, Illegal, Table, VariantRules, rules_of
+from .engine import BETTING, DEALING, OVER, Illegal, Table, VariantRules, rules_of
 from .findings import Finding, register
 from .house import DEFAULT_RULES, HouseRules, Reopening, scale_of
 from .table import audit_table
@@ -450,9 +450,9 @@ class _Replay:
         self.order: list[int] = []
         self.index: dict[int, int] = {}
         self.scale = 1
-        self.pending_hole: dict[int, list[int]] = {}
+        self.pending_hole: list[list[int]] = []  # per player, the cards recorded and not yet dealt
         self.pending_board: list[int] = []
-        self.pending_discard: dict[int, list[int]] = {}
+        self.pending_discard: list[list[int]] = []
         self.revealed: dict[int, list[int]] = {}
         self.round = ""
         self.lacking = ""
@@ -602,6 +602,8 @@ class _Replay:
             bring = 0
             small = max(bb, 1)
         self.index = {s: i for i, s in enumerate(self.order)}
+        self.pending_hole = [[] for _ in self.order]
+        self.pending_discard = [[] for _ in self.order]
         self.table = Table(
             self.variant,
             [self.units(hand.players[s].Finance.CaveAvant) for s in self.order],
@@ -693,10 +695,10 @@ class _Replay:
         if action.commune:
             self.pending_board.append(action.Valeur)
         else:
-            self.pending_hole.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
+            self.pending_hole[self.index[int(action.Siege)]].append(action.Valeur)  # type: ignore[arg-type]
 
     def _discard(self, action: Discard) -> None:
-        self.pending_discard.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
+        self.pending_discard[self.index[int(action.Siege)]].append(action.Valeur)  # type: ignore[arg-type]
 
     def _reveal(self, action: Reveal) -> None:
         seat = int(action.Siege)  # type: ignore[arg-type]
@@ -810,23 +812,16 @@ class _Replay:
         self.lacking = ""
         order = self.order
         while table.phase != OVER:
-            step = table.dealing()
-            if step is not None:
-                what, i = step
-                if what == "discard":
-                    table.discard(i, self.pending_discard.pop(order[i], []))
-                elif what == "hole":
-                    cards = self.pending_hole.get(order[i])
-                    if not cards:  # a later round's, or never dealt: _finish tells
-                        self.lacking = f"seat {order[i]} is owed a card the hand does not deal"
-                        return
-                    owed = min(len(cards), len(table.owed_hole[i]))
-                    table.deal_hole(i, [cards.pop(0) for _ in range(owed)])
-                else:
-                    if len(self.pending_board) < i:
-                        self.lacking = f"the board is owed {i} cards the hand does not deal"
-                        return
-                    table.deal_board([self.pending_board.pop(0) for _ in range(i)])
+            if table.phase == DEALING:
+                lacking = table.deal(self.pending_hole, self.pending_board, self.pending_discard)
+                if lacking is not None:  # a later round's, or never dealt: _finish tells
+                    what, k = lacking
+                    self.lacking = (
+                        f"seat {order[k]} is owed a card the hand does not deal"
+                        if what == "hole"
+                        else f"the board is owed {k} cards the hand does not deal"
+                    )
+                    return
             elif (i := table.shower) is not None:
                 self._show(table, i)
             else:
@@ -873,7 +868,7 @@ class _Replay:
                 seat = self.order[table.actor]
                 raise self.stop("ROUND_INCOMPLETE", f"the hand ends while seat {seat} has to act", seat)
             raise self.stop("REPLAY_FAILED", f"the hand ends before the engine does ({table.street_index=})")
-        leftover = sum(map(len, self.pending_hole.values())) + len(self.pending_board)
+        leftover = sum(map(len, self.pending_hole)) + len(self.pending_board)
         if leftover:
             raise self.stop("CARD_COUNT_WRONG", f"{leftover} cards are dealt after the hand is over")
         self._showdown_order()
