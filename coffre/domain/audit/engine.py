@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import combinations
 from typing import Literal
 
@@ -203,10 +204,20 @@ def _suit_key(kind: HandKind, cards: tuple[int, ...], value: int | None) -> tupl
 # --------------------------------------------------------------------------- who opens a street
 
 
+_STANDARD_RANKS = tuple(_standard(c) for c in range(52))
+_REGULAR_RANKS = tuple(_regular(c) for c in range(52))
+
+
 def _showing_key(cards: Sequence[int], rank: Callable[[int], int]) -> tuple[int, ...]:
     """The up cards of a stud hand as a showing hand (decree art. 7 III "cartes découvertes les plus
     fortes"): quads > trips > two pairs > a pair > high cards, then the ranks by group and value."""
-    counts = Counter(rank(c) for c in cards)
+    ranks = _STANDARD_RANKS if rank is _standard else _REGULAR_RANKS
+    return _shape_key(tuple(sorted(map(ranks.__getitem__, cards))))
+
+
+@cache
+def _shape_key(ranks: tuple[int, ...]) -> tuple[int, ...]:
+    counts = Counter(ranks)
     groups = sorted(counts.items(), key=lambda rc: (rc[1], rc[0]), reverse=True)
     shape = sorted(counts.values(), reverse=True)
     if shape[0] == 4:
@@ -612,21 +623,22 @@ class Table:
                 thrown, discards[i] = discards[i], []
                 self.discard(i, thrown)
             elif self.owed_cards:
-                best, most = 0, 0
-                draw = self.rules.streets[self.street_index].draw  # type: ignore[index]
+                # the player owed the most cards first, the lowest index first among equals (in a
+                # draw the first owed any): in index order through those owed the most, then again
+                most = 1 if self.rules.streets[self.street_index].draw else max(map(len, owed_hole))  # type: ignore[index]
                 for i in range(n):
-                    count = len(owed_hole[i])
-                    if count > most:
-                        best, most = i, count
-                        if draw:  # the first player owed replacements
-                            break
-                cards = hole[best]
-                if not cards:
-                    return "hole", best
-                k = min(len(cards), most)
-                dealt = cards[:k]
-                del cards[:k]
-                self.deal_hole(best, dealt)
+                    owed = len(owed_hole[i])
+                    if owed < most:
+                        continue
+                    cards = hole[i]
+                    if not cards:
+                        return "hole", i
+                    k = min(len(cards), owed)
+                    dealt = cards[:k]
+                    del cards[:k]
+                    self.deal_hole(i, dealt)
+                    if self.phase != DEALING or k < owed:
+                        break
             elif self.owed_board:
                 count = self.owed_board
                 if len(board) < count:
