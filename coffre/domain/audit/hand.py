@@ -1,4 +1,4 @@
-"""One ``POJEU`` audited: replayed with pokerkit, its money checked (annex 1.3.6.c.2, 1.3.6.d).
+"""One ``POJEU`` audited: replayed by coffre's engine, its money checked (annex 1.3.6.c.2, 1.3.6.d).
 
 Entry point: :func:`audit_hand`. See docs/hand-audit.md for how each annex field maps to
 the engine, the interpretations coffre made, and the finding codes.
@@ -9,14 +9,16 @@ Three passes, in this order, each independent of the engine's:
    the counts of cards per variant and round, a Reveal or a Discard only of a held card);
 2. the money, pure arithmetic (rounds' and players' totals net of an uncalled bet, Net, the sum
    of Net and Rake, a player betting more than their stack);
-3. the replay by pokerkit, only when pass 1 found nothing (the engine needs consistent cards): each
-   action in turn and legal for the structure, names that say what the action does, the forced
-   bets, and at the end the payoffs the revealed cards give against the recorded finance. The
-   first illegal action stops the replay (what follows cannot be replayed faithfully); an
-   unexpected engine failure becomes ``REPLAY_FAILED``, never an exception. The rules of poker the
-   replay holds the hand to beyond the annex (decree 2016-1326, TDA 2024, the club's rules: antes,
-   dead small blind, reopening, showdown, odd chip, 2-7, the operator's fixed-limit cap as
-   :class:`~.variants.HouseRules`) are in docs/hand-audit.md, "The rules of poker".
+3. the replay (:class:`_Replay`) on coffre's engine (:class:`~.engine.Table`), only when pass 1
+   found nothing (the engine needs consistent cards): each action in turn and legal for the
+   structure, names that say what the action does, the forced bets, and at the end the payoffs the
+   revealed cards give against the recorded finance. The first illegal action stops the replay
+   (what follows cannot be replayed faithfully); an unexpected engine failure becomes
+   ``REPLAY_FAILED``, never an exception. The rules of poker the replay holds the hand to beyond
+   the annex (decree 2016-1326, TDA 2024, the club's rules: antes, dead small blind, reopening,
+   showdown, odd chip, 2-7, the operator's fixed-limit cap as :class:`~.house.HouseRules`) are in
+   docs/hand-audit.md, "The rules of poker". pokerkit, the engine before issue 31, replays the
+   same hands in the tests (tests/audit/pokerkit_engine.py), which must agree with this one.
 """
 
 from __future__ import annotations
