@@ -67,7 +67,11 @@ class _Replay:
         self.scale = 1
         self.pending_hole: dict[int, list[int]] = {}
         self.pending_board: list[int] = []
-        self.pending_discard: dict[int, list[int]] = {}
+        self.pending_discard: dict[tuple[int, int], list[int]] = {}
+        # (seat, street): a draw throws only its own round's cards. Before issue 31 the discards were
+        # kept per seat only, and a triple draw with nobody left to bet after an all-in, its later
+        # draws recorded before the replay dealt them, threw them all at the first draw
+        # (REPLAY_FAILED on a legal hand): found by test_engine_differential's short stacks
         self.revealed: dict[int, list[int]] = {}
         self.round = ""
         self.lacking = ""
@@ -271,7 +275,8 @@ class _Replay:
                 self.pending_hole.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
             return
         if isinstance(action, Discard):
-            self.pending_discard.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
+            key = (int(action.Siege), street)  # type: ignore[arg-type]
+            self.pending_discard.setdefault(key, []).append(action.Valeur)
             return
         if isinstance(action, Reveal):
             seat = int(action.Siege)  # type: ignore[arg-type]
@@ -427,7 +432,7 @@ class _Replay:
         self.lacking = ""
         while state.status:
             if (i := state.stand_patter_or_discarder_index) is not None:
-                thrown = self.pending_discard.pop(self.order[i], [])
+                thrown = self.pending_discard.pop((self.order[i], state.street_index), [])
                 state.stand_pat_or_discard(tuple(CARDS[c] for c in thrown))
             elif state.card_burning_status:
                 state.burn_card(UNKNOWN_CARD)

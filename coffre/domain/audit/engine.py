@@ -607,12 +607,12 @@ class Table:
         self._after_deal()
 
     def deal(
-        self, hole: list[list[int]], board: list[int], discards: list[list[int]]
+        self, hole: list[list[int]], board: list[int], discards: list[dict[int, list[int]]]
     ) -> tuple[str, int] | None:
         """Deal what the street owes from the cards the hand recorded, in the order of the deal: the
-        triple draw's discards first (each player in turn throws all its ``discards``), then the hole
+        triple draw's discards first (each player in turn throws its ``discards`` of this street), then the hole
         cards (the player owed the most first; in a draw the first owed a replacement), then the
-        board. ``hole`` and ``discards`` per player, ``board``: the cards recorded and not yet dealt,
+        board. ``hole`` per player, ``board`` and ``discards`` per player and street: the cards recorded and not yet dealt,
         taken from the front. None: the dealing is over (the phase moved on); otherwise what it
         waits for and the hand does not deal: ("hole", player) or ("board", count)."""
         owed_hole, n = self.owed_hole, self.n
@@ -620,7 +620,7 @@ class Table:
             owed_draw = self.owed_draw
             if True in owed_draw:
                 i = owed_draw.index(True)
-                thrown, discards[i] = discards[i], []
+                thrown = discards[i].pop(self.street_index, [])  # type: ignore[arg-type]
                 self.discard(i, thrown)
             elif self.owed_cards:
                 # the player owed the most cards first, the lowest index first among equals (in a

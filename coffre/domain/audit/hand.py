@@ -441,6 +441,7 @@ class _Replay:
         "scale",
         "street",
         "table",
+        "tour_street",
         "variant",
     )
 
@@ -454,7 +455,10 @@ class _Replay:
         self.scale = 1
         self.pending_hole: list[list[int]] = []  # per player, the cards recorded and not yet dealt
         self.pending_board: list[int] = []
-        self.pending_discard: list[list[int]] = []
+        self.pending_discard: list[dict[int, list[int]]] = []
+        """Per player, per draw (street index), the cards it throws: a draw throws only its own round's
+        (with nobody left to bet, several draws' cards are recorded before the engine deals them)."""
+        self.tour_street = 0
         self.revealed: dict[int, list[int]] = {}
         self.round = ""
         self.lacking = ""
@@ -483,7 +487,7 @@ class _Replay:
                 if index == 0:
                     self._forced_round(tour)
                     continue
-                street = index - 1
+                street = self.tour_street = index - 1
                 for action in tour.Action:
                     handler = handlers.get(type(action))
                     if handler is not None:  # a card: kept until the engine deals or shows it
@@ -605,7 +609,7 @@ class _Replay:
             small = max(bb, 1)
         self.index = {s: i for i, s in enumerate(self.order)}
         self.pending_hole = [[] for _ in self.order]
-        self.pending_discard = [[] for _ in self.order]
+        self.pending_discard = [{} for _ in self.order]
         self.table = Table(
             self.variant,
             [self.units(hand.players[s].Finance.CaveAvant) for s in self.order],
@@ -700,7 +704,8 @@ class _Replay:
             self.pending_hole[self.index[int(action.Siege)]].append(action.Valeur)  # type: ignore[arg-type]
 
     def _discard(self, action: Discard) -> None:
-        self.pending_discard[self.index[int(action.Siege)]].append(action.Valeur)  # type: ignore[arg-type]
+        thrown = self.pending_discard[self.index[int(action.Siege)]]  # type: ignore[arg-type]
+        thrown.setdefault(self.tour_street, []).append(action.Valeur)
 
     def _reveal(self, action: Reveal) -> None:
         seat = int(action.Siege)  # type: ignore[arg-type]
