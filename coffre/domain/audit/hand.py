@@ -197,9 +197,9 @@ def _cards(hand: _Hand) -> None:
     board = 0
     for index, tour in hand.tours:
         name = tour.name
-        hole: Counter[int] = Counter()
-        up: Counter[int] = Counter()
-        thrown: Counter[int] = Counter()
+        hole: dict[int, int] = {}  # per seat, the cards dealt in this round (plain dicts: a Counter
+        up: dict[int, int] = {}  # is built and updated in Python, these in C)
+        thrown: dict[int, int] = {}
         common = 0
         for action in tour.Action:
             seat_of = getattr(action, "Siege", None)
@@ -220,8 +220,8 @@ def _cards(hand: _Hand) -> None:
                     common += 1
                 else:
                     seat = int(action.Siege)  # type: ignore[arg-type]
-                    hole[seat] += 1
-                    up[seat] += bool(action.ouverte)
+                    hole[seat] = hole.get(seat, 0) + 1
+                    up[seat] = up.get(seat, 0) + bool(action.ouverte)
                     held[seat].add(code)
             elif isinstance(action, Discard):
                 seat = int(action.Siege)  # type: ignore[arg-type]
@@ -235,7 +235,7 @@ def _cards(hand: _Hand) -> None:
                     hand.blocking = True
                 held[seat].discard(action.Valeur)
                 discarded.add(action.Valeur)
-                thrown[seat] += 1
+                thrown[seat] = thrown.get(seat, 0) + 1
             elif isinstance(action, Reveal):
                 seat = int(action.Siege)  # type: ignore[arg-type]
                 if action.Valeur not in held[seat]:
@@ -272,7 +272,7 @@ def _cards(hand: _Hand) -> None:
 
 
 def _expected_cards(
-    kind: str, variant: VariantRules, index: int, reveal: int, live: list[int], thrown: Counter[int]
+    kind: str, variant: VariantRules, index: int, reveal: int, live: list[int], thrown: dict[int, int]
 ) -> tuple[int, dict[int, int], dict[int, int] | None] | None:
     """(board cards, hole cards per seat, face-up cards per seat or None) a round deals; None: no rule."""
     if index == 0 or index == reveal:
@@ -680,11 +680,12 @@ class _Replay:
         if street != self.street:
             self._new_round(street)
         self.first_actor.setdefault(street, seat)
-        if isinstance(action, Fold):
+        kind = action.__class__
+        if kind is Fold:
             if table.bring_in_status:  # decree art. 7 III: the bring-in "ne peut passer"
                 raise self.stop("FORCED_BETS_WRONG", f"seat {seat} folds instead of the bring-in", seat)
             table.fold()
-        elif isinstance(action, Check):
+        elif kind is Check:
             if table.bring_in_status:
                 raise self.stop("FORCED_BETS_WRONG", f"seat {seat} checks instead of the bring-in", seat)
             owed = table.owed() or 0
@@ -694,8 +695,8 @@ class _Replay:
                 )
             table.check_or_call()
             self.reopening.calls(seat, chips=False)
-        elif isinstance(action, Bet):
-            self._bet(action, seat, i)
+        elif kind is Bet:
+            self._bet(action, seat, i)  # type: ignore[arg-type]
 
     def _draw(self, action: Draw) -> None:
         if action.commune:
@@ -716,7 +717,7 @@ class _Replay:
     def _bet(self, action: Bet, seat: int, i: int) -> None:
         table = self.table
         assert table is not None
-        added = self.units(action.Valeur)
+        added = int(action.Valeur * self.scale)
         stack = table.stacks[i]
         name = action.name
         if name == "bring-in":
