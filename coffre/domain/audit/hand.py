@@ -201,11 +201,18 @@ def _cards(hand: _Hand) -> None:
         up: dict[int, int] = {}  # is built and updated in Python, these in C)
         thrown: dict[int, int] = {}
         common = 0
+        folds: list[int] = []
         for action in tour.Action:
-            seat_of = getattr(action, "Siege", None)
-            if seat_of is not None and int(seat_of) not in held and not getattr(action, "commune", False):
+            cls = action.__class__  # the action classes have no subclasses: told apart by identity
+            if cls is Fold:
+                folds.append(int(action.Siege))  # the round's folds count from the next round on
+                continue
+            if cls is not Draw and cls is not Discard and cls is not Reveal:
+                continue
+            seat_of = action.Siege
+            if seat_of is not None and int(seat_of) not in held and not (cls is Draw and action.commune):
                 continue  # SEAT_UNKNOWN already says so: no card to follow for a seat not at the table
-            if isinstance(action, Draw):
+            if cls is Draw:
                 code = action.Valeur
                 if code in dealt and not (code in discarded and len(dealt) >= 52):
                     hand.add(
@@ -223,7 +230,7 @@ def _cards(hand: _Hand) -> None:
                     hole[seat] = hole.get(seat, 0) + 1
                     up[seat] = up.get(seat, 0) + bool(action.ouverte)
                     held[seat].add(code)
-            elif isinstance(action, Discard):
+            elif cls is Discard:
                 seat = int(action.Siege)  # type: ignore[arg-type]
                 if action.Valeur not in held[seat]:
                     hand.add(
@@ -236,7 +243,7 @@ def _cards(hand: _Hand) -> None:
                 held[seat].discard(action.Valeur)
                 discarded.add(action.Valeur)
                 thrown[seat] = thrown.get(seat, 0) + 1
-            elif isinstance(action, Reveal):
+            else:  # a Reveal
                 seat = int(action.Siege)  # type: ignore[arg-type]
                 if action.Valeur not in held[seat]:
                     hand.add(
@@ -266,9 +273,7 @@ def _cards(hand: _Hand) -> None:
                     )
                     hand.blocking = True
         board += common
-        for action in tour.Action:
-            if isinstance(action, Fold):
-                folded.add(int(action.Siege))
+        folded.update(folds)
 
 
 def _expected_cards(
