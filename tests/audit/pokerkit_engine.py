@@ -110,6 +110,12 @@ class _Replay:
             pass
         except ValueError as exc:  # pokerkit refused something coffre's checks did not foresee
             self.hand.add("REPLAY_FAILED", f"pokerkit: {exc}", self.round or None)
+        except AssertionError:
+            # pokerkit asserts where a hand cannot go on (the last two players with chips both fold
+            # beside an all-in one: a side pot nobody live can win). Before issue 31 this escaped to
+            # audit_hand's catch-all, a REPLAY_FAILED without its round; coffre's engine names the
+            # round (test_engine_differential.py::test_where_the_last_players_with_chips_both_fold)
+            self.hand.add("REPLAY_FAILED", "pokerkit: an assertion failed", self.round or None)
 
     # -- setup: seats, forced bets, limits
 

@@ -301,3 +301,26 @@ def test_the_audit_does_not_import_pokerkit():
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_where_the_last_players_with_chips_both_fold():
+    """Found by the full run (THNL seed 3100090, its "fold" mutant): beside a player all in, the last
+    two players with chips both fold on the river with nothing to call. The side pot between them has
+    nobody live left to win it: the hand cannot be settled, REPLAY_FAILED in the round of the last
+    fold, by both engines. (pokerkit asserted there, which the old audit turned into a REPLAY_FAILED
+    without a round; the second engine now reports it as a refusal, with its round.)"""
+    event = generated("THNL", 3100090)
+    assert _fold(event, _mutant_rng(event, "THNL", 3100090, "fold"))
+    ours, theirs = both(event)
+    assert ours == theirs == Counter({("REPLAY_FAILED", None, "river"): 1})
+
+
+def _mutant_rng(event: dict[str, Any], regle: str, seed: int, name: str) -> random.Random:
+    """The generator of ``name``'s mutant of ``event`` as :func:`_generated_hands` draws it (the
+    mutations before it consume its numbers on copies of the hand)."""
+    rng = random.Random(seed)
+    for other, mutate in MUTATIONS.items():
+        if other == name:
+            return rng
+        mutate(copy.deepcopy(event), rng)
+    raise KeyError(name)
