@@ -735,7 +735,8 @@ class _Replay:
                 )
             table.post_bring_in()
             return
-        owed = table.owed() or 0
+        # what calling costs (the seat is the one to act: checked before)
+        owed = 0 if table.bring_in_status else min(stack, max(table.bets) - table.bets[i])
         if added == owed and added > 0:
             want = "allin" if added == stack else "call"
             if name != want and not (name == "call" and want == "allin"):
@@ -746,7 +747,7 @@ class _Replay:
                     seat,
                 )
             table.check_or_call()
-            self.reopening.calls(seat, chips=True)
+            self.reopening.acted.add(seat)  # Reopening.calls(seat, chips=True)
             return
         if added <= owed:
             raise self.stop(
