@@ -521,7 +521,7 @@ class _Replay:
             amounts += (f.CaveAvant, f.CaveApres, f.Total)
         for index, tour in hand.tours:
             for action in tour.Action:
-                if not isinstance(action, Bet):
+                if action.__class__ is not Bet:
                     continue
                 amounts.append(action.Valeur)
                 if action.name in FORCED:
