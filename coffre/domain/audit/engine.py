@@ -627,18 +627,23 @@ class Table:
                 # draw the first owed any): in index order through those owed the most, then again
                 most = 1 if self.rules.streets[self.street_index].draw else max(map(len, owed_hole))  # type: ignore[index]
                 for i in range(n):
-                    owed = len(owed_hole[i])
+                    statuses = owed_hole[i]
+                    owed = len(statuses)
                     if owed < most:
                         continue
                     cards = hole[i]
                     if not cards:
                         return "hole", i
                     k = min(len(cards), owed)
-                    dealt = cards[:k]
+                    self.hole[i] += cards[:k]
                     del cards[:k]
-                    self.deal_hole(i, dealt)
-                    if self.phase != DEALING or k < owed:
+                    up = self.up[i]
+                    for _ in range(k):
+                        up.append(statuses.popleft())
+                    self.owed_cards -= k
+                    if k < owed:
                         break
+                self._after_deal()
             elif self.owed_board:
                 count = self.owed_board
                 if len(board) < count:
