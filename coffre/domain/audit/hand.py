@@ -494,8 +494,13 @@ class _Replay:
                     continue
                 street = self.tour_street = index - 1
                 for action in tour.Action:
-                    handler = handlers.get(type(action))
-                    if handler is not None:  # a card: kept until the engine deals or shows it
+                    cls = action.__class__
+                    if cls is Draw:  # the most frequent action: _draw, inline
+                        if action.commune:
+                            self.pending_board.append(action.Valeur)
+                        else:
+                            self.pending_hole[self.index[int(action.Siege)]].append(action.Valeur)
+                    elif (handler := handlers.get(cls)) is not None:  # a card: kept until dealt or shown
                         handler(self, action)
                     else:
                         self._action(action, street)
