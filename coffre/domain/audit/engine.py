@@ -6,9 +6,10 @@ act, the cards, the pots) and moves through the phases the texts describe: the f
 (hole cards, board, the triple draw's discards and replacements) and its betting round, then the
 showdown, the pots and side pots (TDA 21) and the odd chip (TDA 20). It judges a recorded hand
 rather than simulating one: it is told the cards and the actions, and says what the rules allow at
-each point (:attr:`Table.actor`, :meth:`Table.owed`, :meth:`Table.min_to`, :meth:`Table.max_to`);
-an action the rules forbid raises :class:`Illegal`, with the reason. :mod:`.hand`'s pass 3
-(:class:`Replay`, below) turns a ``POJEU``'s actions into these steps and the refusals into findings.
+each point (who is to act, :attr:`Table.actors`; what calling costs, :meth:`Table.owed`; the smallest
+and largest bet or raise, :meth:`Table.limits`); an action the rules forbid raises :class:`Illegal`,
+with the reason. :mod:`.hand`'s pass 3 (its ``_Replay``) turns a ``POJEU``'s actions into these
+steps and the refusals into findings.
 
 Where the variants differ the engine reads a table (:data:`RULES`, one :class:`VariantRules` per
 ``Regle``: its streets, who opens each, its betting structure, its hands at the showdown, how its
@@ -419,27 +420,11 @@ class Table:
     def street(self) -> Street | None:
         return None if self.street_index is None else self.rules.streets[self.street_index]
 
-    @property
-    def actor(self) -> int | None:
-        return self.actors[0] if self.actors else None
-
     def effective_ante(self, i: int) -> int:
         return self.ante_paid[i]
 
     def up_cards(self, i: int) -> list[int]:
         return [c for c, up in zip(self.hole[i], self.up[i], strict=True) if up]
-
-    def effective_stack(self, i: int) -> int:
-        """What player ``i`` can still lose: its stack, at most what the biggest other live player
-        can still match."""
-        if not self.live[i]:
-            return 0
-        totals = sorted(self.bets[j] + self.stacks[j] for j in range(self.n) if self.live[j])
-        return min(self.stacks[i], max(0, totals[-2] - self.bets[i]))
-
-    def total_pot(self) -> int:
-        """Every chip committed so far, the bets in front of the players included."""
-        return -sum(self.payoffs)
 
     def owed(self) -> int | None:
         """What the player to act must put in to call (None: nobody to act, or the bring-in is due)."""
@@ -490,15 +475,6 @@ class Table:
             top = max(top, self.full_big_blind)
             high = min(reach, max(high, 2 * top - bets[i] + pot + self.missing_blinds))
         return None, low, high
-
-    def min_to(self) -> int | None:
-        """The smallest total a bet, raise or completion may reach now (None: none may be made)."""
-        refusal, low, _ = self.limits()
-        return None if refusal else low
-
-    def max_to(self) -> int | None:
-        refusal, _, high = self.limits()
-        return None if refusal else high
 
     # -- the betting actions
 
@@ -667,16 +643,6 @@ class Table:
             self.owed_cards += 1
             del self.hole[i][at]
             del self.up[i][at]
-        self._after_deal()
-
-    def deal_hole(self, i: int, cards: Sequence[int]) -> None:
-        owed = self.owed_hole[i]
-        if not 0 < len(cards) <= len(owed):
-            raise Illegal(f"player {i} is owed {len(owed)} cards, not {len(cards)}")
-        for card in cards:
-            self.hole[i].append(card)
-            self.up[i].append(owed.popleft())
-        self.owed_cards -= len(cards)
         self._after_deal()
 
     def deal_board(self, cards: Sequence[int]) -> None:
@@ -873,10 +839,6 @@ class Table:
             self.bets[i] = 0
         self.street_index = None
         self.phase = OVER
-
-    @property
-    def over(self) -> bool:
-        return self.phase == OVER
 
 
 def _best(half: list[int | None], players: tuple[int, ...]) -> int | None:

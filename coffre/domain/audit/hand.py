@@ -880,11 +880,11 @@ class _Replay:
     def _finish(self) -> None:
         table = self.table
         assert table is not None
-        if not table.over:
+        if table.phase != OVER:
             if self.lacking:
                 raise self.stop("CARD_COUNT_WRONG", self.lacking)
-            if table.actor is not None:
-                seat = self.order[table.actor]
+            if table.actors:
+                seat = self.order[table.actors[0]]
                 raise self.stop("ROUND_INCOMPLETE", f"the hand ends while seat {seat} has to act", seat)
             raise self.stop("REPLAY_FAILED", f"the hand ends before the engine does ({table.street_index=})")
         leftover = sum(map(len, self.pending_hole)) + len(self.pending_board)
