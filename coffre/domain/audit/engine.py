@@ -404,14 +404,17 @@ class Table:
         self.pushes: list[tuple[list[int], int]] = []
         """Each share of a pot pushed: (the amount per player, the pot's index)."""
         # the forced bets: antes (collected at once, trimmed when all post them), then the blinds
-        for i in range(n):
-            self._put(i, self.effective_ante(i))
-        if any(self.bets):
+        paid = self.ante_paid
+        if any(paid):
+            for i in range(n):
+                if paid[i]:
+                    self._put(i, paid[i])
             self._collect(self.ante_trimming)
-        for i in range(n):
-            blind = min(self.blinds[i], self.starting[i] - self.effective_ante(i))
+        for i, blind in enumerate(self.blinds):
             if blind > 0:
-                self._put(i, blind)
+                blind = min(blind, self.starting[i] - paid[i])
+                if blind > 0:
+                    self._put(i, blind)
         self._begin_dealing()
 
     # -- reading the state
