@@ -55,17 +55,20 @@ DEFAULT_RULES = HouseRules()
 
 def scale_of(amounts: Iterable[Decimal]) -> int:
     """10^(the largest number of decimal places among ``amounts``): what makes them all integers."""
-    places = 0
+    amounts = list(amounts)
+    try:
+        # an exact sum of decimals has the smallest exponent of its terms (General Decimal Arithmetic:
+        # the ideal exponent), trailing zeros kept: one addition each, in C, instead of one tuple each
+        total = sum(amounts, Decimal(0)).as_tuple()
+        if isinstance(total.exponent, int) and len(total.digits) < 20:
+            return 10 ** max(0, -total.exponent)
+    except ArithmeticError:
+        pass
+    places = 0  # NaN, infinities, more digits than the context keeps: amount by amount
     for amount in amounts:
-        text = str(amount)  # read from the text (C), as_tuple() builds a tuple of digits
-        if "E" in text:
-            exponent = amount.as_tuple().exponent
-            if isinstance(exponent, int) and -exponent > places:
-                places = -exponent
-            continue
-        dot = text.find(".")
-        if dot >= 0 and len(text) - dot - 1 > places:
-            places = len(text) - dot - 1
+        exponent = amount.as_tuple().exponent
+        if isinstance(exponent, int) and -exponent > places:
+            places = -exponent
     return 10**places
 
 
