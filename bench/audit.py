@@ -92,6 +92,16 @@ def arithmetic(event: POJEU) -> list[Any]:
     return h.findings
 
 
+def build_tables() -> None:
+    """The showdown's tables (ranking.py, issue 31), built at their first use: before the clock starts,
+    as pokerkit's lookups were built at its import. A revision before issue 31 has none."""
+    try:
+        from coffre.domain.audit import ranking
+    except ImportError:
+        return
+    ranking.build_tables()
+
+
 def rate(check: Callable[[POJEU], list[Any]], events: list[POJEU], repeat: int = 3) -> tuple[float, int]:
     """Best of ``repeat`` passes: hands per second, and the findings of the last (must be 0)."""
     best = float("inf")
@@ -387,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return side_by_side(args)
     variants = [v.strip().upper() for v in args.variants.split(",") if v.strip()]
     events = hands(args.hands, variants)
+    build_tables()
     per_variant = {}
     for regle in variants:
         subset = [e for e in events if e.Regle == regle]
