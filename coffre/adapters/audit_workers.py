@@ -2,7 +2,7 @@
 
 A worker reads its share of the inputs (a chunk of event files, or part of a lot), normalizes each
 event and runs its own checks (``check_event``) and its hand's (``audit_hand``, judged by the
-operator's :class:`~coffre.domain.audit.variants.HouseRules`): :func:`coffre.domain.audit.events.audit_event`
+operator's :class:`~coffre.domain.audit.house.HouseRules`): :func:`coffre.domain.audit.events.audit_event`
 without the money trail. The main process feeds the money trail in exactly the order the serial run
 feeds it (coffre/commands/audit/run.py), so the output is the serial run's, byte for byte.
 
@@ -31,8 +31,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from coffre.domain.audit.hand import audit_hand
+from coffre.domain.audit.house import DEFAULT_RULES, HouseRules
 from coffre.domain.audit.single import check_event
-from coffre.domain.audit.variants import DEFAULT_RULES, HouseRules
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.codec import split_documents
 from coffre.domain.errors import Rejected

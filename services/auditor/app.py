@@ -38,7 +38,7 @@ from coffre.adapters.keys import record_keys
 from coffre.adapters.stream import ensure_coffre_topics
 from coffre.config import Settings, configuration_error
 from coffre.domain.audit.events import audit_event
-from coffre.domain.audit.variants import HouseRules
+from coffre.domain.audit.house import HouseRules
 from coffre.domain.authenticity import RecordKeys
 from coffre.domain.messages import (
     AuditRecord,

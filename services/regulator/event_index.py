@@ -42,8 +42,8 @@ from coffre import metrics
 from coffre.adapters.audit_workers import Outcome, events_task, loads, outcome, pool
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
 from coffre.domain.audit.findings import Finding
+from coffre.domain.audit.house import DEFAULT_RULES
 from coffre.domain.audit.trail import MoneyTrail
-from coffre.domain.audit.variants import DEFAULT_RULES
 from coffre.domain.facets import Facets, event_facets
 from coffre.domain.lot import checkpoint_key, numbered_lots, parse_document, read_lot
 from coffre.domain.merkle import MerkleAccumulator

@@ -26,8 +26,8 @@ from typing import Any
 from coffre.adapters.storage import TMP_PREFIX
 from coffre.domain.audit.events import audit_event
 from coffre.domain.audit.findings import Finding
+from coffre.domain.audit.house import DEFAULT_RULES, HouseRules
 from coffre.domain.audit.trail import MoneyTrail
-from coffre.domain.audit.variants import DEFAULT_RULES, HouseRules
 from coffre.domain.catalogue.base import Event
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.errors import Rejected

@@ -6,9 +6,9 @@ from ..catalogue.base import Event
 from ..catalogue.poker import POJEU
 from .findings import Finding
 from .hand import audit_hand
+from .house import DEFAULT_RULES, HouseRules
 from .single import check_event
 from .trail import MoneyTrail
-from .variants import DEFAULT_RULES, HouseRules
 
 
 def audit_event(

@@ -1,4 +1,4 @@
-"""One ``POJEU`` audited: replayed with pokerkit, its money checked (annex 1.3.6.c.2, 1.3.6.d).
+"""One ``POJEU`` audited: replayed by coffre's engine, its money checked (annex 1.3.6.c.2, 1.3.6.d).
 
 Entry point: :func:`audit_hand`. See docs/hand-audit.md for how each annex field maps to
 the engine, the interpretations coffre made, and the finding codes.
@@ -9,41 +9,31 @@ Three passes, in this order, each independent of the engine's:
    the counts of cards per variant and round, a Reveal or a Discard only of a held card);
 2. the money, pure arithmetic (rounds' and players' totals net of an uncalled bet, Net, the sum
    of Net and Rake, a player betting more than their stack);
-3. the replay by pokerkit, only when pass 1 found nothing (the engine needs consistent cards): each
-   action in turn and legal for the structure, names that say what the action does, the forced
-   bets, and at the end the payoffs the revealed cards give against the recorded finance. The
-   first illegal action stops the replay (what follows cannot be replayed faithfully); an
-   unexpected engine failure becomes ``REPLAY_FAILED``, never an exception. The rules of poker the
-   replay holds the hand to beyond the annex (decree 2016-1326, TDA 2024, the club's rules: antes,
-   dead small blind, reopening, showdown, odd chip, 2-7, the operator's fixed-limit cap as
-   :class:`~.variants.HouseRules`) are in docs/hand-audit.md, "The rules of poker".
+3. the replay (:class:`_Replay`) on coffre's engine (:class:`~.engine.Table`), only when pass 1
+   found nothing (the engine needs consistent cards): each action in turn and legal for the
+   structure, names that say what the action does, the forced bets, and at the end the payoffs the
+   revealed cards give against the recorded finance. The first illegal action stops the replay
+   (what follows cannot be replayed faithfully); an unexpected engine failure becomes
+   ``REPLAY_FAILED``, never an exception. The rules of poker the replay holds the hand to beyond
+   the annex (decree 2016-1326, TDA 2024, the club's rules: antes, dead small blind, reopening,
+   showdown, odd chip, 2-7, the operator's fixed-limit cap as :class:`~.house.HouseRules`) are in
+   docs/hand-audit.md, "The rules of poker". pokerkit, the engine before issue 31, replays the
+   same hands in the tests (tests/audit/pokerkit_engine.py), which must agree with this one.
 """
 
 from __future__ import annotations
 
 import re
-import warnings
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from pokerkit import ChipsPushing, State
-
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
+from .engine import BETTING, DEALING, OVER, Illegal, Table, VariantRules, rules_of
 from .findings import Finding, register
+from .house import DEFAULT_RULES, HouseRules, Reopening, scale_of
 from .table import audit_table
-from .variants import (
-    CARDS,
-    DEFAULT_RULES,
-    UNKNOWN_CARD,
-    EngineVariant,
-    HouseRules,
-    Reopening,
-    clear_evaluations,
-    engine_variant,
-    scale_of,
-)
 
 register(
     "cards",
@@ -106,8 +96,23 @@ def _key(name: str) -> str:
 _ROUND_KEYS: dict[str, dict[str, int]] = {}
 
 
-def _round_index(variant: EngineVariant, name: str) -> int | None:
+_ROUND_INDEX: dict[tuple[str, str], int | None] = {}
+"""(Regle, a Tour's name as written) -> :func:`_round_index`: the names repeat from hand to hand."""
+
+
+def _round_index(variant: VariantRules, name: str) -> int | None:
     """The position of ``name`` among the variant's rounds (``bet`` 0 … ``reveal`` last), or None."""
+    try:
+        return _ROUND_INDEX[variant.regle, name]
+    except KeyError:
+        pass
+    if len(_ROUND_INDEX) > 10_000:
+        _ROUND_INDEX.clear()
+    index = _ROUND_INDEX[variant.regle, name] = _find_round(variant, name)
+    return index
+
+
+def _find_round(variant: VariantRules, name: str) -> int | None:
     keys = _ROUND_KEYS.get(variant.regle)
     if keys is None:
         from ..catalogue.poker import VARIANTS
@@ -124,7 +129,7 @@ class _Hand:
 
     def __init__(self, event: POJEU) -> None:
         self.event = event
-        self.variant = engine_variant(event.Regle)
+        self.variant = rules_of(event.Regle)
         self.players = {int(p.Siege): p for p in event.Participants.Joueur}
         self.tours: list[tuple[int, Round]] = []  # (round index, tour) of the known rounds
         self.findings: list[Finding] = []
@@ -148,10 +153,8 @@ def audit_hand(event: POJEU, rules: HouseRules = DEFAULT_RULES) -> list[Finding]
         _cards(hand)
         _money(hand)
         if not hand.blocking:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                _Replay(hand, rules).run()
-    except Exception as exc:  # a defect of coffre's or pokerkit's: evidence, not a crash
+            _Replay(hand, rules).run()
+    except Exception as exc:  # a defect of coffre's: evidence, not a crash
         hand.add("REPLAY_FAILED", f"the audit failed: {type(exc).__name__}: {exc}")
     return hand.findings
 
@@ -194,15 +197,22 @@ def _cards(hand: _Hand) -> None:
     board = 0
     for index, tour in hand.tours:
         name = tour.name
-        hole: Counter[int] = Counter()
-        up: Counter[int] = Counter()
-        thrown: Counter[int] = Counter()
+        hole: dict[int, int] = {}  # per seat, the cards dealt in this round (plain dicts: a Counter
+        up: dict[int, int] = {}  # is built and updated in Python, these in C)
+        thrown: dict[int, int] = {}
         common = 0
+        folds: list[int] = []
         for action in tour.Action:
-            seat_of = getattr(action, "Siege", None)
-            if seat_of is not None and int(seat_of) not in held and not getattr(action, "commune", False):
+            cls = action.__class__  # the action classes have no subclasses: told apart by identity
+            if cls is Fold:
+                folds.append(int(action.Siege))  # the round's folds count from the next round on
+                continue
+            if cls is not Draw and cls is not Discard and cls is not Reveal:
+                continue
+            seat_of = action.Siege
+            if seat_of is not None and int(seat_of) not in held and not (cls is Draw and action.commune):
                 continue  # SEAT_UNKNOWN already says so: no card to follow for a seat not at the table
-            if isinstance(action, Draw):
+            if cls is Draw:
                 code = action.Valeur
                 if code in dealt and not (code in discarded and len(dealt) >= 52):
                     hand.add(
@@ -217,10 +227,10 @@ def _cards(hand: _Hand) -> None:
                     common += 1
                 else:
                     seat = int(action.Siege)  # type: ignore[arg-type]
-                    hole[seat] += 1
-                    up[seat] += bool(action.ouverte)
+                    hole[seat] = hole.get(seat, 0) + 1
+                    up[seat] = up.get(seat, 0) + bool(action.ouverte)
                     held[seat].add(code)
-            elif isinstance(action, Discard):
+            elif cls is Discard:
                 seat = int(action.Siege)  # type: ignore[arg-type]
                 if action.Valeur not in held[seat]:
                     hand.add(
@@ -232,8 +242,8 @@ def _cards(hand: _Hand) -> None:
                     hand.blocking = True
                 held[seat].discard(action.Valeur)
                 discarded.add(action.Valeur)
-                thrown[seat] += 1
-            elif isinstance(action, Reveal):
+                thrown[seat] = thrown.get(seat, 0) + 1
+            else:  # a Reveal
                 seat = int(action.Siege)  # type: ignore[arg-type]
                 if action.Valeur not in held[seat]:
                     hand.add(
@@ -263,13 +273,11 @@ def _cards(hand: _Hand) -> None:
                     )
                     hand.blocking = True
         board += common
-        for action in tour.Action:
-            if isinstance(action, Fold):
-                folded.add(int(action.Siege))
+        folded.update(folds)
 
 
 def _expected_cards(
-    kind: str, variant: EngineVariant, index: int, reveal: int, live: list[int], thrown: Counter[int]
+    kind: str, variant: VariantRules, index: int, reveal: int, live: list[int], thrown: dict[int, int]
 ) -> tuple[int, dict[int, int], dict[int, int] | None] | None:
     """(board cards, hole cards per seat, face-up cards per seat or None) a round deals; None: no rule."""
     if index == 0 or index == reveal:
@@ -416,17 +424,46 @@ class _Stop(Exception):
 
 
 class _Replay:
+    """A hand's actions, one by one, on coffre's engine (:class:`~.engine.Table`): each checked
+    against what the rules allow at that point, the first illegal one stopping the replay."""
+
+    __slots__ = (
+        "aggressor",
+        "all_in_showdown",
+        "first_actor",
+        "hand",
+        "index",
+        "lacking",
+        "order",
+        "pending_board",
+        "pending_discard",
+        "pending_hole",
+        "reopening",
+        "reveal_order",
+        "revealed",
+        "round",
+        "rules",
+        "scale",
+        "street",
+        "table",
+        "tour_street",
+        "variant",
+    )
+
     def __init__(self, hand: _Hand, rules: HouseRules = DEFAULT_RULES) -> None:
         self.hand = hand
         self.rules = rules
         self.variant = hand.variant
-        self.state: State | None = None
+        self.table: Table | None = None
         self.order: list[int] = []
         self.index: dict[int, int] = {}
         self.scale = 1
-        self.pending_hole: dict[int, list[int]] = {}
+        self.pending_hole: list[list[int]] = []  # per player, the cards recorded and not yet dealt
         self.pending_board: list[int] = []
-        self.pending_discard: dict[int, list[int]] = {}
+        self.pending_discard: list[dict[int, list[int]]] = []
+        """Per player, per draw (street index), the cards it throws: a draw throws only its own round's
+        (with nobody left to bet, several draws' cards are recorded before the engine deals them)."""
+        self.tour_street = 0
         self.revealed: dict[int, list[int]] = {}
         self.round = ""
         self.lacking = ""
@@ -447,7 +484,7 @@ class _Replay:
         return int(amount * self.scale)
 
     def run(self) -> None:
-        clear_evaluations()  # a hand's evaluations are its own
+        handlers = _HANDLERS
         try:
             self._setup()
             for index, tour in self.hand.tours:
@@ -455,16 +492,25 @@ class _Replay:
                 if index == 0:
                     self._forced_round(tour)
                     continue
-                street = index - 1
+                street = self.tour_street = index - 1
                 for action in tour.Action:
-                    self._action(action, street)
+                    cls = action.__class__
+                    if cls is Draw:  # the most frequent action: _draw, inline
+                        if action.commune:
+                            self.pending_board.append(action.Valeur)
+                        else:
+                            self.pending_hole[self.index[int(action.Siege)]].append(action.Valeur)
+                    elif (handler := handlers.get(cls)) is not None:  # a card: kept until dealt or shown
+                        handler(self, action)
+                    else:
+                        self._action(action, street)
             self.round = ""
             self._advance()
             self._finish()
         except _Stop:
             pass
-        except ValueError as exc:  # pokerkit refused something coffre's checks did not foresee
-            self.hand.add("REPLAY_FAILED", f"pokerkit: {exc}", self.round or None)
+        except Illegal as exc:  # the engine refused something coffre's checks did not foresee
+            self.hand.add("REPLAY_FAILED", f"the engine: {exc}", self.round or None)
 
     # -- setup: seats, forced bets, limits
 
@@ -474,12 +520,13 @@ class _Replay:
         bring_in: Decimal | None = None
         first_raise: Decimal | None = None
         later_bet: tuple[int, Decimal] | None = None
-        amounts: list[Decimal] = []
+        amounts: list[Decimal] = []  # not a set: 0.5 and 0.50 are equal, but not written to the same unit
         for p in hand.players.values():
-            amounts += (p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Total)
+            f = p.Finance
+            amounts += (f.CaveAvant, f.CaveApres, f.Total)
         for index, tour in hand.tours:
             for action in tour.Action:
-                if not isinstance(action, Bet):
+                if action.__class__ is not Bet:
                     continue
                 amounts.append(action.Valeur)
                 if action.name in FORCED:
@@ -509,11 +556,11 @@ class _Replay:
         if len([1 for n, _ in forced if n == "ante"]) != len(antes):
             raise self.stop("FORCED_BETS_WRONG", "a seat posts two antes")
         seats = sorted(hand.players)
+        blinds: dict[int, int] = {}
         if variant.kind == "stud":
             if any(n != "ante" for n, _ in forced):
                 raise self.stop("FORCED_BETS_WRONG", "blinds in a stud hand")
             self.order = seats
-            blinds: tuple[int, ...] | int = 0
             bring = self.units(bring_in) if bring_in is not None else 0
             if first_raise is not None:
                 small = self.units(first_raise)
@@ -528,6 +575,7 @@ class _Replay:
             for seat in seats:
                 if seat not in antes:  # decree art. 7 III, art. 3 ("tous les joueurs engagent")
                     self.hand.add("ANTE_MISSING", f"seat {seat} posts no ante in a stud hand", seat=seat)
+            missing = bb = 0
         else:
             small_blinds = [int(b.Siege) for n, b in forced if n == "small blind"]
             big_blinds = [int(b.Siege) for n, b in forced if n == "big blind"]
@@ -552,7 +600,7 @@ class _Replay:
                     raise self.stop(
                         "FORCED_BETS_WRONG", f"seat {bb_seat} posts both the small and the big blind", bb_seat
                     )
-                if len(seats) == 2:
+                if len(seats) == 2:  # heads-up (TDA 34B): the big blind first, the button second
                     self.order = [bb_seat, sb_seat]
                 else:
                     at = seats.index(sb_seat)
@@ -565,30 +613,27 @@ class _Replay:
                         )
             posted = sb + bb
             sb, bb = self._nominal_blinds(forced, sb, bb, dead_small)
-            # a dead small blind: the big blind is pokerkit's player 0, a one-blind table; otherwise
-            # pokerkit reverses the blinds heads-up, and the order above puts the big blind first
-            blinds = (bb,) if dead_small else (sb, bb)
+            blinds = {bb_seat: bb} if dead_small else {sb_seat: sb, bb_seat: bb}
             missing = sb + bb - posted
             bring = 0
             small = max(bb, 1)
         self.index = {s: i for i, s in enumerate(self.order)}
-        self.order_indices = range(len(self.order))
-        ante_list = [antes.get(s, 0) for s in self.order]
-        if len(self.order) == 2:
-            ante_list.reverse()  # heads-up pokerkit charges each player the other's ante
-        self.state = variant.state(
-            tuple(self.units(hand.players[s].Finance.CaveAvant) for s in self.order),
-            antes=tuple(ante_list) if antes else 0,
-            # equal antes (one may be short): pokerkit hands back what the short one cannot match;
+        self.pending_hole = [[] for _ in self.order]
+        self.pending_discard = [{} for _ in self.order]
+        self.table = Table(
+            self.variant,
+            [self.units(hand.players[s].Finance.CaveAvant) for s in self.order],
+            antes=[antes.get(s, 0) for s in self.order],
+            # equal antes (one may be short): what the short one cannot match comes back to the others;
             # antes of some seats only (TDA RP-11's big-blind ante): dead money, nothing handed back
             ante_trimming=len(antes) == len(seats),
-            blinds=blinds,
+            blinds=[blinds.get(s, 0) for s in self.order],
             bring_in=bring,
             small_bet=small,
             cap=self.rules.cap(len(seats)),
             uncapped_two_player_rounds=self.rules.heads_up == "round",
-            missing_blinds=missing if variant.kind != "stud" else 0,
-            full_big_blind=bb if variant.kind != "stud" else 0,
+            missing_blinds=missing,
+            full_big_blind=bb,
         )
 
     def _nominal_blinds(
@@ -620,38 +665,24 @@ class _Replay:
             if not isinstance(action, Bet):
                 raise self.stop("FORCED_BETS_WRONG", f"a {type(action).__name__} among the forced bets")
 
-    # -- the actions
+    # -- the actions: cards are buffered until the engine deals them, the others are judged now
 
     def _action(self, action: object, street: int) -> None:
-        if isinstance(action, Draw):
-            if action.commune:
-                self.pending_board.append(action.Valeur)
-            else:
-                self.pending_hole.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
-            return
-        if isinstance(action, Discard):
-            self.pending_discard.setdefault(int(action.Siege), []).append(action.Valeur)  # type: ignore[arg-type]
-            return
-        if isinstance(action, Reveal):
-            seat = int(action.Siege)  # type: ignore[arg-type]
-            self.revealed.setdefault(seat, []).append(action.Valeur)
-            if seat not in self.reveal_order:
-                self.reveal_order.append(seat)
-            return
-        self._advance()
-        state = self.state
-        assert state is not None
+        table = self.table
+        assert table is not None
+        if table.phase != BETTING:
+            self._advance()
         seat = int(action.Siege)  # type: ignore[attr-defined]
         i = self.index[seat]
-        if state.street_index is not None and state.street_index < street and state.actor_index is not None:
+        actor = table.actors[0] if table.actors else None
+        if table.street_index is not None and table.street_index < street and actor is not None:
             raise self.stop(
                 "ROUND_INCOMPLETE",
-                f"seat {self.order[state.actor_index]} had still to act in '{self.variant.rounds[state.street_index]}'",
-                self.order[state.actor_index],
+                f"seat {self.order[actor]} had still to act in '{self.variant.rounds[table.street_index]}'",
+                self.order[actor],
             )
-        if not state.statuses[i]:
+        if not table.live[i]:
             raise self.stop("ACTION_AFTER_FOLD", f"seat {seat} acts after folding", seat)
-        actor = state.actor_index
         if actor is None:
             raise self.stop("OUT_OF_TURN", f"seat {seat} acts when nobody is to act", seat)
         if actor != i:
@@ -659,44 +690,59 @@ class _Replay:
         if street != self.street:
             self._new_round(street)
         self.first_actor.setdefault(street, seat)
-        if isinstance(action, Fold):
-            if state.bring_in_status:  # decree art. 7 III: the bring-in "ne peut passer"
+        kind = action.__class__
+        if kind is Fold:
+            if table.bring_in_status:  # decree art. 7 III: the bring-in "ne peut passer"
                 raise self.stop("FORCED_BETS_WRONG", f"seat {seat} folds instead of the bring-in", seat)
-            state.fold()
-        elif isinstance(action, Check):
-            owed = state.checking_or_calling_amount or 0
-            if state.bring_in_status:
+            table.fold()
+        elif kind is Check:
+            if table.bring_in_status:
                 raise self.stop("FORCED_BETS_WRONG", f"seat {seat} checks instead of the bring-in", seat)
+            owed = table.owed() or 0
             if owed:
                 raise self.stop(
                     "CHECK_FACING_BET", f"seat {seat} checks facing a bet of {owed / self.scale}", seat
                 )
-            state.check_or_call()
+            table.check_or_call()
             self.reopening.calls(seat, chips=False)
-        elif isinstance(action, Bet):
-            self._bet(action, seat, i)
+        elif kind is Bet:
+            self._bet(action, seat, i)  # type: ignore[arg-type]
+
+    def _draw(self, action: Draw) -> None:
+        if action.commune:
+            self.pending_board.append(action.Valeur)
+        else:
+            self.pending_hole[self.index[int(action.Siege)]].append(action.Valeur)  # type: ignore[arg-type]
+
+    def _discard(self, action: Discard) -> None:
+        thrown = self.pending_discard[self.index[int(action.Siege)]]  # type: ignore[arg-type]
+        thrown.setdefault(self.tour_street, []).append(action.Valeur)
+
+    def _reveal(self, action: Reveal) -> None:
+        seat = int(action.Siege)  # type: ignore[arg-type]
+        self.revealed.setdefault(seat, []).append(action.Valeur)
+        if seat not in self.reveal_order:
+            self.reveal_order.append(seat)
 
     def _bet(self, action: Bet, seat: int, i: int) -> None:
-        state = self.state
-        assert state is not None
-        added = self.units(action.Valeur)
-        stack = state.stacks[i]
+        table = self.table
+        assert table is not None
+        added = int(action.Valeur * self.scale)
+        stack = table.stacks[i]
         name = action.name
         if name == "bring-in":
-            try:
-                state.verify_bring_in_posting()
-            except ValueError as exc:
-                raise self.stop("FORCED_BETS_WRONG", f"seat {seat}'s bring-in: {exc}", seat) from None
-            if added != state.effective_bring_in_amount:
+            if not table.bring_in_status:
+                raise self.stop("FORCED_BETS_WRONG", f"seat {seat}'s bring-in: no bring-in is due", seat)
+            due = min(stack, table.bring_in)
+            if added != due:
                 raise self.stop(
-                    "BET_ILLEGAL",
-                    f"seat {seat}'s bring-in {action.Valeur} is not {state.effective_bring_in_amount / self.scale}",
-                    seat,
+                    "BET_ILLEGAL", f"seat {seat}'s bring-in {action.Valeur} is not {due / self.scale}", seat
                 )
-            state.post_bring_in()
+            table.post_bring_in()
             return
-        owed = state.checking_or_calling_amount or 0
-        if added == owed and added > 0 and not state.bring_in_status:
+        # what calling costs (the seat is the one to act: checked before)
+        owed = 0 if table.bring_in_status else min(stack, max(table.bets) - table.bets[i])
+        if added == owed and added > 0:
             want = "allin" if added == stack else "call"
             if name != want and not (name == "call" and want == "allin"):
                 self.hand.add(
@@ -705,8 +751,8 @@ class _Replay:
                     self.round,
                     seat,
                 )
-            state.check_or_call()
-            self.reopening.calls(seat, chips=True)
+            table.check_or_call()
+            self.reopening.acted.add(seat)  # Reopening.calls(seat, chips=True)
             return
         if added <= owed:
             raise self.stop(
@@ -714,20 +760,22 @@ class _Replay:
                 f"seat {seat} puts in {action.Valeur}, less than the {owed / self.scale} to call",
                 seat,
             )
-        to = state.bets[i] + added
-        verified: int | None = None
-        try:
-            verified = state.verify_completion_betting_or_raising_to(to)
-        except ValueError as exc:
-            low = state.min_completion_betting_or_raising_to_amount
+        to = table.bets[i] + added
+        refusal, low, high = table.limits()
+        verified = refusal is None and low <= to <= high
+        if not verified:
             reach = max(
-                (state.bets[j] + state.stacks[j] for j in self.order_indices if j != i and state.statuses[j]),
+                (table.bets[j] + table.stacks[j] for j in range(table.n) if j != i and table.live[j]),
                 default=0,
             )
-            if low is None or not reach <= to < low:
-                raise self.stop(
-                    "BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {exc}", seat
-                ) from None
+            if refusal is not None or not reach <= to < low:
+                if refusal is None:
+                    refusal = (
+                        f"{to} is below the minimum {low}"
+                        if to < low
+                        else f"{to} is above the maximum {high}"
+                    )
+                raise self.stop("BET_ILLEGAL", f"seat {seat}'s {name} of {action.Valeur}: {refusal}", seat)
             # below the minimum, but it puts every other player in the hand all in: the same as the
             # minimum raise, whose excess would come back uncalled (a limit raise met at a WSOP
             # razz table). The engine raises the minimum; the excess returns to the raiser.
@@ -747,25 +795,22 @@ class _Replay:
                 self.round,
                 seat,
             )
-        self._reopening(seat, to if state.completion_status else to - max(state.bets))
-        low = state.min_completion_betting_or_raising_to_amount
-        amount = max(to, low) if low is not None else to
-        if verified is not None and amount == to:  # verified just above: pokerkit need not again
-            state.complete_verified_bet_or_raise_to(to, verified)  # type: ignore[attr-defined]
-        else:
-            state.complete_bet_or_raise_to(amount)
+        self._reopening(seat, to if table.completion_status else to - max(table.bets))
+        table.raise_to(to if verified else max(to, low), verified=verified)
         self.aggressor[self.street] = seat
 
     def _new_round(self, street: int) -> None:
         """A betting round begins: nobody has acted; the full bet is the structure's (the big blind
         or the minimum bet in no and pot limit; the round's bet in limit)."""
-        state = self.state
-        assert state is not None
+        table = self.table
+        assert table is not None
         self.street = street
-        self.reopening.new_round(state.streets[street].min_completion_betting_or_raising_amount)
+        streets = self.variant.streets
+        full = table.big_bet if streets[street].big_bet else table.small_bet
+        self.reopening.new_round(full)
 
     def _reopening(self, seat: int, increment: int) -> None:
-        """Club 9.15, TDA 47 (:class:`~.variants.Reopening`): a seat that acted may not raise while
+        """Club 9.15, TDA 47 (:class:`~.house.Reopening`): a seat that acted may not raise while
         only all-ins short of a full raise came after it. The raise is replayed: the engine can."""
         track = self.reopening
         if not track.may_raise(seat):
@@ -781,79 +826,68 @@ class _Replay:
     # -- the engine's own steps: cards from the buffers, showdown from the reveals
 
     def _advance(self) -> None:
-        state = self.state
-        assert state is not None
+        table = self.table
+        assert table is not None
         self.lacking = ""
-        while state.status:
-            if (i := state.stand_patter_or_discarder_index) is not None:
-                thrown = self.pending_discard.pop(self.order[i], [])
-                state.stand_pat_or_discard(tuple(CARDS[c] for c in thrown))
-            elif state.card_burning_status:
-                state.burn_card(UNKNOWN_CARD)
-            elif (i := state.hole_dealee_index) is not None:
-                cards = self.pending_hole.get(self.order[i])
-                if not cards:  # a later round's, or never dealt: _finish tells
-                    self.lacking = f"seat {self.order[i]} is owed a card the hand does not deal"
-                    return
-                owed = min(len(cards), len(state.hole_dealing_statuses[i]))
-                state.deal_hole(tuple(CARDS[cards.pop(0)] for _ in range(owed)), i)
-            elif (count := state.board_dealing_count) is not None:
-                if len(self.pending_board) < count:
-                    self.lacking = f"the board is owed {count} cards the hand does not deal"
-                    return
-                state.deal_board(tuple(CARDS[self.pending_board.pop(0)] for _ in range(count)))
-            elif (i := state.showdown_index) is not None:
-                seat = self.order[i]
-                shown = self.revealed.get(seat)
-                live = [j for j in self.order_indices if state.statuses[j]]
-                if any(not state.stacks[j] for j in live) and len(live) > 1:
-                    self.all_in_showdown = True
-                if not shown and self.all_in_showdown:
-                    # TDA 16, club 10.2: with a player all in and the betting over, every live hand is
-                    # tabled; the cards speak, so the replay shows it (it may still win)
-                    self.hand.add(
-                        "ALLIN_NOT_SHOWN",
-                        f"seat {seat} does not reveal its hand at a showdown with a player all in",
-                        "reveal",
-                        seat,
+        order = self.order
+        while table.phase != OVER:
+            if table.phase == DEALING:
+                lacking = table.deal(self.pending_hole, self.pending_board, self.pending_discard)
+                if lacking is not None:  # a later round's, or never dealt: _finish tells
+                    what, k = lacking
+                    self.lacking = (
+                        f"seat {order[k]} is owed a card the hand does not deal"
+                        if what == "hole"
+                        else f"the board is owed {k} cards the hand does not deal"
                     )
-                    state.show_or_muck_hole_cards(True, i)
-                elif shown:
-                    down = {
-                        c
-                        for c, up in zip(state.hole_cards[i], state.hole_card_statuses[i], strict=True)
-                        if not up
-                    }
-                    missing = [c for c in down if _code(c) not in shown]
-                    if missing:
-                        self.hand.add(
-                            "REVEAL_INCOMPLETE",
-                            f"seat {seat} shows {len(shown)} cards and keeps {len(missing)} face down",
-                            "reveal",
-                            seat,
-                        )
-                    state.show_or_muck_hole_cards(True, i)
-                else:
-                    try:
-                        state.show_or_muck_hole_cards(False, i)
-                    except ValueError:
-                        state.show_or_muck_hole_cards(True, i)
-            elif state.can_kill_hand():
-                state.kill_hand()
+                    return
+            elif (i := table.shower) is not None:
+                self._show(table, i)
             else:
                 return
 
+    def _show(self, table: Table, i: int) -> None:
+        seat = self.order[i]
+        shown = self.revealed.get(seat)
+        live = [j for j in range(table.n) if table.live[j]]
+        if len(live) > 1 and any(not table.stacks[j] for j in live):
+            self.all_in_showdown = True
+        if not shown and self.all_in_showdown:
+            # TDA 16, club 10.2: with a player all in and the betting over, every live hand is
+            # tabled; the cards speak, so the replay shows it (it may still win)
+            self.hand.add(
+                "ALLIN_NOT_SHOWN",
+                f"seat {seat} does not reveal its hand at a showdown with a player all in",
+                "reveal",
+                seat,
+            )
+            table.show_or_muck(True)
+        elif shown:
+            missing = [
+                c for c, up in zip(table.hole[i], table.up[i], strict=True) if not up and c not in shown
+            ]
+            if missing:
+                self.hand.add(
+                    "REVEAL_INCOMPLETE",
+                    f"seat {seat} shows {len(shown)} cards and keeps {len(missing)} face down",
+                    "reveal",
+                    seat,
+                )
+            table.show_or_muck(True)
+        else:
+            table.show_or_muck(False)
+
     def _finish(self) -> None:
-        state = self.state
-        assert state is not None
-        if state.status:
+        table = self.table
+        assert table is not None
+        if table.phase != OVER:
             if self.lacking:
                 raise self.stop("CARD_COUNT_WRONG", self.lacking)
-            if state.actor_index is not None:
-                seat = self.order[state.actor_index]
+            if table.actors:
+                seat = self.order[table.actors[0]]
                 raise self.stop("ROUND_INCOMPLETE", f"the hand ends while seat {seat} has to act", seat)
-            raise self.stop("REPLAY_FAILED", f"the hand ends before the engine does ({state.street_index=})")
-        leftover = sum(map(len, self.pending_hole.values())) + len(self.pending_board)
+            raise self.stop("REPLAY_FAILED", f"the hand ends before the engine does ({table.street_index=})")
+        leftover = sum(map(len, self.pending_hole)) + len(self.pending_board)
         if leftover:
             raise self.stop("CARD_COUNT_WRONG", f"{leftover} cards are dealt after the hand is over")
         self._showdown_order()
@@ -861,12 +895,11 @@ class _Replay:
             return  # money is created or lost: NOT_ZERO_SUM / WINNINGS_NEGATIVE say so, per-seat blame would be noise
         tolerance: Counter[int] = Counter()  # per player, the odd chips it may be owed or owe
         halves: dict[int, set[int]] = {}
-        for op in state.operations:
-            if isinstance(op, ChipsPushing):
-                winners = [i for i, a in enumerate(op.amounts) if a]
-                if len(winners) > 1:
-                    tolerance.update(winners)  # the odd chip of a tie
-                halves.setdefault(op.pot_index, set()).update(winners)
+        for amounts, pot_index in table.pushes:
+            winners = [i for i, a in enumerate(amounts) if a]
+            if len(winners) > 1:
+                tolerance.update(winners)  # the odd chip of a tie
+            halves.setdefault(pot_index, set()).update(winners)
         for winners in halves.values():
             if len(winners) > 1 and self.variant.split:
                 tolerance.update(winners)  # the odd chip between a high and a low half
@@ -875,7 +908,7 @@ class _Replay:
         for i, seat in enumerate(self.order):
             f = self.hand.players[seat].Finance
             results[i] = f.CaveApres - f.CaveAvant + (f.Rake or 0)
-            if diff := self.units(results[i]) - state.payoffs[i]:
+            if diff := self.units(results[i]) - table.payoffs[i]:
                 off[i] = diff
         if off and all(abs(d) <= tolerance[i] for i, d in off.items()):
             # TDA 20, club 10.4: only odd chips of split pots went to another tied winner
@@ -896,7 +929,7 @@ class _Replay:
                 self.hand.add(
                     "PAYOFF_WRONG",
                     f"seat {seat}: CaveApres − CaveAvant + Rake = {results[i]}, the cards give"
-                    f" {Decimal(state.payoffs[i]) / self.scale}",
+                    f" {Decimal(table.payoffs[i]) / self.scale}",
                     seat=seat,
                 )
 
@@ -922,7 +955,9 @@ class _Replay:
             )
 
 
-def _code(card: object) -> int:
-    from .variants import CODES
-
-    return CODES[card]  # type: ignore[index]
+_HANDLERS: dict[type, Callable[[_Replay, object], None]] = {
+    Draw: _Replay._draw,  # type: ignore[dict-item]
+    Discard: _Replay._discard,  # type: ignore[dict-item]
+    Reveal: _Replay._reveal,  # type: ignore[dict-item]
+}
+"""The actions that only say what the cards are: kept until the engine deals or shows them."""

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cache, lru_cache
 
 from ..catalogue.poker import POJEU, VARIANTS, Bet, Discard, Draw, Player, Reveal
 from .findings import Finding, register
@@ -50,10 +51,12 @@ _ALIASES = {"blinds": "bet", "showdown": "reveal"}
 """Round names the annex's own example uses, as the hand audit reads them (hand.py ``ALIASES``)."""
 
 
+@lru_cache(maxsize=1024)
 def _key(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", name.lower())
 
 
+@cache
 def _round_names(regle: str) -> dict[str, str]:
     """The variant's round names by their spelling-free key, aliases included."""
     names = {_key(r): r for r in VARIANTS[regle].rounds}
