@@ -24,7 +24,6 @@ Three passes, in this order, each independent of the engine's:
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -560,13 +559,29 @@ class _Replay:
                 elif index > 1 and later_bet is None:
                     later_bet = (index, action.Valeur)
         self.scale = scale_of(amounts)
-        antes = {int(b.Siege): self.units(b.Valeur) for n, b in forced if n == "ante"}
-        if len([1 for n, _ in forced if n == "ante"]) != len(antes):
+        antes: dict[int, int] = {}
+        small_blinds: list[int] = []
+        big_blinds: list[int] = []
+        ante_count = 0
+        sb = bb = 0  # the first small and big blind posted
+        for n, b in forced:
+            if n == "ante":
+                antes[b.Siege] = self.units(b.Valeur)
+                ante_count += 1
+            elif n == "small blind":
+                if not small_blinds:
+                    sb = self.units(b.Valeur)
+                small_blinds.append(b.Siege)
+            elif n == "big blind":
+                if not big_blinds:
+                    bb = self.units(b.Valeur)
+                big_blinds.append(b.Siege)
+        if ante_count != len(antes):
             raise self.stop("FORCED_BETS_WRONG", "a seat posts two antes")
         seats = sorted(hand.players)
         blinds: dict[int, int] = {}
         if variant.kind == "stud":
-            if any(n != "ante" for n, _ in forced):
+            if len(forced) != ante_count:
                 raise self.stop("FORCED_BETS_WRONG", "blinds in a stud hand")
             self.order = seats
             bring = self.units(bring_in) if bring_in is not None else 0
@@ -585,8 +600,6 @@ class _Replay:
                     self.hand.add("ANTE_MISSING", f"seat {seat} posts no ante in a stud hand", seat=seat)
             missing = bb = 0
         else:
-            small_blinds = [int(b.Siege) for n, b in forced if n == "small blind"]
-            big_blinds = [int(b.Siege) for n, b in forced if n == "big blind"]
             dead_small = not small_blinds and len(big_blinds) == 1 and len(seats) > 2
             if (len(small_blinds) != 1 and not dead_small) or len(big_blinds) != 1:
                 raise self.stop(
@@ -594,7 +607,6 @@ class _Replay:
                     f"{len(small_blinds)} small blind(s) and {len(big_blinds)} big blind(s), not one of each",
                 )
             bb_seat = big_blinds[0]
-            bb = next(self.units(b.Valeur) for n, b in forced if n == "big blind")
             if dead_small:
                 # TDA 32 (dead button), 54B ("pas de SB"): the small blind's seat is empty, the button
                 # is the seat before the big blind, and the big blind acts first after the flop
@@ -603,7 +615,6 @@ class _Replay:
                 sb = 0
             else:
                 sb_seat = small_blinds[0]
-                sb = next(self.units(b.Valeur) for n, b in forced if n == "small blind")
                 if sb_seat == bb_seat:  # décret art. 3: the blinds are the two players left of the dealer
                     raise self.stop(
                         "FORCED_BETS_WRONG", f"seat {bb_seat} posts both the small and the big blind", bb_seat
@@ -902,16 +913,19 @@ class _Replay:
         self._showdown_order()
         if not self.hand.payoffs_comparable:
             return  # money is created or lost: NOT_ZERO_SUM / WINNINGS_NEGATIVE say so, per-seat blame would be noise
-        tolerance: Counter[int] = Counter()  # per player, the odd chips it may be owed or owe
+        tolerance = [0] * table.n  # per player, the odd chips it may be owed or owe
         halves: dict[int, set[int]] = {}
         for amounts, pot_index in table.pushes:
             winners = [i for i, a in enumerate(amounts) if a]
             if len(winners) > 1:
-                tolerance.update(winners)  # the odd chip of a tie
+                for i in winners:
+                    tolerance[i] += 1  # the odd chip of a tie
             halves.setdefault(pot_index, set()).update(winners)
-        for winners in halves.values():
-            if len(winners) > 1 and self.variant.split:
-                tolerance.update(winners)  # the odd chip between a high and a low half
+        if self.variant.split:
+            for winners in halves.values():
+                if len(winners) > 1:
+                    for i in winners:
+                        tolerance[i] += 1  # the odd chip between a high and a low half
         off: dict[int, int] = {}
         results: dict[int, Decimal] = {}
         for i, seat in enumerate(self.order):
