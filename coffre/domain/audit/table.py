@@ -217,6 +217,15 @@ def _actions(event: POJEU, table: TableAudit) -> None:
         name = names.get(_key(tour.name))
         if name is None:
             continue
+        kinds = {action.__class__ for action in tour.Action}  # the action classes have no subclasses
+        if name == "bet":
+            if kinds <= _BETS_ONLY:
+                continue
+        elif name == "reveal":
+            if kinds <= _REVEALS_ONLY:
+                continue
+        elif Discard not in kinds or name in draws:
+            continue  # nothing misplaced: _misplaced would yield nothing
         for action, why in _misplaced(name, tour.Action, draws):
             seat = getattr(action, "Siege", None)
             table.add(
@@ -226,6 +235,10 @@ def _actions(event: POJEU, table: TableAudit) -> None:
                 seat,
             )
             table.unreadable = True
+
+
+_BETS_ONLY = frozenset((Bet,))
+_REVEALS_ONLY = frozenset((Reveal,))
 
 
 def _misplaced(name: str, actions: list[object], draws: frozenset[str]) -> Iterator[tuple[object, str]]:
@@ -255,11 +268,12 @@ def _faces(event: POJEU, table: TableAudit) -> None:
         down_board = up_hole = 0
         up_seats: set[int] = set()
         for action in tour.Action:
-            if not isinstance(action, Draw):
+            if action.__class__ is not Draw:  # Draw has no subclass
                 continue
-            if action.commune and not action.ouverte:
-                down_board += 1
-            elif not action.commune and action.ouverte:
+            if action.commune:
+                if not action.ouverte:
+                    down_board += 1
+            elif action.ouverte:
                 up_hole += 1
                 if action.Siege is not None:
                     up_seats.add(int(action.Siege))
