@@ -24,10 +24,20 @@ import typing
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
+from itertools import islice
 from typing import Annotated, Any, ClassVar, Union
 
 from lxml import etree
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WrapValidator,
+    model_validator,
+)
 
 from .errors import Problem, ReasonCode
 from .types import fail
@@ -243,6 +253,185 @@ def element_to_data(
         else:
             data[tag] = value
     return data
+
+
+class Declined(Exception):
+    """The fast path (:func:`element_to_data_fast`) met something it leaves to the full one."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What :func:`element_to_data_fast` needs of a model, looked up once."""
+
+    by_xml_name: dict[str, FieldBinding]
+    text_field: str | None
+    attributes: frozenset[str]
+    """The xml names that may be attributes here (those of attribute and flag fields)."""
+    remembered: dict[str, dict[bytes, XmlModel]]
+    """Member tag -> its remembered models (:func:`_member_model`), for the groups whose members
+    may be given as models (:func:`_remembered_members`)."""
+
+
+@cache
+def _plan(cls: type[XmlModel]) -> _Plan:
+    b = binding(cls)
+    attributes = frozenset(n for n, fb in b.by_xml_name.items() if fb.kind in ("attribute", "flag"))
+    remembered: dict[str, dict[bytes, XmlModel]] = {}
+    for fb in b.fields:
+        if fb.members is not None and _remembered_members(cls, fb.name):
+            for tag, member in fb.members.items():
+                remembered[tag] = _MEMBERS.setdefault(member, {})
+    return _Plan(b.by_xml_name, b.text_field, attributes, remembered)
+
+
+def element_to_data_fast(cls: type[XmlModel], el: etree._Element) -> dict[str, Any]:
+    """What :func:`element_to_data` gives for an element without any structural problem, faster:
+    no paths are written, :class:`Declined` is raised at the first problem (the caller then takes
+    the full path, which names them all), and the members of a substitution group are given as
+    models already validated, remembered by their XML (:func:`_member_model`) when
+    :func:`_remembered_members` allows it. A ``ValidationError`` from a member also means: take the
+    full path.
+
+    Every element below ``el`` is read (a leaf must have no attribute and no child element), so a
+    walk that ends well also proves the tree no deeper and no more attributed than the models
+    (:func:`shape`)."""
+    plan = _plan(cls)
+    by_xml_name = plan.by_xml_name
+    data: dict[str, Any] = {}
+    if el.attrib:
+        attributes = plan.attributes
+        for key, value in el.items():
+            if key not in attributes:
+                raise Declined
+            data[key] = value
+    if plan.text_field is not None:
+        data[plan.text_field] = el.text or ""
+    remembered = plan.remembered
+    for child in el:
+        tag = child.tag
+        if tag.__class__ is not str:
+            continue
+        fb = by_xml_name.get(tag)
+        if fb is None:
+            raise Declined
+        if fb.members is not None:
+            memory = remembered.get(tag)
+            if memory is not None:
+                key = etree.tostring(child, with_tail=False)
+                value: Any = memory.get(key)
+                if value is None:
+                    value = _member_model(fb.members[tag], child, memory, key)
+            else:
+                value = {tag: element_to_data_fast(fb.members[tag], child)}
+        elif fb.model is not None:
+            value = element_to_data_fast(fb.model, child)
+        elif len(child) or child.attrib:
+            raise Declined
+        else:
+            value = child.text or ""
+        if fb.many:
+            data.setdefault(fb.name if fb.members is not None else tag, []).append(value)
+        elif tag in data:
+            raise Declined
+        else:
+            data[tag] = value
+    return data
+
+
+MEMBER_MEMORY = 8192
+"""Validated models remembered per member type (:func:`_member_model`); beyond, the older half is
+forgotten. Some 1 KB each."""
+
+_MEMBERS: dict[type[XmlModel], dict[bytes, XmlModel]] = {}
+
+
+def _member_model(
+    member: type[XmlModel], el: etree._Element, memory: dict[bytes, XmlModel], key: bytes
+) -> XmlModel:
+    """The validated model of a substitution-group member not yet in ``memory``, kept there under
+    ``key``, its XML.
+
+    A hand repeats its actions (a Check at seat 3, a card dealt, a big blind): most are found there.
+    The key is the element's whole serialization (tag, attributes in order, text, descendants, no
+    tail), i.e. everything :func:`element_to_data` reads of it, and a member's validation depends on
+    nothing else (no validation context; :func:`_remembered_members` checks that its parent reads
+    nothing of it before validation), so the model is the one the full validation would build, equal
+    to it. Models are frozen, so one may be shared by several events. Only valid members are kept."""
+    model = member.model_validate(element_to_data_fast(member, el))
+    if len(memory) >= MEMBER_MEMORY:
+        for old in list(islice(memory, MEMBER_MEMORY // 2)):
+            memory.pop(old, None)
+    memory[key] = model
+    return model
+
+
+@cache
+def shape(cls: type[XmlModel]) -> tuple[int, int]:
+    """The deepest nesting of elements (``cls``'s own counted) and the most attributes on one
+    element that :func:`element_to_data_fast` lets through for ``cls``; a recursive model has no
+    bound (a very large depth)."""
+    return _shape(cls, frozenset())
+
+
+def _shape(cls: type[XmlModel], within: frozenset[type[XmlModel]]) -> tuple[int, int]:
+    if cls in within:
+        return 1 << 30, 1 << 30
+    plan_attributes = sum(1 for fb in binding(cls).by_xml_name.values() if fb.kind in ("attribute", "flag"))
+    depth, attributes = 1, plan_attributes
+    for fb in binding(cls).fields:
+        below = [*([fb.model] if fb.model else []), *(fb.members or {}).values()]
+        if not below and fb.kind != "text":
+            depth = max(depth, 2)  # a leaf element
+        for model in below:
+            d, a = _shape(model, within | {cls})
+            depth, attributes = max(depth, 1 + d), max(attributes, a)
+    return depth, attributes
+
+
+@cache
+def _remembered_members(cls: type[XmlModel], name: str) -> bool:
+    """Whether the members of the substitution group ``name`` of ``cls`` may be given to ``cls`` as
+    validated models: every member is a flat model (no nested model, so no element of it is
+    validated in another context), and nothing between ``cls`` and its members would read a
+    member's input before it is validated: no before-, wrap- or plain validator on the field or
+    its items, and no before-validator of ``cls`` but :meth:`XmlModel._unwrap_tagged` (which passes
+    a model through). The discriminators take a model as they take ``{"Tag": {...}}``."""
+    fb = binding(cls).by_key[name]
+    assert fb.members is not None
+    flat = all(
+        f.model is None and f.members is None
+        for member in fb.members.values()
+        for f in binding(member).fields
+    )
+    decorators = cls.__pydantic_decorators__
+    before = [
+        key
+        for key, dec in decorators.model_validators.items()
+        if dec.info.mode != "after" and key != "_unwrap_tagged"
+    ]
+    own = [
+        dec
+        for dec in decorators.field_validators.values()
+        if name in dec.info.fields or "*" in dec.info.fields
+    ]
+    info = cls.model_fields[name]
+    return flat and not before and not own and not _reads_input([info.annotation, *info.metadata], fb.members)
+
+
+def _reads_input(annotations: list[Any], members: dict[str, type[XmlModel]]) -> bool:
+    """Whether a before-, wrap- or plain validator is found in ``annotations`` (recursively, through
+    ``Annotated``, lists and unions), the members' own fields excepted."""
+    for annotation in annotations:
+        if isinstance(annotation, (BeforeValidator, WrapValidator, PlainValidator)):
+            return True
+        if isinstance(annotation, type) and annotation in members.values():
+            continue
+        if typing.get_origin(annotation) is Annotated:
+            if _reads_input([annotation.__origin__, *annotation.__metadata__], members):
+                return True
+        elif _reads_input(list(typing.get_args(annotation)), members):
+            return True
+    return False
 
 
 def _leaf_problems(tag: str, child: etree._Element, child_path: str, problems: list[Problem]) -> None:
