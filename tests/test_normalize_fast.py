@@ -154,6 +154,7 @@ def _mutations(raw: bytes) -> Iterator[tuple[str, bytes]]:
         "card-out-of-range": ("(//Draw/Valeur)[1]", text("52")),
         "card-not-a-number": ("(//Draw/Valeur)[2]", text("x")),
         "card-spaced": ("(//Draw/Valeur)[1]", text(" 7 ")),
+        "card-padded": ("(//Draw/Valeur)[1]", text(" " * 300 + "7")),
         "bet-negative": ("(//Bet/Valeur)[1]", text("-0.10")),
         "bet-amount-spaced": ("(//Bet/Valeur)[1]", text(" 0.10 ")),
         "bet-unknown-name": ("(//Bet)[1]", attribute("name", "steal")),
@@ -247,3 +248,71 @@ def _data_of(member: Any, el: etree._Element) -> dict[str, Any]:
     data = element_to_data(member, el, f"/{member.xml_tag}", problems)
     assert not problems
     return data
+
+
+def test_compact_dates_are_checked_as_strptime_checks_them():
+    from datetime import datetime
+
+    from coffre.domain.types import _real_compact
+
+    def strptime(text: str, fmt: str) -> bool:
+        try:
+            datetime.strptime(text, fmt)
+        except ValueError:
+            return False
+        return True
+
+    rng = random.Random(5)
+    fields = [
+        "00",
+        "01",
+        "09",
+        "10",
+        "12",
+        "13",
+        "19",
+        "20",
+        "23",
+        "24",
+        "28",
+        "29",
+        "30",
+        "31",
+        "32",
+        "59",
+        "60",
+        "61",
+        "99",
+    ]
+    years = ["0000", "0001", "1900", "2000", "2023", "2024", "2100", "9999"]
+    for fmt, count in (("%Y%m%d%H%M%S", 5), ("%Y%m%d%H%M", 4), ("%Y%m%d", 2)):
+        cases = [y + "".join(rng.choice(fields) for _ in range(count)) for y in years for _ in range(300)]
+        cases += ["".join(rng.choice("0123456789") for _ in range(4 + 2 * count)) for _ in range(3000)]
+        cases += ["2024" + "0229" + "00" * (count - 2), "2023" + "0229" + "00" * (count - 2)]
+        cases += [
+            "2024" + "0٢01" + "00" * (count - 2),
+            "2024" + "1٢01" + "00" * (count - 2),
+            "2024²" + "0" * (2 * count - 1),
+        ]
+        for text in cases:
+            assert _real_compact(text, fmt) == strptime(text, fmt), (text, fmt)
+
+
+def test_hostile_inputs_cost_the_fast_path_little_and_long_members_are_not_kept():
+    import time
+
+    from coffre.domain.xmlmodel import MEMBER_KEY_LONGEST
+
+    for case in hostile_cases():
+        if case.headers or not case.value.lstrip().startswith(b"<"):
+            continue
+        try:
+            root = read_xml(case.value)
+        except Rejected:
+            continue
+        started = time.process_time()
+        assert _fast(root, case.value, None) is None, case.name
+        assert time.process_time() - started < 1.0, case.name  # 50,000 attributes once took 10 s
+    padded = dict(MUTATED)["hand0-card-padded"]
+    assert same_both_ways(padded)[0] == "event"
+    assert all(len(key) <= MEMBER_KEY_LONGEST for memory in _MEMBERS.values() for key in memory)
