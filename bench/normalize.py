@@ -1,18 +1,18 @@
 """What coffre's input limits cost and what they save, side by side with an older revision, in one run.
 
-    .venv/bin/python bench/normalize.py [--baseline REV] [--rounds R] [--timeout S]
+    .venv/bin/python bench/normalize.py [--baseline REV] [--rounds R] [--timeout S] [--hands N]
 
-1. **Valid events**: normalize + canonical bytes per event, for a POINSCRIT and the annex's
-   six-player POJEU (the demo's copy), best of R rounds, in alternating child processes (this
-   tree, then REV, then this tree…) so that both see the same machine.
+1. **Valid events**: normalize + canonical bytes per event (CPU time, which holds better than the
+   wall clock on shared cores), for a POINSCRIT and the annex's six-player POJEU (the demo's copy),
+   best of R rounds, in alternating child processes (this tree, then REV, then REV, then this
+   tree…) so that both see the same machine. With them, **poker hands** (``--hands N``, default
+   1,000; 0 for none): ``normalize`` alone per POJEU over N hands that this tree's
+   ``coffre.domain.audit.play`` plays (bench/audit.py's, the eleven variants in turn, 3 to 6 seats),
+   as the canonical XML files ``coffre audit`` reads: the first pass over the hands (what a fresh
+   process pays) and the best of three more.
 2. **Hostile inputs** (tests/hostile.py, one per class that once jammed the pipeline): the wall
    time and peak memory of ``coffre normalize`` on each, in a child process killed after S
    seconds, for this tree and for REV.
-
-3. **Poker hands** (``--hands N``, default 1,000): ``normalize`` alone per POJEU over N hands that
-   this tree's ``coffre.domain.audit.play`` plays (bench/audit.py's, the eleven variants in turn, 3
-   to 6 seats), as the canonical XML files ``coffre audit`` reads; in the same alternating child
-   processes: the first pass over the hands (what a fresh process pays) and the best later pass.
 
 Without ``--baseline`` only this tree is measured. REV is checked out in a temporary worktree
 and imported from there (``PYTHONPATH``); the measuring code is this file's, run by the same
@@ -55,18 +55,18 @@ def measure_valid(hands_file: str | None = None) -> dict[str, float]:
     for name, raw in valid_events().items():
         canonical_bytes(normalize(raw))  # warm: imports, caches
         n = ITERATIONS[name]
-        started = time.perf_counter()
+        started = time.process_time()  # CPU time: it holds better than the wall clock on shared cores
         for _ in range(n):
             canonical_bytes(normalize(raw))
-        out[name] = (time.perf_counter() - started) / n * 1e6
+        out[name] = (time.process_time() - started) / n * 1e6
     if hands_file:
         hands = [hand.encode() for hand in json.loads(Path(hands_file).read_text())]
         passes = []
         for _ in range(4):
-            started = time.perf_counter()
+            started = time.process_time()
             for hand in hands:
                 normalize(hand)
-            passes.append((time.perf_counter() - started) / len(hands) * 1e6)
+            passes.append((time.process_time() - started) / len(hands) * 1e6)
         out[HANDS_FIRST], out[HANDS_LATER] = passes[0], min(passes[1:])
     return out
 
@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name, micros in child_valid(envs[label], hands_file).items():
                     best[label][name] = min(micros, best[label].get(name, float("inf")))
         labels = list(envs)
-        print(f"1. valid events: µs per normalize + canonical bytes, best of {args.rounds} rounds")
+        print(f"1. valid events: CPU µs per normalize + canonical bytes, best of {args.rounds} rounds")
         rows = [["event", *labels, *(["ratio (this tree / baseline)"] if args.baseline else [])]]
         names = [*ITERATIONS, *([HANDS_FIRST, HANDS_LATER] if hands_file else [])]
         for name in names:
