@@ -360,7 +360,8 @@ def element_to_data_fast(cls: type[XmlModel], el: etree._Element) -> dict[str, A
 MEMBER_MEMORY = 16_384
 """Validated models remembered per member type (:func:`_member_model`); beyond, the older half is
 forgotten. Some 850 bytes each: 14 MB at most for poker's Bet, the only one of 10,000 played hands
-to pass 8,192 (Draw 988, Discard and Reveal 468, Check and Fold 9); 95 % of actions are found."""
+to pass 8,192 (Draw 988, Discard and Reveal 468, Check and Fold 9); with 8,192, 95 % of the
+actions were found there."""
 
 MEMBER_KEY_LONGEST = 256
 """Members whose XML is longer are validated in place, not remembered (a poker action takes some 40
