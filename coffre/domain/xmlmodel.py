@@ -333,7 +333,7 @@ def element_to_data_fast(cls: type[XmlModel], el: etree._Element) -> dict[str, A
                 raise Declined
             value: Any = child.text or ""
         elif kind == _REMEMBERED:
-            key = _tostring(child, with_tail=False)
+            key = _tostring(child, encoding="unicode", with_tail=False)
             value = what[1].get(key)
             if value is None:
                 if len(key) > MEMBER_KEY_LONGEST:  # valid perhaps (blanks around a value), not kept
@@ -364,14 +364,14 @@ to pass 8,192 (Draw 988, Discard and Reveal 468, Check and Fold 9); with 8,192, 
 actions were found there."""
 
 MEMBER_KEY_LONGEST = 256
-"""Members whose XML is longer are validated in place, not remembered (a poker action takes some 40
-to 80 bytes): an input may weigh a megabyte, and the memory must stay small."""
+"""Members whose XML is longer (in characters) are validated in place, not remembered (a poker action takes some 40
+to 80 characters): an input may weigh a megabyte, and the memory must stay small."""
 
-_MEMBERS: dict[type[XmlModel], dict[bytes, XmlModel]] = {}
+_MEMBERS: dict[type[XmlModel], dict[str, XmlModel]] = {}
 
 
 def _member_model(
-    member: type[XmlModel], el: etree._Element, memory: dict[bytes, XmlModel], key: bytes
+    member: type[XmlModel], el: etree._Element, memory: dict[str, XmlModel], key: str
 ) -> XmlModel:
     """The validated model of a substitution-group member not yet in ``memory``, kept there under
     ``key``, its XML.
