@@ -76,8 +76,17 @@ def check_size(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> None:
 
 def parse_xml(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> etree._Element:
     """The root element of one XML document, or :class:`Rejected`."""
+    root = read_xml(raw, limits)
+    finish_xml(root)
+    return root
+
+
+def read_xml(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> etree._Element:
+    """:func:`parse_xml`'s first half: the size, the DTD and the syntax checked, not yet coffre's
+    structural limits. Whoever reads the tree calls :func:`finish_xml` first (or, as normalize's fast
+    path, proves the limits kept by the way it reads)."""
     check_size(raw, limits)
-    if b"<!DOCTYPE" in raw or b"<!ENTITY" in raw:
+    if b"<!" in raw and (b"<!DOCTYPE" in raw or b"<!ENTITY" in raw):
         raise _reject(ReasonCode.DTD_FORBIDDEN, "DTDs and entity declarations are not accepted")
     try:
         root = etree.fromstring(raw, _parser())
@@ -85,10 +94,27 @@ def parse_xml(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> etree._Element:
         raise _reject(ReasonCode.MALFORMED_XML, str(exc)) from exc
     if root.getroottree().docinfo.doctype:
         raise _reject(ReasonCode.DTD_FORBIDDEN, "DTDs and entity declarations are not accepted")
+    return root
+
+
+def finish_xml(root: etree._Element) -> None:
+    """:func:`parse_xml`'s second half: coffre's structural limits, then namespaces dropped."""
     _check_tree(root)
     if isinstance(root.tag, str) and root.tag.startswith("{"):
         _strip_namespaces(root)
-    return root
+
+
+_LT_IS_ONE_BYTE = frozenset({"UTF-8", "US-ASCII", "ASCII", "ISO-8859-1", "UTF-16", "UTF-16LE", "UTF-16BE"})
+"""Encodings in which every ``<`` of the text is a byte 0x3C of the input (never, as in UTF-7, other
+bytes)."""
+
+
+def at_most_elements(root: etree._Element, raw: bytes, limit: int = MAX_ELEMENTS) -> bool:
+    """Whether the document ``raw`` (parsed as ``root``) surely has at most ``limit`` elements, by
+    counting its ``<`` bytes (each element starts with one), cheaper than the XPath count.
+    False when unsure (an encoding where ``<`` may be written otherwise)."""
+    encoding = (root.getroottree().docinfo.encoding or "").upper()
+    return encoding in _LT_IS_ONE_BYTE and raw.count(b"<") <= limit
 
 
 _TOO_MANY = f"count(//*) > {MAX_ELEMENTS}"

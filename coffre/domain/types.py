@@ -38,11 +38,16 @@ MEMO_LONGEST = 64
 """Texts up to this length have their checked form remembered (:func:`_memo`)."""
 
 
-def _memo(check: Callable[[str], _T], size: int = 4096) -> Callable[[str], _T]:
+MEMO_SIZE = 4096
+"""Texts remembered per check (:func:`_memo`)."""
+
+
+def _memo(check: Callable[[str], _T], size: int = MEMO_SIZE) -> Callable[[str], _T]:
     """``check`` of a text, remembered for short texts: a hand repeats its seats, amounts, player
     ids and dates many times, and an audit reads thousands of hands at one table. Only values are
     remembered (immutable: str, int, Decimal); a refusal is raised anew each time, as without the
-    memo. Long texts are checked every time (the memo's memory stays small)."""
+    memo. Long texts are checked every time (the memo's memory stays small). The validators most
+    called (patterns, enumerations, amounts, counts, IP addresses) write the same test inline."""
     remembered = lru_cache(maxsize=size)(check)
 
     def memo(text: str) -> _T:
@@ -114,7 +119,9 @@ def pattern_type(
     compiled = re.compile(regex)
 
     def check(value: Any) -> str:
-        return check_text(value) if type(value) is str else checked(value)
+        if type(value) is str and len(value) <= MEMO_LONGEST:  # _memo, one call less
+            return remembered(value)
+        return checked(value)
 
     def checked(value: Any) -> str:
         text = _text(value)
@@ -130,7 +137,7 @@ def pattern_type(
             )
         return text
 
-    check_text = _memo(checked)
+    remembered = lru_cache(maxsize=MEMO_SIZE)(checked)
     return Annotated[str, BeforeValidator(check)]
 
 
@@ -141,7 +148,9 @@ def enum_type(
     allowed = tuple(values)
 
     def check(value: Any) -> str:
-        return check_text(value) if type(value) is str else checked(value)
+        if type(value) is str and len(value) <= MEMO_LONGEST:  # _memo, one call less
+            return remembered(value)
+        return checked(value)
 
     def checked(value: Any) -> str:
         text = _text(value).strip()
@@ -155,7 +164,7 @@ def enum_type(
             )
         return text
 
-    check_text = _memo(checked)
+    remembered = lru_cache(maxsize=MEMO_SIZE)(checked)
     return Annotated[str, BeforeValidator(check)]
 
 
@@ -268,7 +277,9 @@ def _check_digits(value: Decimal) -> None:
 
 
 def _non_negative_decimal(value: Any) -> Decimal:
-    return _non_negative_decimal_text(value) if type(value) is str else _non_negative_decimal_of(value)
+    if type(value) is str and len(value) <= MEMO_LONGEST:  # _memo, one call less
+        return _non_negative_decimal_text(value)
+    return _non_negative_decimal_of(value)
 
 
 def _non_negative_decimal_of(value: Any) -> Decimal:
@@ -278,7 +289,7 @@ def _non_negative_decimal_of(value: Any) -> Decimal:
     return result
 
 
-_non_negative_decimal_text = _memo(_non_negative_decimal_of)
+_non_negative_decimal_text = lru_cache(maxsize=MEMO_SIZE)(_non_negative_decimal_of)
 
 
 def _too_many_digits() -> PydanticCustomError:
@@ -324,7 +335,9 @@ _integer_text = _memo(_integer_of_text)
 
 
 def _non_negative_integer(value: Any) -> int:
-    return _non_negative_integer_text(value) if type(value) is str else _non_negative_integer_of(value)
+    if type(value) is str and len(value) <= MEMO_LONGEST:  # _memo, one call less
+        return _non_negative_integer_text(value)
+    return _non_negative_integer_of(value)
 
 
 def _non_negative_integer_of(value: Any) -> int:
@@ -334,7 +347,7 @@ def _non_negative_integer_of(value: Any) -> int:
     return result
 
 
-_non_negative_integer_text = _memo(_non_negative_integer_of)
+_non_negative_integer_text = lru_cache(maxsize=MEMO_SIZE)(_non_negative_integer_of)
 
 
 Dec = Annotated[Decimal, BeforeValidator(_decimal)]
@@ -417,11 +430,36 @@ def _parse_xs_datetime(text: str) -> datetime | None:
 @lru_cache(maxsize=4096)
 def _checked_compact(text: str, fmt: str, what: str) -> str:
     """A date already in its compact form, kept as is once checked to be a real date."""
-    try:
-        datetime.strptime(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y"))
-    except ValueError as exc:
-        raise fail(ReasonCode.INVALID_DATE, "'{value}' is not a real {what}", value=text, what=what) from exc
+    if not _real_compact(("20" if fmt.startswith("%y") else "") + text, fmt.replace("%y", "%Y")):
+        raise fail(ReasonCode.INVALID_DATE, "'{value}' is not a real {what}", value=text, what=what)
     return text
+
+
+_COMPACT_FORMATS = {"%Y%m%d%H%M%S": 14, "%Y%m%d%H%M": 12, "%Y%m%d": 8}
+"""The compact formats :func:`_real_compact` reads itself, and their length."""
+
+
+def _real_compact(text: str, fmt: str) -> bool:
+    """Whether ``datetime.strptime(text, fmt)`` succeeds, for digits of the format's length, in a
+    quarter of its time (a hand's timestamps are all different, so the memo seldom answers).
+
+    For ASCII digits the answer is strptime's: its two-digit alternatives for month, day, hour,
+    minute and second (``1[0-2]|0[1-9]``, ``3[01]|[12]\\d|0[1-9]``…) cover exactly the fields'
+    ranges (seconds up to 61); a field outside them leaves strptime a shorter match, hence
+    "unconverted data remains"; within them, strptime's result is ``datetime(*fields)``, which
+    refuses what it refuses (day 31 of a 30-day month, second 60, year 0). Other digits
+    (``isdigit`` holds for Arabic-Indic ones) are left to strptime itself."""
+    if _COMPACT_FORMATS.get(fmt) != len(text) or not (text.isascii() and text.isdigit()):
+        try:
+            datetime.strptime(text, fmt)
+        except ValueError:
+            return False
+        return True
+    try:
+        datetime(int(text[:4]), *(int(text[i : i + 2]) for i in range(4, len(text), 2)))  # type: ignore[misc]
+    except ValueError:
+        return False
+    return True
 
 
 def _datetime_type(digits: int, fmt: str, what: str) -> Any:
@@ -509,7 +547,9 @@ def _ip_address(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 def _ip_compressed(value: Any) -> str:
     """types:IP: IPv4 dotted, or IPv6 in RFC 5952 form (compressed, lower case)."""
-    return _ip_compressed_text(value) if type(value) is str else _ip_compressed_of(value)
+    if type(value) is str and len(value) <= MEMO_LONGEST:  # _memo, one call less
+        return _ip_compressed_text(value)
+    return _ip_compressed_of(value)
 
 
 def _ip_compressed_of(value: Any) -> str:
@@ -524,7 +564,7 @@ def _ip_compressed_of(value: Any) -> str:
     return str(addr)
 
 
-_ip_compressed_text = _memo(_ip_compressed_of)
+_ip_compressed_text = lru_cache(maxsize=MEMO_SIZE)(_ip_compressed_of)
 
 
 def _ip_full(value: Any) -> str:
