@@ -273,25 +273,61 @@ def _event_row(values: Sequence[Any]) -> EventRow:
 # -- the SQLite side: a trail store, the writer, the readers -------------------------------------
 
 
+_UNREAD = object()
+
+
 class _TrailTable:
-    """The money trail's state (coffre.domain.audit.store) in the index's ``trail`` table, written in
-    the transaction of the lot being indexed."""
+    """The money trail's state (coffre.domain.audit.store) in the index's ``trail`` table.
+
+    Values go through JSON exactly as they are stored (each :meth:`get` a fresh copy, as when each
+    read asked SQLite), but a lot's reads and writes meet a cache of the JSON texts: a key is read
+    from SQLite once, and what the lot changed is written at its end, in the lot's transaction
+    (:meth:`flush`; :meth:`discard` after a rollback). Issue 31: the SQL of the trail's reads and
+    writes was a fifth of the index's own work. At most :data:`CACHED_KEYS` texts are kept between
+    lots."""
+
+    CACHED_KEYS = 50_000
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
+        self._texts: dict[str, str | None] = {}
+        """key -> its JSON text, None when it has no value (deleted, or absent from the table)."""
+        self._dirty: set[str] = set()
 
     def get(self, key: str, default: Any = None) -> Any:
-        found = self.db.execute("SELECT value FROM trail WHERE key = ?", (key,)).fetchone()
-        return default if found is None else json.loads(found[0])
+        text = self._texts.get(key, _UNREAD)
+        if text is _UNREAD:
+            found = self.db.execute("SELECT value FROM trail WHERE key = ?", (key,)).fetchone()
+            text = self._texts[key] = None if found is None else found[0]
+        return default if text is None else json.loads(text)  # type: ignore[arg-type]
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self.db.execute(
-            "INSERT INTO trail (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, json.dumps(value, separators=(",", ":"), default=str)),
-        )
+        self._texts[key] = json.dumps(value, separators=(",", ":"), default=str)
+        self._dirty.add(key)
 
     def __delitem__(self, key: str) -> None:
-        self.db.execute("DELETE FROM trail WHERE key = ?", (key,))
+        self._texts[key] = None
+        self._dirty.add(key)
+
+    def flush(self) -> None:
+        """Write what changed since the last flush (inside the caller's transaction)."""
+        texts = self._texts
+        dirty = sorted(self._dirty)
+        self.db.executemany(
+            "DELETE FROM trail WHERE key = ?", [(key,) for key in dirty if texts[key] is None]
+        )
+        self.db.executemany(
+            "INSERT INTO trail (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [(key, texts[key]) for key in dirty if texts[key] is not None],
+        )
+        self._dirty.clear()
+        if len(texts) > self.CACHED_KEYS:
+            texts.clear()
+
+    def discard(self) -> None:
+        """Forget everything cached (the transaction that was to write it rolled back)."""
+        self._texts.clear()
+        self._dirty.clear()
 
 
 def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -522,34 +558,42 @@ class Indexer:
         h = lot.header
         lot_digest = hashlib.sha256(document).digest()
         outcomes = self._outcomes([event.canonical for event in lot.events])
-        with _transaction(self.db):
-            for event, checked in zip(lot.events, outcomes, strict=True):
-                self._add_event(oper, coffre, number, event.id_evt, event.canonical, checked)
-            sealed = stamp(h.sealed_at)
-            self.db.execute(
-                "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (oper, coffre, number, h.first_id_evt, h.last_id_evt, key, lot_digest, sealed),
-            )
-            self.db.execute(
-                "INSERT INTO lot_days VALUES (?, ?, ?, 1, ?) ON CONFLICT (day, oper, coffre) DO UPDATE "
-                "SET lots = lots + 1, events = events + excluded.events",
-                (sealed[:10], oper, coffre, h.count),
-            )
-            self.db.execute(
-                "INSERT INTO coffres VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (oper, coffre) DO UPDATE SET "
-                "lots = excluded.lots, events = excluded.events, lot_digest = excluded.lot_digest, "
-                "chain = excluded.chain, frontier = excluded.frontier, sealed_at = excluded.sealed_at, refused = NULL",
-                (
-                    oper,
-                    coffre,
-                    number,
-                    h.last_id_evt,
-                    lot_digest,
-                    h.last_chain_hash,
-                    b"".join(walk.tree.frontier),
-                    sealed,
-                ),
-            )
+        store: _TrailTable = self.trail.store  # type: ignore[assignment]
+        try:
+            with _transaction(self.db):
+                rows = _LotRows(self.db.execute("SELECT coalesce(max(row), 0) FROM events").fetchone()[0])
+                for event, checked in zip(lot.events, outcomes, strict=True):
+                    self._add_event(oper, coffre, number, event.id_evt, event.canonical, checked, rows)
+                rows.write(self.db)
+                store.flush()
+                sealed = stamp(h.sealed_at)
+                self.db.execute(
+                    "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (oper, coffre, number, h.first_id_evt, h.last_id_evt, key, lot_digest, sealed),
+                )
+                self.db.execute(
+                    "INSERT INTO lot_days VALUES (?, ?, ?, 1, ?) ON CONFLICT (day, oper, coffre) DO UPDATE "
+                    "SET lots = lots + 1, events = events + excluded.events",
+                    (sealed[:10], oper, coffre, h.count),
+                )
+                self.db.execute(
+                    "INSERT INTO coffres VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (oper, coffre) DO UPDATE SET "
+                    "lots = excluded.lots, events = excluded.events, lot_digest = excluded.lot_digest, "
+                    "chain = excluded.chain, frontier = excluded.frontier, sealed_at = excluded.sealed_at, refused = NULL",
+                    (
+                        oper,
+                        coffre,
+                        number,
+                        h.last_id_evt,
+                        lot_digest,
+                        h.last_chain_hash,
+                        b"".join(walk.tree.frontier),
+                        sealed,
+                    ),
+                )
+        except BaseException:
+            store.discard()  # what the lot's trail wrote was rolled back with it
+            raise
         metrics.CONSOLE_INDEX_EVENTS.inc(len(lot.events))
         return len(lot.events)
 
@@ -585,8 +629,8 @@ class Indexer:
                 tag.group(1).decode() if tag else "?",
                 [Finding("AUDIT_FAILED", f"the event cannot be read again: {str(checked[1])[:300]}")],
             )
-        _, event, findings = checked
-        facets = event_facets(event)
+        event, findings = checked[1], checked[2]
+        facets = checked[3] if len(checked) > 3 else event_facets(event)  # a worker's (events_task)
         try:
             findings = [*findings, *self.trail.observe(event)]
         except Exception as exc:  # a defect of a check: said, and the event is indexed all the same
@@ -597,15 +641,22 @@ class Indexer:
         return facets, facets.type, findings
 
     def _add_event(
-        self, oper: str, coffre: int, lot: int, id_evt: int, canonical: bytes, checked: Outcome
+        self,
+        oper: str,
+        coffre: int,
+        lot: int,
+        id_evt: int,
+        canonical: bytes,
+        checked: Outcome,
+        rows: _LotRows,
     ) -> None:
         facets, kind, findings = self._read_event(canonical, checked)
-        db = self.db
         at = stamp(facets.at) if facets else "1970-01-01T00:00:00Z"
-        row = db.execute(
-            "INSERT INTO events (oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, findings) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows.row += 1
+        row = rows.row
+        rows.events.append(
             (
+                row,
                 oper,
                 coffre,
                 id_evt,
@@ -617,8 +668,8 @@ class Indexer:
                 facets and facets.inscription,
                 facets and facets.forced_bets,
                 len(findings),
-            ),
-        ).lastrowid
+            )
+        )
         words = [kind, oper, str(coffre), str(id_evt)]
         if facets is not None:
             seen: set[str] = set()
@@ -626,8 +677,7 @@ class Indexer:
                 if party.player in seen:
                     continue
                 seen.add(party.player)
-                db.execute(
-                    "INSERT INTO parties VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows.parties.append(
                     (
                         row,
                         party.player,
@@ -637,27 +687,52 @@ class Indexer:
                         _text(party.before),
                         _text(party.after),
                         at,
-                    ),
+                    )
                 )
                 words += [party.player, party.hash_joueur or "", party.inscription or ""]
             words += [facets.tech or "", facets.pool or "", facets.inscription or "", facets.text]
         codes: set[str] = set()
         for n, finding in enumerate(findings):
-            db.execute(
-                "INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (row, n, finding.code, finding.message, finding.round, finding.seat, finding.player),
+            rows.findings.append(
+                (row, n, finding.code, finding.message, finding.round, finding.seat, finding.player)
             )
             codes.add(finding.code)
         for code in sorted(codes):
-            db.execute("INSERT INTO flags VALUES (?, ?, ?)", (code, at, row))
-            db.execute(
-                "INSERT INTO finding_days VALUES (?, ?, 1) ON CONFLICT (day, code) DO UPDATE SET count = count + 1",
-                (at[:10], code),
-            )
+            rows.flags.append((code, at, row))
+            rows.finding_days.append((at[:10], code))
             words.append(code)
-        db.execute(
-            "INSERT INTO event_text (rowid, body) VALUES (?, ?)", (row, " ".join(w for w in words if w))
+        rows.text.append((row, " ".join(w for w in words if w)))
+
+
+@dataclass
+class _LotRows:
+    """A lot's rows, written table by table at its end (``executemany``) in its transaction. Each
+    event's ``row`` is given as SQLite would give it (one more than the largest), so that the
+    index is the one inserting the events one by one made."""
+
+    row: int
+    """The last row number given."""
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    parties: list[tuple[Any, ...]] = field(default_factory=list)
+    findings: list[tuple[Any, ...]] = field(default_factory=list)
+    flags: list[tuple[Any, ...]] = field(default_factory=list)
+    finding_days: list[tuple[Any, ...]] = field(default_factory=list)
+    text: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def write(self, db: sqlite3.Connection) -> None:
+        db.executemany(
+            "INSERT INTO events (row, oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, "
+            "findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self.events,
         )
+        db.executemany("INSERT INTO parties VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.parties)
+        db.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", self.findings)
+        db.executemany("INSERT INTO flags VALUES (?, ?, ?)", self.flags)
+        db.executemany(
+            "INSERT INTO finding_days VALUES (?, ?, 1) ON CONFLICT (day, code) DO UPDATE SET count = count + 1",
+            self.finding_days,
+        )
+        db.executemany("INSERT INTO event_text (rowid, body) VALUES (?, ?)", self.text)
 
 
 def rebuild(path: Path, storage: ArchiveStorage, trust: TrustStore, *, jobs: int = 1) -> CatchUp:

@@ -201,6 +201,12 @@ class Auditor:
                 pending.append(pool.submit(task, *call))
             yield audit_workers.loads(future.result())
 
+    def _keeps(self) -> bool:
+        """Whether a task submitted now must send its events whole: :meth:`record` may keep a hand
+        for a picture while places are left (they only fill up); else the trail's view will do
+        (``audit_workers.trail_view``: a hand's later rounds without their actions)."""
+        return len(self.run.flagged) < self.max_pictures
+
     def close(self) -> None:
         if self._pool is not None:
             import gc
@@ -309,7 +315,7 @@ class Auditor:
         chunks = [names[k : k + size] for k in range(0, len(names), size)]
         results = (
             outcome
-            for chunk in self._results(workers, files_task, ((chunk,) for chunk in chunks))
+            for chunk in self._results(workers, files_task, ((chunk, self._keeps()) for chunk in chunks))
             for outcome in chunk
         )
         trail = MoneyTrail()
@@ -392,7 +398,12 @@ class Auditor:
         results = self._results(
             workers,
             lot_task,
-            ((str(file), source, k, n) for source, files in plan for file, n in files for k in range(n)),
+            (
+                (str(file), source, k, n, self._keeps())
+                for source, files in plan
+                for file, n in files
+                for k in range(n)
+            ),
         )
         for source, files in plan:
             trail = MoneyTrail()
@@ -556,7 +567,9 @@ def run(args: argparse.Namespace) -> int:
             f"{archives[0]} is an archive: name the certificate(s) you trust with --cert PEM, "
             "it is verified before it is audited"
         )
-    run = audit_paths(args.paths, [Path(c) for c in args.cert], max_pictures, house_rules(), jobs)
+    # without --html no hand is pictured: the run need not keep any (nor its workers send them whole)
+    kept = max_pictures if html is not None else 0
+    run = audit_paths(args.paths, [Path(c) for c in args.cert], kept, house_rules(), jobs)
     if args.json:
         print(json.dumps(run.as_json(), ensure_ascii=False))
     else:
