@@ -41,10 +41,17 @@ def _played_hands() -> list[Event]:
     return out
 
 
-def _trail(events: list[Event]) -> tuple[list[list[dict[str, Any]]], dict[str, Any], dict[str, int], list[Any]]:
+def _trail(
+    events: list[Event],
+) -> tuple[list[list[dict[str, Any]]], dict[str, Any], dict[str, int], list[Any]]:
     trail = MoneyTrail()
     found = [[f.as_dict() for f in trail.observe(event)] for event in events]
-    return found, dict(trail.store), dict(trail.not_checked), [(a, b, c, f.as_dict()) for a, b, c, f in trail.finish()]
+    return (
+        found,
+        dict(trail.store),
+        dict(trail.not_checked),
+        [(a, b, c, f.as_dict()) for a, b, c, f in trail.finish()],
+    )
 
 
 def test_the_trail_finds_the_same_on_views_as_on_whole_events():

@@ -134,7 +134,10 @@ def files_task(files: Sequence[str], full: bool = True) -> bytes:
             continue
         labels = [f"{file}#{i}" if len(documents) > 1 else str(file) for i in range(1, len(documents) + 1)]
         out.append(
-            ("events", [(label, outcome(raw, full=full)) for label, raw in zip(labels, documents, strict=True)])
+            (
+                "events",
+                [(label, outcome(raw, full=full)) for label, raw in zip(labels, documents, strict=True)],
+            )
         )
     return dumps(out)
 
@@ -160,7 +163,9 @@ def lot_task(file: str, source: str, part: int, parts: int, full: bool = True) -
         return dumps(("unreadable", str(exc)))
     items = lot.events
     share = items[len(items) * part // parts : len(items) * (part + 1) // parts]
-    return dumps(("events", [(f"{source}#{item.id_evt}", outcome(item.canonical, full=full)) for item in share]))
+    return dumps(
+        ("events", [(f"{source}#{item.id_evt}", outcome(item.canonical, full=full)) for item in share])
+    )
 
 
 # ------------------------------------------------------------------------------------ pickling
