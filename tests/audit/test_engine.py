@@ -5,9 +5,11 @@ answer."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from coffre.domain.audit.engine import BETTING, OVER, RULES, Illegal, Table
+from coffre.domain.audit.engine import BETTING, OVER, RULES, Illegal, Table, _without
 
 
 def holdem(regle: str, stacks: list[int], *, blinds=(1, 2), cap: int | None = 4, **kw) -> Table:
@@ -76,3 +78,25 @@ def test_everybody_folds_to_the_big_blind_who_gets_the_small_blind():
     table.fold()
     assert table.phase == OVER
     assert table.payoffs == [-1, 1, 0]
+
+
+def test_the_pots_once_hands_are_killed_are_those_computed_again():
+    """The showdown kills the hands that can win nothing and derives the pots from those before
+    (``_without``) instead of computing them again: the same pots, for random contributions, dead
+    antes or not, and any set of hands killed."""
+    rng = random.Random(31)
+    for _ in range(3_000):
+        n = rng.randint(2, 9)
+        table = Table.__new__(Table)
+        table.n = n
+        table.bets = [0] * n
+        table.ante_trimming = rng.random() < 0.7
+        table.ante_paid = [rng.choice((0, 0, 1, 2)) for _ in range(n)]
+        # payoffs: what each put in (negative); a few equal amounts, as all-ins for the same stack make
+        table.payoffs = [-(table.ante_paid[i] + rng.choice((0, 5, 10, 10, 25, 40, 40, 80))) for i in range(n)]
+        table.live = [rng.random() < 0.8 for _ in range(n)]
+        before = table.pots()
+        dead = {i for i in range(n) if table.live[i] and rng.random() < 0.4}
+        for i in dead:
+            table.live[i] = False
+        assert _without(before, dead) == table.pots(), (before, dead)

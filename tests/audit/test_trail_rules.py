@@ -389,17 +389,19 @@ def test_a_registration_never_settled_in_a_coffre_with_a_gap_is_not_checked():
 
 def test_the_tournament_checker_is_called_with_the_context(monkeypatch):
     """MoneyTrail.observe calls helper TOURNAMENT's TournamentTrail(store).observe(prefix, event,
-    complete) and counts what it could not check with its own."""
+    complete) and counts what it could not check (its ``skipped_now``) with its own."""
     calls: list[tuple[str, int, bool]] = []
 
     class Fake:
         def __init__(self, store):
             self.not_checked: Counter[str] = Counter()
+            self.skipped_now: list[str] = []
 
         def observe(self, prefix, event, complete):
             calls.append((prefix, event.IDEvt, complete))
             if not complete:
                 self.not_checked["BLIND_DODGED"] += 1
+                self.skipped_now.append("BLIND_DODGED")
             return []
 
     monkeypatch.setattr(trail_module, "TournamentTrail", Fake)

@@ -742,8 +742,8 @@ class Table:
             return
         values = self._values()
         pots = self.pots()
-        if self._kill_hands(values, pots):
-            pots = self.pots()
+        if dead := self._kill_hands(values, pots):
+            pots = _without(pots, dead)
         if self.n_live == 1:
             self._push_to_the_last()
         else:
@@ -788,14 +788,16 @@ class Table:
             previous = level
         return pots
 
-    def _kill_hands(self, values: list[list[int | None]], pots: list[tuple[int, tuple[int, ...]]]) -> bool:
-        """A hand that can win no part of any pot is out before the pots are shared (True: some were)."""
-        dead = [i for i in range(self.n) if self.live[i] and not _can_win(i, values, pots)]
+    def _kill_hands(
+        self, values: list[list[int | None]], pots: list[tuple[int, tuple[int, ...]]]
+    ) -> set[int]:
+        """A hand that can win no part of any pot is out before the pots are shared (those that were)."""
+        dead = {i for i in range(self.n) if self.live[i] and not _can_win(i, values, pots)}
         for i in dead:
             self._muck(i)
             for half in values:
                 half[i] = None
-        return bool(dead)
+        return dead
 
     def _push(self, values: list[list[int | None]], pots: list[tuple[int, tuple[int, ...]]]) -> None:
         halves = [k for k, half in enumerate(values) if any(v is not None for v in half)]
@@ -842,6 +844,19 @@ class Table:
             self.bets[i] = 0
         self.street_index = None
         self.phase = OVER
+
+
+def _without(pots: list[tuple[int, tuple[int, ...]]], dead: set[int]) -> list[tuple[int, tuple[int, ...]]]:
+    """:meth:`Table.pots` once the ``dead`` players' hands are out, from the pots before: the same
+    levels, the dead removed from who may win each, pots left with the same players merged (as
+    :meth:`Table.pots` merges them: the players of a level only shrink as the level rises)."""
+    out: list[tuple[int, tuple[int, ...]]] = []
+    for amount, players in pots:
+        players = tuple([i for i in players if i not in dead])
+        if out and out[-1][1] == players:
+            amount += out.pop()[0]
+        out.append((amount, players))
+    return out
 
 
 def _best(half: list[int | None], players: tuple[int, ...]) -> int | None:

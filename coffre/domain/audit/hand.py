@@ -132,6 +132,9 @@ class _Hand:
         self.variant = rules_of(event.Regle)
         self.players = {int(p.Siege): p for p in event.Participants.Joueur}
         self.tours: list[tuple[int, Round]] = []  # (round index, tour) of the known rounds
+        self.bets: list[
+            tuple[int, str, Bet]
+        ] = []  # (round index, round name, Bet) of the known rounds, in order
         self.findings: list[Finding] = []
         self.blocking = False  # a structure or card finding: no engine replay
         self.payoffs_comparable = True  # the finance adds up: who got what can be held against the cards
@@ -163,7 +166,9 @@ def audit_hand(event: POJEU, rules: HouseRules = DEFAULT_RULES) -> list[Finding]
 
 
 def _structure(hand: _Hand) -> None:
+    """The rounds known and in order, the seats known; the Bets gathered for the passes after."""
     last = -1
+    players, bets = hand.players, hand.bets
     for tour in hand.event.Jeu.Tour:
         index = _round_index(hand.variant, tour.name)
         if index is None:
@@ -175,9 +180,12 @@ def _structure(hand: _Hand) -> None:
             hand.blocking = True
         last = max(last, index)
         hand.tours.append((index, tour))
+        name = tour.name
         for action in tour.Action:
-            seat = action.Siege
-            if seat is not None and int(seat) not in hand.players:
+            if action.__class__ is Bet:
+                bets.append((index, name, action))
+            seat = action.Siege  # an int (or None for a board card)
+            if seat is not None and seat not in players:
                 hand.add(
                     "SEAT_UNKNOWN",
                     f"{type(action).__name__} by seat {seat}, not a participant",
@@ -299,6 +307,9 @@ def _expected_cards(
 # --------------------------------------------------------------------------- pass 2: money
 
 
+_ZERO = Decimal(0)
+
+
 @dataclass(frozen=True, slots=True)
 class Contributions:
     """What each seat put into a hand, and what came back uncalled (docs/hand-audit.md)."""
@@ -317,27 +328,29 @@ class Contributions:
         return self.round_sum.get(name, Decimal(0)) - self.round_back.get(name, Decimal(0))
 
 
-def contributions(tours: list[tuple[int, Round]], seats: Iterable[int]) -> Contributions:
-    """The Bets of ``tours`` ((round index, Tour), index 0 the forced bets' round) by the ``seats``,
-    and the uncalled excess of each betting round: what the biggest bettor put in beyond the next
-    one (the blinds count with the first betting round, the antes apart)."""
+def contributions(bets: list[tuple[int, str, Bet]], seats: Iterable[int]) -> Contributions:
+    """The ``bets`` ((round index, round name, Bet) in order, index 0 the forced bets' round) by the
+    ``seats``, and the uncalled excess of each betting round: what the biggest bettor put in beyond
+    the next one (the blinds count with the first betting round, the antes apart)."""
     bets_of: dict[int, list[tuple[str, Decimal]]] = {s: [] for s in seats}
     street_in: dict[int, dict[int, Decimal]] = {}
     round_sum: dict[str, Decimal] = {}
-    for index, tour in tours:
-        for action in tour.Action:
-            if not isinstance(action, Bet):
-                continue
-            seat, value = int(action.Siege), action.Valeur
-            if seat not in bets_of:
-                continue
-            bets_of[seat].append((tour.name, value))
-            round_sum[tour.name] = round_sum.get(tour.name, Decimal(0)) + value
-            if action.name == "ante":
-                continue
-            street = max(index - 1, 0)  # blinds belong with the first betting round
-            street_in.setdefault(street, {})
-            street_in[street][seat] = street_in[street].get(seat, Decimal(0)) + value
+    for index, name, action in bets:
+        seat, value = action.Siege, action.Valeur
+        of = bets_of.get(seat)
+        if of is None:
+            continue
+        of.append((name, value))
+        total = round_sum.get(name)
+        round_sum[name] = (_ZERO if total is None else total) + value  # 0 + value: as Decimal sums write it
+        if action.name == "ante":
+            continue
+        street = index - 1 if index else 0  # blinds belong with the first betting round
+        into = street_in.get(street)
+        if into is None:
+            into = street_in[street] = {}
+        put = into.get(seat)
+        into[seat] = (_ZERO if put is None else put) + value
     returned: dict[int, Decimal] = {}
     round_back: dict[str, Decimal] = {}
     for contributed in street_in.values():
@@ -360,11 +373,11 @@ def event_contributions(event: POJEU) -> Contributions:
     """:func:`contributions` of a whole hand (its rounds the variant knows, in the variant's order)."""
     hand = _Hand(event)
     _structure(hand)
-    return contributions(hand.tours, hand.players)
+    return contributions(hand.bets, hand.players)
 
 
 def _money(hand: _Hand) -> None:
-    paid = contributions(hand.tours, hand.players)
+    paid = contributions(hand.bets, hand.players)
     bets_of, round_sum, returned, round_back = paid.bets_of, paid.round_sum, paid.returned, paid.round_back
     for _, tour in hand.tours:
         if tour.Total is not None:
@@ -524,33 +537,27 @@ class _Replay:
         for p in hand.players.values():
             f = p.Finance
             amounts += (f.CaveAvant, f.CaveApres, f.Total)
-        for index, tour in hand.tours:
-            for action in tour.Action:
-                if action.__class__ is not Bet:
-                    continue
-                amounts.append(action.Valeur)
-                if action.name in FORCED:
-                    if index != 0:
-                        raise self.stop(
-                            "FORCED_BETS_WRONG",
-                            f"a {action.name} in '{tour.name}', not in the forced bets' round",
-                        )
-                    forced.append((action.name, action))
-                elif index == 0:
+        stud = variant.kind == "stud"
+        for index, round_name, action in hand.bets:
+            amounts.append(action.Valeur)
+            name = action.name
+            if name in FORCED:
+                if index != 0:
                     raise self.stop(
-                        "FORCED_BETS_WRONG", f"a '{action.name}' among the forced bets ('{tour.name}')"
+                        "FORCED_BETS_WRONG", f"a {name} in '{round_name}', not in the forced bets' round"
                     )
-                elif action.name == "bring-in":
-                    if variant.kind != "stud" or index != 1 or bring_in is not None:
-                        raise self.stop(
-                            "FORCED_BETS_WRONG", f"a bring-in in '{tour.name}'", int(action.Siege)
-                        )
-                    bring_in = action.Valeur
-                elif variant.kind == "stud" and action.name in ("bet", "raise", "allin"):
-                    if index == 1 and first_raise is None:
-                        first_raise = action.Valeur  # a completion: to = its Valeur
-                    elif index > 1 and later_bet is None:
-                        later_bet = (index, action.Valeur)
+                forced.append((name, action))
+            elif index == 0:
+                raise self.stop("FORCED_BETS_WRONG", f"a '{name}' among the forced bets ('{round_name}')")
+            elif name == "bring-in":
+                if not stud or index != 1 or bring_in is not None:
+                    raise self.stop("FORCED_BETS_WRONG", f"a bring-in in '{round_name}'", int(action.Siege))
+                bring_in = action.Valeur
+            elif stud and name in ("bet", "raise", "allin"):
+                if index == 1 and first_raise is None:
+                    first_raise = action.Valeur  # a completion: to = its Valeur
+                elif index > 1 and later_bet is None:
+                    later_bet = (index, action.Valeur)
         self.scale = scale_of(amounts)
         antes = {int(b.Siege): self.units(b.Valeur) for n, b in forced if n == "ante"}
         if len([1 for n, _ in forced if n == "ante"]) != len(antes):
@@ -849,9 +856,10 @@ class _Replay:
     def _show(self, table: Table, i: int) -> None:
         seat = self.order[i]
         shown = self.revealed.get(seat)
-        live = [j for j in range(table.n) if table.live[j]]
-        if len(live) > 1 and any(not table.stacks[j] for j in live):
-            self.all_in_showdown = True
+        if not self.all_in_showdown:  # once a player is all in at the showdown, it stays so
+            live = [j for j in range(table.n) if table.live[j]]
+            if len(live) > 1 and any(not table.stacks[j] for j in live):
+                self.all_in_showdown = True
         if not shown and self.all_in_showdown:
             # TDA 16, club 10.2: with a player all in and the betting over, every live hand is
             # tabled; the cards speak, so the replay shows it (it may still win)

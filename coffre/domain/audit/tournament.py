@@ -120,6 +120,12 @@ class TournamentTrail:
     def __init__(self, store: TrailStore) -> None:
         self.store = store
         self.not_checked: Counter[str] = Counter()
+        self.skipped_now: list[str] = []
+        """The codes counted in :attr:`not_checked` since the caller emptied it (one per time)."""
+
+    def _skip(self, code: str) -> None:
+        self.not_checked[code] += 1
+        self.skipped_now.append(code)
 
     def observe(self, prefix: str, event: Event, complete: bool) -> list[Finding]:
         if isinstance(event, POINSCRIT):
@@ -155,7 +161,7 @@ class TournamentTrail:
         tech = self.store.get(tech_key)
         if tech is None:
             if isinstance(event, POBILAN) and event.Classement == 1:
-                self.not_checked["TOURNAMENT_CHIPS_WRONG"] += 1  # the Tech's hands are not all here
+                self._skip("TOURNAMENT_CHIPS_WRONG")  # the Tech's hands are not all here
             return []
         tech = dict(tech)
         findings: list[Finding] = []
@@ -163,7 +169,7 @@ class TournamentTrail:
         known = self.store.get(ins_key)
         if isinstance(event, POBILAN) and event.Classement == 1 and is_tournament(tech["format"]):
             if not complete or "put" not in tech:
-                self.not_checked["TOURNAMENT_CHIPS_WRONG"] += 1
+                self._skip("TOURNAMENT_CHIPS_WRONG")
             elif not tech.get("over"):
                 held = Decimal(known["stack"] or 0) if known is not None else Decimal(0)
                 findings += self._all_chips(event, tech, held, event.Inscription, event.IDJoueur)
@@ -217,7 +223,7 @@ class TournamentTrail:
         if tech is None or not complete:
             # the Tech's registration (its Format) or earlier events are not among those audited
             for code in HAND_RULES:
-                self.not_checked[code] += 1
+                self._skip(code)
             return []
         tech = dict(tech)
         tech.setdefault("put", "0")
@@ -239,9 +245,9 @@ class TournamentTrail:
         table, table_id = self._table(tech_key, tech, seats, records)
         if table is None:
             if any(r is not None and r.get("table") for r in records.values()):  # seen at a table before
-                self.not_checked["BLINDS_DECREASED"] += 1
-                self.not_checked["BLIND_DODGED"] += 1
-                self.not_checked["HAND_OUT_OF_ORDER"] += 1
+                self._skip("BLINDS_DECREASED")
+                self._skip("BLIND_DODGED")
+                self._skip("HAND_OUT_OF_ORDER")
             table = {"seats": seats, "levels": {}, "blind": None}
         else:
             findings += self._levels(event, table, level, form)

@@ -182,11 +182,11 @@ class MoneyTrail:
             findings += self._cancel(prefix, event)
         if self._described_again:
             return findings  # the tournament's checks followed that partie once too
-        before = Counter(self.tournament.not_checked)
+        skipped = self.tournament.skipped_now = []
         findings += self.tournament.observe(prefix, event, self._complete)
-        for code, n in (self.tournament.not_checked - before).items():
-            self.not_checked[code] += n
-            self.not_checked_now[code] += n
+        for code in skipped:
+            self.not_checked[code] += 1
+            self.not_checked_now[code] += 1
         return findings
 
     def finish(self) -> list[tuple[str, int, int, Finding]]:

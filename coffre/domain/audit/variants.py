@@ -460,8 +460,8 @@ class DecreeDeuceToSevenLowHand(CombinationHand):
     """Triple draw 2-7 as decree 2016-1326 art. 6 II reads: "il n'est pas tenu compte des
     combinaisons constituées d'une couleur ou d'une quinte", and art. 7 IV: "l'As y compte toujours
     comme carte haute". pokerkit's ``StandardLowHand`` (deuce-to-seven as card rooms play it)
-    counts straights and flushes against the hand; this one does not: 7-5-4-3-2 suited is the best
-    hand, 6-5-4-3-2 is a six high, A-K-… an ace high."""
+    counts straights and flushes against the hand; this one does not: 6-5-4-3-2 (a six high) is the
+    best hand, then 7-5-4-3-2 whether suited or not; A-K-… is an ace high."""
 
     lookup = _DeuceToSevenLookup()
     low = True
