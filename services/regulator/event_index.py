@@ -554,16 +554,20 @@ class Indexer:
             reason = "; ".join(str(f) for f in failures[:3])
             self._refuse(oper, coffre, number, reason)
             raise LotRefused(reason)
-        lot = read_lot(parse_document(document))
-        h = lot.header
+        read = walk.last_events  # the lot as the walk read it (verified), else read here again
+        if read is not None:
+            h, events = read.header, list(zip(read.ids, read.canonical, strict=True))
+        else:
+            lot = read_lot(parse_document(document))
+            h, events = lot.header, [(event.id_evt, event.canonical) for event in lot.events]
         lot_digest = hashlib.sha256(document).digest()
-        outcomes = self._outcomes([event.canonical for event in lot.events])
+        outcomes = self._outcomes([canonical for _, canonical in events])
         store: _TrailTable = self.trail.store  # type: ignore[assignment]
         try:
             with _transaction(self.db):
                 rows = _LotRows(self.db.execute("SELECT coalesce(max(row), 0) FROM events").fetchone()[0])
-                for event, checked in zip(lot.events, outcomes, strict=True):
-                    self._add_event(oper, coffre, number, event.id_evt, event.canonical, checked, rows)
+                for (id_evt, canonical), checked in zip(events, outcomes, strict=True):
+                    self._add_event(oper, coffre, number, id_evt, canonical, checked, rows)
                 rows.write(self.db)
                 store.flush()
                 sealed = stamp(h.sealed_at)
@@ -594,8 +598,8 @@ class Indexer:
         except BaseException:
             store.discard()  # what the lot's trail wrote was rolled back with it
             raise
-        metrics.CONSOLE_INDEX_EVENTS.inc(len(lot.events))
-        return len(lot.events)
+        metrics.CONSOLE_INDEX_EVENTS.inc(len(events))
+        return len(events)
 
     def _refuse(self, oper: str, coffre: int, number: int, reason: str) -> None:
         if (oper, coffre, number) not in self._refused_logged:
