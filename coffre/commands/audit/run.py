@@ -20,7 +20,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 from coffre.adapters.storage import TMP_PREFIX
@@ -430,7 +430,9 @@ def _event_files(name: str) -> list[Path]:
     path = Path(name)
     if not path.is_dir():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".xml", ".json"))
+    return sorted(
+        (p for p in path.rglob("*") if p.suffix.lower() in (".xml", ".json") and p.is_file()), key=path_order
+    )
 
 
 def archive_lots(path: Path) -> dict[tuple[str, int], list[tuple[int, Path]]]:
@@ -446,19 +448,30 @@ def archive_lots(path: Path) -> dict[tuple[str, int], list[tuple[int, Path]]]:
     return {key: sorted(files) for key, files in lots.items()}
 
 
+def path_order(path: PurePath) -> Any:
+    """The sort key of a path that sorts paths as ``sorted(paths)`` does (a tuple of its parts on
+    POSIX, case-sensitive as ``PurePosixPath``; the path itself elsewhere), without ``Path.__lt__``'s
+    cost (issue 31: sorting 10,000 files twice was 0.3 s of ``coffre audit``'s start)."""
+    return path.parts if isinstance(path, PurePosixPath) else path
+
+
+def _is_lot_file(path: Path, file: Path) -> bool:
+    return bool(
+        parse_lot_name(file.name)  # the name first: a folder of event files is not stat'ed for it
+        and file.is_file()
+        and not any(part.startswith(TMP_PREFIX) for part in file.relative_to(path).parts)
+    )
+
+
 def _lot_files(path: Path) -> Iterator[Path]:
-    for file in sorted(path.rglob("*.xml")):
-        if (
-            file.is_file()
-            and parse_lot_name(file.name)
-            and not any(part.startswith(TMP_PREFIX) for part in file.relative_to(path).parts)
-        ):
+    for file in sorted(path.rglob("*.xml"), key=path_order):
+        if _is_lot_file(path, file):
             yield file
 
 
 def is_archive(path: Path) -> bool:
     """A folder holding at least one file named as the vault names lots and checkpoints."""
-    return path.is_dir() and next(_lot_files(path), None) is not None
+    return path.is_dir() and any(_is_lot_file(path, file) for file in path.rglob("*.xml"))
 
 
 def audit_paths(
