@@ -269,17 +269,18 @@ def _cards(hand: _Hand) -> None:
             if common != want_board:
                 hand.add("CARD_COUNT_WRONG", f"'{name}' deals {common} board cards, not {want_board}", name)
                 hand.blocking = True
-            for seat in sorted(set(hole) | set(want_hole)):
-                got, want = hole.get(seat, 0), want_hole.get(seat, 0)
-                if got != want or (want_up is not None and up.get(seat, 0) != want_up.get(seat, 0)):
-                    faces = f" ({up.get(seat, 0)} face up, not {want_up.get(seat, 0)})" if want_up else ""
-                    hand.add(
-                        "CARD_COUNT_WRONG",
-                        f"'{name}' deals seat {seat} {got} cards, not {want}{faces}",
-                        name,
-                        seat,
-                    )
-                    hand.blocking = True
+            if hole != want_hole or (want_up is not None and up != want_up):  # else as the rules deal
+                for seat in sorted(set(hole) | set(want_hole)):
+                    got, want = hole.get(seat, 0), want_hole.get(seat, 0)
+                    if got != want or (want_up is not None and up.get(seat, 0) != want_up.get(seat, 0)):
+                        faces = f" ({up.get(seat, 0)} face up, not {want_up.get(seat, 0)})" if want_up else ""
+                        hand.add(
+                            "CARD_COUNT_WRONG",
+                            f"'{name}' deals seat {seat} {got} cards, not {want}{faces}",
+                            name,
+                            seat,
+                        )
+                        hand.blocking = True
         board += common
         folded.update(folds)
 
@@ -512,7 +513,7 @@ class _Replay:
                         if action.commune:
                             self.pending_board.append(action.Valeur)
                         else:
-                            self.pending_hole[self.index[int(action.Siege)]].append(action.Valeur)
+                            self.pending_hole[self.index[action.Siege]].append(action.Valeur)
                     elif (handler := handlers.get(cls)) is not None:  # a card: kept until dealt or shown
                         handler(self, action)
                     else:
@@ -679,7 +680,7 @@ class _Replay:
         assert table is not None
         if table.phase != BETTING:
             self._advance()
-        seat = int(action.Siege)  # type: ignore[attr-defined]
+        seat = action.Siege  # type: ignore[attr-defined]  # an int (NonNegInt)
         i = self.index[seat]
         actor = table.actors[0] if table.actors else None
         if table.street_index is not None and table.street_index < street and actor is not None:
