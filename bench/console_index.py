@@ -10,7 +10,7 @@ a child process: its wall time and its CPU time (the workers' included). The fig
 (5,000 events/s per core) is events per CPU second.
 
 ``--source demo`` (the default): the demo's events (coffre/demo/events: the T-42 tournament, the
-T-77 mixed games, the CG-9 cash table; 30 of their 58 events are hands) in turn, each renumbered
+T-77 mixed games, the CG-9 cash table; 30 of their 66 events are hands) in turn, each renumbered
 (the money trail then finds the repeated registrations and broken chains a replayed demo gives:
 the index writes those findings too). ``--source hands``: bench/audit.py's generated hands (the
 eleven variants in turn, their participants of another operator: no finding).
