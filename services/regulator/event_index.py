@@ -45,7 +45,7 @@ from coffre.domain.audit.findings import Finding
 from coffre.domain.audit.house import DEFAULT_RULES
 from coffre.domain.audit.trail import MoneyTrail
 from coffre.domain.facets import Facets, event_facets
-from coffre.domain.lot import checkpoint_key, numbered_lots, parse_document, read_lot
+from coffre.domain.lot import LotHeader, checkpoint_key, numbered_lots, parse_document, read_lot
 from coffre.domain.merkle import MerkleAccumulator
 from coffre.domain.seals import SealNote, SealNoteError, seal_note_key
 from coffre.domain.signing import TrustStore
@@ -119,6 +119,10 @@ class OtherSchema(ValueError):
 
 class LotRefused(Exception):
     """The coffre's next lot does not verify: the index stops before it (the message says why)."""
+
+    def __init__(self, reason: str, number: int = 0) -> None:
+        super().__init__(reason)
+        self.number = number
 
 
 class IndexQueryError(ValueError):
@@ -406,16 +410,18 @@ class Indexer:
             self._pool = None
             gc.unfreeze()  # frozen by audit_workers.pool
 
-    def _outcomes(self, raws: list[bytes]) -> list[Outcome]:
+    def _submit(self, raws: list[bytes]) -> Callable[[], list[Outcome]]:
         """Each event read and checked on its own (coffre audit's workers with ``jobs`` > 1: the
-        hand's replay is most of an event's cost); the money trail follows, in order, here."""
+        hand's replay is most of an event's cost); the money trail follows, in order, here. Returns
+        what gives the outcomes: with workers they start now, in one process when asked."""
         if self.jobs <= 1 or len(raws) < 2 * self.jobs:
-            return [outcome(raw) for raw in raws]
+            return lambda: [outcome(raw) for raw in raws]
         if self._pool is None:
             self._pool = pool(self.jobs, DEFAULT_RULES)
         parts = min(len(raws), 4 * self.jobs)
         chunks = [raws[len(raws) * i // parts : len(raws) * (i + 1) // parts] for i in range(parts)]
-        return [item for done in self._pool.map(events_task, chunks) for item in loads(done)]
+        futures = [self._pool.submit(events_task, chunk) for chunk in chunks]
+        return lambda: [item for future in futures for item in loads(future.result())]
 
     def coffres(self) -> list[tuple[str, int]]:
         """Every coffre of the archive (its folders ``<IDOper>/<IDCoffre>/``)."""
@@ -448,19 +454,41 @@ class Indexer:
         return done
 
     def _index_coffre(self, oper: str, coffre: int, done: CatchUp, max_lots: int | None) -> None:
-        """Index the coffre's lots sealed since the last pass, until one is not there yet or refused."""
+        """Index the coffre's lots sealed since the last pass, until one is not there yet or refused.
+
+        With workers (``jobs`` > 1) the next lot is verified and given to them before this process
+        writes the lot before it (the trail, the rows: issue 31, the workers waited for those);
+        in one process each lot is written before the next is read, as it always was."""
         state = self._state(oper, coffre)
-        while max_lots is None or done.lots < max_lots:
-            found = self._next_lot(oper, coffre, state[0] + 1)
-            if found is None:
-                return
-            try:
-                done.events += self._add(oper, coffre, state, *found)
-            except LotRefused as exc:
-                done.refused.append(f"{oper}/{coffre}: {exc}")
-                return
-            done.lots += 1
-            state = self._state(oper, coffre)
+        pending: _Checked | None = None
+        try:
+            while max_lots is None or done.lots + (pending is not None) < max_lots:
+                found = self._next_lot(oper, coffre, state[0] + 1)
+                if found is None:
+                    break
+                try:
+                    checked = self._check(oper, coffre, state, *found)
+                except LotRefused as exc:
+                    if pending is not None:
+                        pending, written = None, pending
+                        self._write(written, done)
+                    self._refuse(oper, coffre, exc.number, str(exc))
+                    done.refused.append(f"{oper}/{coffre}: {exc}")
+                    return
+                if pending is not None:
+                    pending, written = None, pending
+                    self._write(written, done)
+                pending, state = checked, checked.after
+                if self.jobs <= 1:
+                    pending, written = None, pending
+                    self._write(written, done)
+                    state = self._state(oper, coffre)
+        except Exception:
+            if pending is not None:  # what the lot before the failure needs is there: written first
+                self._write(pending, done)
+            raise
+        if pending is not None:
+            self._write(pending, done)
 
     # the coffre's state as the index left it
     def _state(self, oper: str, coffre: int) -> tuple[int, MerkleAccumulator, bytes, bytes]:
@@ -528,7 +556,7 @@ class Indexer:
             return None  # the checkpoint follows the lot: the next pass
         return key, document, checkpoint
 
-    def _add(
+    def _check(
         self,
         oper: str,
         coffre: int,
@@ -536,9 +564,9 @@ class Indexer:
         key: str,
         document: bytes,
         checkpoint: bytes,
-    ) -> int:
-        """Verify lot ``state[0] + 1`` and write its rows; the events added (LotRefused: it does not
-        verify)."""
+    ) -> _Checked:
+        """Verify lot ``state[0] + 1`` (LotRefused: it does not verify) and start reading and
+        checking its events."""
         lots, tree, digest, chain = state
         number = lots + 1
         walk = CoffreWalk.resume(
@@ -551,9 +579,7 @@ class Indexer:
         )
         failures = walk.extend(number, key, document, [(checkpoint_key(oper, coffre, number), checkpoint)])
         if failures:
-            reason = "; ".join(str(f) for f in failures[:3])
-            self._refuse(oper, coffre, number, reason)
-            raise LotRefused(reason)
+            raise LotRefused("; ".join(str(f) for f in failures[:3]), number)
         read = walk.last_events  # the lot as the walk read it (verified), else read here again
         if read is not None:
             h, events = read.header, list(zip(read.ids, read.canonical, strict=True))
@@ -561,19 +587,33 @@ class Indexer:
             lot = read_lot(parse_document(document))
             h, events = lot.header, [(event.id_evt, event.canonical) for event in lot.events]
         lot_digest = hashlib.sha256(document).digest()
-        outcomes = self._outcomes([canonical for _, canonical in events])
+        frontier = list(walk.tree.frontier)
+        # the coffre's state once this lot is written, as _state reads it back
+        after = (
+            number,
+            MerkleAccumulator.from_frontier(h.last_id_evt, frontier),
+            lot_digest,
+            h.last_chain_hash,
+        )
+        gather = self._submit([canonical for _, canonical in events])
+        return _Checked(oper, coffre, number, key, h, events, lot_digest, b"".join(frontier), gather, after)
+
+    def _write(self, lot: _Checked, done: CatchUp) -> None:
+        """Write a verified lot's rows, its findings and the trail's state after it, in one transaction."""
+        oper, coffre, number, h = lot.oper, lot.coffre, lot.number, lot.header
+        outcomes = lot.gather()
         store: _TrailTable = self.trail.store  # type: ignore[assignment]
         try:
             with _transaction(self.db):
                 rows = _LotRows(self.db.execute("SELECT coalesce(max(row), 0) FROM events").fetchone()[0])
-                for (id_evt, canonical), checked in zip(events, outcomes, strict=True):
+                for (id_evt, canonical), checked in zip(lot.events, outcomes, strict=True):
                     self._add_event(oper, coffre, number, id_evt, canonical, checked, rows)
                 rows.write(self.db)
                 store.flush()
                 sealed = stamp(h.sealed_at)
                 self.db.execute(
                     "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (oper, coffre, number, h.first_id_evt, h.last_id_evt, key, lot_digest, sealed),
+                    (oper, coffre, number, h.first_id_evt, h.last_id_evt, lot.key, lot.digest, sealed),
                 )
                 self.db.execute(
                     "INSERT INTO lot_days VALUES (?, ?, ?, 1, ?) ON CONFLICT (day, oper, coffre) DO UPDATE "
@@ -589,17 +629,18 @@ class Indexer:
                         coffre,
                         number,
                         h.last_id_evt,
-                        lot_digest,
+                        lot.digest,
                         h.last_chain_hash,
-                        b"".join(walk.tree.frontier),
+                        lot.frontier,
                         sealed,
                     ),
                 )
         except BaseException:
             store.discard()  # what the lot's trail wrote was rolled back with it
             raise
-        metrics.CONSOLE_INDEX_EVENTS.inc(len(events))
-        return len(events)
+        metrics.CONSOLE_INDEX_EVENTS.inc(len(lot.events))
+        done.events += len(lot.events)
+        done.lots += 1
 
     def _refuse(self, oper: str, coffre: int, number: int, reason: str) -> None:
         if (oper, coffre, number) not in self._refused_logged:
@@ -706,6 +747,24 @@ class Indexer:
             rows.finding_days.append((at[:10], code))
             words.append(code)
         rows.text.append((row, " ".join(w for w in words if w)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A lot verified, its events being read and checked, not written yet."""
+
+    oper: str
+    coffre: int
+    number: int
+    key: str
+    header: LotHeader
+    events: list[tuple[int, bytes]]
+    """(IDEvt, canonical bytes) of each event."""
+    digest: bytes
+    frontier: bytes
+    gather: Callable[[], list[Outcome]]
+    after: tuple[int, MerkleAccumulator, bytes, bytes]
+    """The coffre's state once it is written (:meth:`Indexer._state`)."""
 
 
 @dataclass
