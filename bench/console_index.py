@@ -235,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     index.unlink()
         table = {
             name: {
+                "runs": [f"{s:.2f}/{c:.2f}" for s, c in zip(row["s"], row["CPU s"], strict=True)],
                 "s": statistics.median(row["s"]),
                 "CPU s": statistics.median(row["CPU s"]),
                 "events/s": args.events / statistics.median(row["s"]),
