@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
-SERVICE_PACKAGES = ("ingest", "vault", "acquittal", "regulator")
+SERVICE_PACKAGES = ("ingest", "vault", "acquittal", "regulator", "auditor")
 """``services/<name>`` folders linked as ``coffre_<name>`` when the revision has them."""
 
 

@@ -401,3 +401,41 @@ def test_a_defect_on_one_coffre_stops_only_that_coffre(archive, tmp_path, monkey
     monkeypatch.setattr(Indexer, "_add_event", real)
     done = index_all(root, trust, tmp_path / "index.sqlite")
     assert (done.lots, done.events, done.failed) == (1, 1, [])
+
+
+def test_workers_index_what_one_process_indexes(archive, tmp_path):
+    """With --jobs 2 the next lot is verified and checked by the workers while the one before is
+    written: the same rows as one process, lot by lot or whole, and a lot that does not verify is
+    refused after the lots before it are written."""
+    root, trust = archive
+    one, two = tmp_path / "one.sqlite", tmp_path / "two.sqlite"
+    assert rebuild(one, LocalStorage(root), trust).events == 22
+    done = rebuild(two, LocalStorage(root), trust, jobs=2)
+    assert (done.lots, done.events, done.refused, done.failed) == (7, 22, [], [])
+    assert list(EventSearch(one).dump()) == list(EventSearch(two).dump())
+    passes = tmp_path / "passes.sqlite"
+    with closing(connect(passes)) as db:
+        indexer = Indexer(db, LocalStorage(root), trust, jobs=2)
+        try:
+            counts = [indexer.catch_up(max_lots=2).lots for _ in range(5)]
+        finally:
+            indexer.close()
+    assert counts == [2, 2, 2, 1, 0]
+    assert list(EventSearch(passes).dump()) == list(EventSearch(one).dump())
+
+    lots = sorted((root / "0099" / "2").rglob("0099-2-0000000003.xml"))
+    lot = next(p for p in lots if p.parent.name != "checkpoints")
+    lot.write_bytes(lot.read_bytes().replace(b"alice", b"alicf", 1))
+    for jobs, path in ((1, tmp_path / "bad1.sqlite"), (2, tmp_path / "bad2.sqlite")):
+        with closing(connect(path)) as db:
+            indexer = Indexer(db, LocalStorage(root), trust, jobs=jobs)
+            try:
+                done = indexer.catch_up()
+            finally:
+                indexer.close()
+        assert (done.lots, len(done.refused), done.behind) == (3, 1, 1), jobs
+        states = {c.coffre: c for c in EventSearch(path).coffres()}
+        assert states[2].lots == 2 and "lot 3 does not verify" in (states[2].refused or "")
+    assert list(EventSearch(tmp_path / "bad1.sqlite").dump()) == list(
+        EventSearch(tmp_path / "bad2.sqlite").dump()
+    )

@@ -8,7 +8,10 @@ feeds it (coffre/commands/audit/run.py), so the output is the serial run's, byte
 
 What crosses the process boundary is one ``bytes`` per task, pickled here with a reducer that
 rebuilds pydantic models without their ``__setstate__`` (bench/README.md, issue 20: unpickling a
-hand costs the main process some 250 µs this way against 450 to 600 µs with pydantic's own).
+hand costs the main process some 250 µs this way against 450 to 600 µs with pydantic's own). A hand
+the main process only feeds to the money trail crosses it as :func:`trail_view` makes it, without
+the actions of its later rounds (issue 31: half the models to pickle and unpickle); the whole
+event crosses it only when the main process may keep it (``coffre audit``'s pictures).
 
 Start method: ``fork`` when the process runs no other thread (``coffre audit`` runs none: the
 workers inherit the imported audit and need no start-up of their own; the executor launches every
@@ -33,9 +36,11 @@ from pydantic import BaseModel
 from coffre.domain.audit.hand import audit_hand
 from coffre.domain.audit.house import DEFAULT_RULES, HouseRules
 from coffre.domain.audit.single import check_event
+from coffre.domain.catalogue.base import Event
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.codec import split_documents
 from coffre.domain.errors import Rejected
+from coffre.domain.facets import event_facets
 from coffre.domain.lot import LotFormatError, parse_document, read_lot
 from coffre.domain.normalize import normalize
 
@@ -44,7 +49,8 @@ START_METHOD: str | None = None
 
 _rules: HouseRules = DEFAULT_RULES
 
-# One event's outcome: ("ok", event, findings) | ("rejected", message, codes) | ("error", message)
+# One event's outcome: ("ok", event, findings) | ("rejected", message, codes) | ("error", message);
+# events_task's "ok" has a fourth item, the event's facets
 Outcome = tuple[Any, ...]
 # One event file's: ("unreadable", message) | ("events", [(label, outcome), ...])
 FileOutcome = tuple[str, Any]
@@ -74,8 +80,34 @@ def _init(rules: HouseRules) -> None:
     _rules = rules
 
 
-def outcome(raw: bytes, rules: HouseRules | None = None) -> Outcome:
-    """Normalize and audit one event's bytes, the money trail left out (the main process's)."""
+def _replaced(model: BaseModel, **changes: Any) -> Any:
+    """A shallow copy of ``model`` with ``changes`` to its fields, not validated again (as
+    ``model_copy(update=...)`` without its cost)."""
+    copy = object.__new__(type(model))
+    object.__setattr__(copy, "__dict__", {**model.__dict__, **changes})
+    object.__setattr__(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    object.__setattr__(copy, "__pydantic_extra__", model.__pydantic_extra__)
+    object.__setattr__(copy, "__pydantic_private__", model.__pydantic_private__)
+    return copy
+
+
+def trail_view(event: Event) -> Event:
+    """What the money trail reads of an event (coffre/domain/audit/trail.py, tournament.py): the
+    event itself, but for a ``POJEU`` whose rounds after the first two keep their name, Timestamp
+    and Total without their actions. The trail reads a hand's participants, every round's
+    Timestamp, and the actions of its first two rounds only (the forced bets' round, a stud hand's
+    bring-in: ``tournament.forced_bets``); tests/test_audit_workers.py holds the trail's findings
+    and state on views to those on whole events."""
+    if not isinstance(event, POJEU) or len(event.Jeu.Tour) <= 2:
+        return event
+    tours = event.Jeu.Tour
+    kept = [*tours[:2], *(_replaced(tour, Action=[]) for tour in tours[2:])]
+    return _replaced(event, Jeu=_replaced(event.Jeu, Tour=kept))  # type: ignore[no-any-return]
+
+
+def outcome(raw: bytes, rules: HouseRules | None = None, *, full: bool = True) -> Outcome:
+    """Normalize and audit one event's bytes, the money trail left out (the main process's); the
+    event whole, or (not ``full``) only its :func:`trail_view`."""
     try:
         event = normalize(raw)
     except Rejected as exc:
@@ -86,11 +118,12 @@ def outcome(raw: bytes, rules: HouseRules | None = None) -> Outcome:
             findings += audit_hand(event, _rules if rules is None else rules)
     except Exception as exc:  # a defect of a check: reported as the serial run reports it
         return ("error", f"the audit failed: {type(exc).__name__}: {exc}")
-    return ("ok", event, findings)
+    return ("ok", event if full else trail_view(event), findings)
 
 
-def files_task(files: Sequence[str]) -> bytes:
-    """Each file's events (labelled as ``coffre.commands.inputs.inputs`` labels them) and their outcomes."""
+def files_task(files: Sequence[str], full: bool = True) -> bytes:
+    """Each file's events (labelled as ``coffre.commands.inputs.inputs`` labels them) and their
+    outcomes; ``full``: the events whole (the main process may keep them), else their trail views."""
     out: list[FileOutcome] = []
     for name in files:
         file = Path(name)
@@ -100,25 +133,39 @@ def files_task(files: Sequence[str]) -> bytes:
             out.append(("unreadable", str(exc)))
             continue
         labels = [f"{file}#{i}" if len(documents) > 1 else str(file) for i in range(1, len(documents) + 1)]
-        out.append(("events", [(label, outcome(raw)) for label, raw in zip(labels, documents, strict=True)]))
+        out.append(
+            (
+                "events",
+                [(label, outcome(raw, full=full)) for label, raw in zip(labels, documents, strict=True)],
+            )
+        )
     return dumps(out)
 
 
 def events_task(raws: Sequence[bytes]) -> bytes:
-    """The outcome of each event's bytes, in order (the console's index of a lot's events)."""
-    return dumps([outcome(raw) for raw in raws])
+    """The outcome of each event's bytes, in order, with its facets (the console's index of a lot's
+    events: it keeps no event, the trail's view is enough)."""
+    out: list[Outcome] = []
+    for raw in raws:
+        done = outcome(raw)
+        if done[0] == "ok":
+            done = ("ok", trail_view(done[1]), done[2], event_facets(done[1]))
+        out.append(done)
+    return dumps(out)
 
 
-def lot_task(file: str, source: str, part: int, parts: int) -> bytes:
+def lot_task(file: str, source: str, part: int, parts: int, full: bool = True) -> bytes:
     """The ``part``-th of ``parts`` slices of a lot's events: ("unreadable", message) or
-    ("events", [(label, outcome), ...])."""
+    ("events", [(label, outcome), ...]); ``full`` as :func:`files_task` takes it."""
     try:
         lot = read_lot(parse_document(Path(file).read_bytes()))
     except (OSError, LotFormatError) as exc:
         return dumps(("unreadable", str(exc)))
     items = lot.events
     share = items[len(items) * part // parts : len(items) * (part + 1) // parts]
-    return dumps(("events", [(f"{source}#{item.id_evt}", outcome(item.canonical)) for item in share]))
+    return dumps(
+        ("events", [(f"{source}#{item.id_evt}", outcome(item.canonical, full=full)) for item in share])
+    )
 
 
 # ------------------------------------------------------------------------------------ pickling

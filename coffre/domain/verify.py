@@ -874,6 +874,9 @@ class CoffreWalk:
     rebase: bool = False
     last_number: int = 0
     policy: EvidencePolicy | None = None
+    last_events: _Events | None = field(default=None, repr=False, compare=False)
+    """The header and events of the last lot :meth:`lot` read (the console's index writes their rows
+    without parsing the lot again)."""
 
     @classmethod
     def resume(
@@ -938,6 +941,7 @@ class CoffreWalk:
             report.complete = False
             return
         opened.root = opened.canonical = None
+        self.last_events = events
         self.last_number = max(self.last_number, number)
         if self.rebase:
             self.previous = _Previous(h.previous_lot_digest, h.previous_chain_hash)

@@ -45,7 +45,7 @@ from coffre.domain.audit.findings import Finding
 from coffre.domain.audit.house import DEFAULT_RULES
 from coffre.domain.audit.trail import MoneyTrail
 from coffre.domain.facets import Facets, event_facets
-from coffre.domain.lot import checkpoint_key, numbered_lots, parse_document, read_lot
+from coffre.domain.lot import LotHeader, checkpoint_key, numbered_lots, parse_document, read_lot
 from coffre.domain.merkle import MerkleAccumulator
 from coffre.domain.seals import SealNote, SealNoteError, seal_note_key
 from coffre.domain.signing import TrustStore
@@ -119,6 +119,10 @@ class OtherSchema(ValueError):
 
 class LotRefused(Exception):
     """The coffre's next lot does not verify: the index stops before it (the message says why)."""
+
+    def __init__(self, reason: str, number: int = 0) -> None:
+        super().__init__(reason)
+        self.number = number
 
 
 class IndexQueryError(ValueError):
@@ -273,25 +277,61 @@ def _event_row(values: Sequence[Any]) -> EventRow:
 # -- the SQLite side: a trail store, the writer, the readers -------------------------------------
 
 
+_UNREAD = object()
+
+
 class _TrailTable:
-    """The money trail's state (coffre.domain.audit.store) in the index's ``trail`` table, written in
-    the transaction of the lot being indexed."""
+    """The money trail's state (coffre.domain.audit.store) in the index's ``trail`` table.
+
+    Values go through JSON exactly as they are stored (each :meth:`get` a fresh copy, as when each
+    read asked SQLite), but a lot's reads and writes meet a cache of the JSON texts: a key is read
+    from SQLite once, and what the lot changed is written at its end, in the lot's transaction
+    (:meth:`flush`; :meth:`discard` after a rollback). Issue 31: the SQL of the trail's reads and
+    writes was a fifth of the index's own work. At most :data:`CACHED_KEYS` texts are kept between
+    lots."""
+
+    CACHED_KEYS = 50_000
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
+        self._texts: dict[str, str | None] = {}
+        """key -> its JSON text, None when it has no value (deleted, or absent from the table)."""
+        self._dirty: set[str] = set()
 
     def get(self, key: str, default: Any = None) -> Any:
-        found = self.db.execute("SELECT value FROM trail WHERE key = ?", (key,)).fetchone()
-        return default if found is None else json.loads(found[0])
+        text = self._texts.get(key, _UNREAD)
+        if text is _UNREAD:
+            found = self.db.execute("SELECT value FROM trail WHERE key = ?", (key,)).fetchone()
+            text = self._texts[key] = None if found is None else found[0]
+        return default if text is None else json.loads(text)  # type: ignore[arg-type]
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self.db.execute(
-            "INSERT INTO trail (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, json.dumps(value, separators=(",", ":"), default=str)),
-        )
+        self._texts[key] = json.dumps(value, separators=(",", ":"), default=str)
+        self._dirty.add(key)
 
     def __delitem__(self, key: str) -> None:
-        self.db.execute("DELETE FROM trail WHERE key = ?", (key,))
+        self._texts[key] = None
+        self._dirty.add(key)
+
+    def flush(self) -> None:
+        """Write what changed since the last flush (inside the caller's transaction)."""
+        texts = self._texts
+        dirty = sorted(self._dirty)
+        self.db.executemany(
+            "DELETE FROM trail WHERE key = ?", [(key,) for key in dirty if texts[key] is None]
+        )
+        self.db.executemany(
+            "INSERT INTO trail (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [(key, texts[key]) for key in dirty if texts[key] is not None],
+        )
+        self._dirty.clear()
+        if len(texts) > self.CACHED_KEYS:
+            texts.clear()
+
+    def discard(self) -> None:
+        """Forget everything cached (the transaction that was to write it rolled back)."""
+        self._texts.clear()
+        self._dirty.clear()
 
 
 def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -370,16 +410,18 @@ class Indexer:
             self._pool = None
             gc.unfreeze()  # frozen by audit_workers.pool
 
-    def _outcomes(self, raws: list[bytes]) -> list[Outcome]:
+    def _submit(self, raws: list[bytes]) -> Callable[[], list[Outcome]]:
         """Each event read and checked on its own (coffre audit's workers with ``jobs`` > 1: the
-        hand's replay is most of an event's cost); the money trail follows, in order, here."""
+        hand's replay is most of an event's cost); the money trail follows, in order, here. Returns
+        what gives the outcomes: with workers they start now, in one process when asked."""
         if self.jobs <= 1 or len(raws) < 2 * self.jobs:
-            return [outcome(raw) for raw in raws]
+            return lambda: [outcome(raw) for raw in raws]
         if self._pool is None:
             self._pool = pool(self.jobs, DEFAULT_RULES)
         parts = min(len(raws), 4 * self.jobs)
         chunks = [raws[len(raws) * i // parts : len(raws) * (i + 1) // parts] for i in range(parts)]
-        return [item for done in self._pool.map(events_task, chunks) for item in loads(done)]
+        futures = [self._pool.submit(events_task, chunk) for chunk in chunks]
+        return lambda: [item for future in futures for item in loads(future.result())]
 
     def coffres(self) -> list[tuple[str, int]]:
         """Every coffre of the archive (its folders ``<IDOper>/<IDCoffre>/``)."""
@@ -412,19 +454,41 @@ class Indexer:
         return done
 
     def _index_coffre(self, oper: str, coffre: int, done: CatchUp, max_lots: int | None) -> None:
-        """Index the coffre's lots sealed since the last pass, until one is not there yet or refused."""
+        """Index the coffre's lots sealed since the last pass, until one is not there yet or refused.
+
+        With workers (``jobs`` > 1) the next lot is verified and given to them before this process
+        writes the lot before it (the trail, the rows: issue 31, the workers waited for those);
+        in one process each lot is written before the next is read, as it always was."""
         state = self._state(oper, coffre)
-        while max_lots is None or done.lots < max_lots:
-            found = self._next_lot(oper, coffre, state[0] + 1)
-            if found is None:
-                return
-            try:
-                done.events += self._add(oper, coffre, state, *found)
-            except LotRefused as exc:
-                done.refused.append(f"{oper}/{coffre}: {exc}")
-                return
-            done.lots += 1
-            state = self._state(oper, coffre)
+        pending: _Checked | None = None
+        try:
+            while max_lots is None or done.lots + (pending is not None) < max_lots:
+                found = self._next_lot(oper, coffre, state[0] + 1)
+                if found is None:
+                    break
+                try:
+                    checked = self._check(oper, coffre, state, *found)
+                except LotRefused as exc:
+                    if pending is not None:
+                        pending, written = None, pending
+                        self._write(written, done)
+                    self._refuse(oper, coffre, exc.number, str(exc))
+                    done.refused.append(f"{oper}/{coffre}: {exc}")
+                    return
+                if pending is not None:
+                    pending, written = None, pending
+                    self._write(written, done)
+                pending, state = checked, checked.after
+                if self.jobs <= 1:
+                    pending, written = None, pending
+                    self._write(written, done)
+                    state = self._state(oper, coffre)
+        except Exception:
+            if pending is not None:  # what the lot before the failure needs is there: written first
+                self._write(pending, done)
+            raise
+        if pending is not None:
+            self._write(pending, done)
 
     # the coffre's state as the index left it
     def _state(self, oper: str, coffre: int) -> tuple[int, MerkleAccumulator, bytes, bytes]:
@@ -492,7 +556,7 @@ class Indexer:
             return None  # the checkpoint follows the lot: the next pass
         return key, document, checkpoint
 
-    def _add(
+    def _check(
         self,
         oper: str,
         coffre: int,
@@ -500,9 +564,9 @@ class Indexer:
         key: str,
         document: bytes,
         checkpoint: bytes,
-    ) -> int:
-        """Verify lot ``state[0] + 1`` and write its rows; the events added (LotRefused: it does not
-        verify)."""
+    ) -> _Checked:
+        """Verify lot ``state[0] + 1`` (LotRefused: it does not verify) and start reading and
+        checking its events."""
         lots, tree, digest, chain = state
         number = lots + 1
         walk = CoffreWalk.resume(
@@ -515,43 +579,68 @@ class Indexer:
         )
         failures = walk.extend(number, key, document, [(checkpoint_key(oper, coffre, number), checkpoint)])
         if failures:
-            reason = "; ".join(str(f) for f in failures[:3])
-            self._refuse(oper, coffre, number, reason)
-            raise LotRefused(reason)
-        lot = read_lot(parse_document(document))
-        h = lot.header
+            raise LotRefused("; ".join(str(f) for f in failures[:3]), number)
+        read = walk.last_events  # the lot as the walk read it (verified), else read here again
+        if read is not None:
+            h, events = read.header, list(zip(read.ids, read.canonical, strict=True))
+        else:
+            lot = read_lot(parse_document(document))
+            h, events = lot.header, [(event.id_evt, event.canonical) for event in lot.events]
         lot_digest = hashlib.sha256(document).digest()
-        outcomes = self._outcomes([event.canonical for event in lot.events])
-        with _transaction(self.db):
-            for event, checked in zip(lot.events, outcomes, strict=True):
-                self._add_event(oper, coffre, number, event.id_evt, event.canonical, checked)
-            sealed = stamp(h.sealed_at)
-            self.db.execute(
-                "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (oper, coffre, number, h.first_id_evt, h.last_id_evt, key, lot_digest, sealed),
-            )
-            self.db.execute(
-                "INSERT INTO lot_days VALUES (?, ?, ?, 1, ?) ON CONFLICT (day, oper, coffre) DO UPDATE "
-                "SET lots = lots + 1, events = events + excluded.events",
-                (sealed[:10], oper, coffre, h.count),
-            )
-            self.db.execute(
-                "INSERT INTO coffres VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (oper, coffre) DO UPDATE SET "
-                "lots = excluded.lots, events = excluded.events, lot_digest = excluded.lot_digest, "
-                "chain = excluded.chain, frontier = excluded.frontier, sealed_at = excluded.sealed_at, refused = NULL",
-                (
-                    oper,
-                    coffre,
-                    number,
-                    h.last_id_evt,
-                    lot_digest,
-                    h.last_chain_hash,
-                    b"".join(walk.tree.frontier),
-                    sealed,
-                ),
-            )
+        frontier = list(walk.tree.frontier)
+        # the coffre's state once this lot is written, as _state reads it back
+        after = (
+            number,
+            MerkleAccumulator.from_frontier(h.last_id_evt, frontier),
+            lot_digest,
+            h.last_chain_hash,
+        )
+        gather = self._submit([canonical for _, canonical in events])
+        return _Checked(oper, coffre, number, key, h, events, lot_digest, b"".join(frontier), gather, after)
+
+    def _write(self, lot: _Checked, done: CatchUp) -> None:
+        """Write a verified lot's rows, its findings and the trail's state after it, in one transaction."""
+        oper, coffre, number, h = lot.oper, lot.coffre, lot.number, lot.header
+        outcomes = lot.gather()
+        store: _TrailTable = self.trail.store  # type: ignore[assignment]
+        try:
+            with _transaction(self.db):
+                rows = _LotRows(self.db.execute("SELECT coalesce(max(row), 0) FROM events").fetchone()[0])
+                for (id_evt, canonical), checked in zip(lot.events, outcomes, strict=True):
+                    self._add_event(oper, coffre, number, id_evt, canonical, checked, rows)
+                rows.write(self.db)
+                store.flush()
+                sealed = stamp(h.sealed_at)
+                self.db.execute(
+                    "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (oper, coffre, number, h.first_id_evt, h.last_id_evt, lot.key, lot.digest, sealed),
+                )
+                self.db.execute(
+                    "INSERT INTO lot_days VALUES (?, ?, ?, 1, ?) ON CONFLICT (day, oper, coffre) DO UPDATE "
+                    "SET lots = lots + 1, events = events + excluded.events",
+                    (sealed[:10], oper, coffre, h.count),
+                )
+                self.db.execute(
+                    "INSERT INTO coffres VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (oper, coffre) DO UPDATE SET "
+                    "lots = excluded.lots, events = excluded.events, lot_digest = excluded.lot_digest, "
+                    "chain = excluded.chain, frontier = excluded.frontier, sealed_at = excluded.sealed_at, refused = NULL",
+                    (
+                        oper,
+                        coffre,
+                        number,
+                        h.last_id_evt,
+                        lot.digest,
+                        h.last_chain_hash,
+                        lot.frontier,
+                        sealed,
+                    ),
+                )
+        except BaseException:
+            store.discard()  # what the lot's trail wrote was rolled back with it
+            raise
         metrics.CONSOLE_INDEX_EVENTS.inc(len(lot.events))
-        return len(lot.events)
+        done.events += len(lot.events)
+        done.lots += 1
 
     def _refuse(self, oper: str, coffre: int, number: int, reason: str) -> None:
         if (oper, coffre, number) not in self._refused_logged:
@@ -585,8 +674,8 @@ class Indexer:
                 tag.group(1).decode() if tag else "?",
                 [Finding("AUDIT_FAILED", f"the event cannot be read again: {str(checked[1])[:300]}")],
             )
-        _, event, findings = checked
-        facets = event_facets(event)
+        event, findings = checked[1], checked[2]
+        facets = checked[3] if len(checked) > 3 else event_facets(event)  # a worker's (events_task)
         try:
             findings = [*findings, *self.trail.observe(event)]
         except Exception as exc:  # a defect of a check: said, and the event is indexed all the same
@@ -597,15 +686,22 @@ class Indexer:
         return facets, facets.type, findings
 
     def _add_event(
-        self, oper: str, coffre: int, lot: int, id_evt: int, canonical: bytes, checked: Outcome
+        self,
+        oper: str,
+        coffre: int,
+        lot: int,
+        id_evt: int,
+        canonical: bytes,
+        checked: Outcome,
+        rows: _LotRows,
     ) -> None:
         facets, kind, findings = self._read_event(canonical, checked)
-        db = self.db
         at = stamp(facets.at) if facets else "1970-01-01T00:00:00Z"
-        row = db.execute(
-            "INSERT INTO events (oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, findings) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows.row += 1
+        row = rows.row
+        rows.events.append(
             (
+                row,
                 oper,
                 coffre,
                 id_evt,
@@ -617,8 +713,8 @@ class Indexer:
                 facets and facets.inscription,
                 facets and facets.forced_bets,
                 len(findings),
-            ),
-        ).lastrowid
+            )
+        )
         words = [kind, oper, str(coffre), str(id_evt)]
         if facets is not None:
             seen: set[str] = set()
@@ -626,8 +722,7 @@ class Indexer:
                 if party.player in seen:
                     continue
                 seen.add(party.player)
-                db.execute(
-                    "INSERT INTO parties VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows.parties.append(
                     (
                         row,
                         party.player,
@@ -637,27 +732,70 @@ class Indexer:
                         _text(party.before),
                         _text(party.after),
                         at,
-                    ),
+                    )
                 )
                 words += [party.player, party.hash_joueur or "", party.inscription or ""]
             words += [facets.tech or "", facets.pool or "", facets.inscription or "", facets.text]
         codes: set[str] = set()
         for n, finding in enumerate(findings):
-            db.execute(
-                "INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (row, n, finding.code, finding.message, finding.round, finding.seat, finding.player),
+            rows.findings.append(
+                (row, n, finding.code, finding.message, finding.round, finding.seat, finding.player)
             )
             codes.add(finding.code)
         for code in sorted(codes):
-            db.execute("INSERT INTO flags VALUES (?, ?, ?)", (code, at, row))
-            db.execute(
-                "INSERT INTO finding_days VALUES (?, ?, 1) ON CONFLICT (day, code) DO UPDATE SET count = count + 1",
-                (at[:10], code),
-            )
+            rows.flags.append((code, at, row))
+            rows.finding_days.append((at[:10], code))
             words.append(code)
-        db.execute(
-            "INSERT INTO event_text (rowid, body) VALUES (?, ?)", (row, " ".join(w for w in words if w))
+        rows.text.append((row, " ".join(w for w in words if w)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A lot verified, its events being read and checked, not written yet."""
+
+    oper: str
+    coffre: int
+    number: int
+    key: str
+    header: LotHeader
+    events: list[tuple[int, bytes]]
+    """(IDEvt, canonical bytes) of each event."""
+    digest: bytes
+    frontier: bytes
+    gather: Callable[[], list[Outcome]]
+    after: tuple[int, MerkleAccumulator, bytes, bytes]
+    """The coffre's state once it is written (:meth:`Indexer._state`)."""
+
+
+@dataclass
+class _LotRows:
+    """A lot's rows, written table by table at its end (``executemany``) in its transaction. Each
+    event's ``row`` is given as SQLite would give it (one more than the largest), so that the
+    index is the one inserting the events one by one made."""
+
+    row: int
+    """The last row number given."""
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    parties: list[tuple[Any, ...]] = field(default_factory=list)
+    findings: list[tuple[Any, ...]] = field(default_factory=list)
+    flags: list[tuple[Any, ...]] = field(default_factory=list)
+    finding_days: list[tuple[Any, ...]] = field(default_factory=list)
+    text: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def write(self, db: sqlite3.Connection) -> None:
+        db.executemany(
+            "INSERT INTO events (row, oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, "
+            "findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self.events,
         )
+        db.executemany("INSERT INTO parties VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.parties)
+        db.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", self.findings)
+        db.executemany("INSERT INTO flags VALUES (?, ?, ?)", self.flags)
+        db.executemany(
+            "INSERT INTO finding_days VALUES (?, ?, 1) ON CONFLICT (day, code) DO UPDATE SET count = count + 1",
+            self.finding_days,
+        )
+        db.executemany("INSERT INTO event_text (rowid, body) VALUES (?, ?)", self.text)
 
 
 def rebuild(path: Path, storage: ArchiveStorage, trust: TrustStore, *, jobs: int = 1) -> CatchUp:
