@@ -152,7 +152,38 @@ def _check_tree(root: etree._Element) -> None:
 
 
 def _check_json(value: Any) -> None:
-    """The same limits for JSON: the members of objects and lists count as elements."""
+    """The same limits for JSON: the members of objects and lists count as elements.
+
+    Level by level (each level's containers gathered by C loops) for an input within the limits;
+    one that is not is walked again depth first, as before, for the same refusal (a document over
+    both limits is refused for whichever that walk meets first)."""
+    if _within_json_limits(value):
+        return
+    _check_json_walk(value)
+
+
+def _within_json_limits(value: Any) -> bool:
+    level = [value] if isinstance(value, (dict, list)) else []
+    nodes, depth = 0, 1
+    while level:
+        if depth > MAX_DEPTH:
+            return False
+        below: list[Any] = []
+        for item in level:
+            nodes += len(item)
+            below += [
+                child
+                for child in (item.values() if item.__class__ is dict else item)
+                if isinstance(child, (dict, list))
+            ]
+        if nodes > MAX_ELEMENTS:
+            return False
+        level = below
+        depth += 1
+    return True
+
+
+def _check_json_walk(value: Any) -> None:
     nodes = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -178,12 +209,15 @@ def _strip_namespaces(root: etree._Element) -> None:
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
+    result = dict(pairs)
+    if len(result) == len(pairs):
+        return result
+    seen: set[str] = set()
+    for key, _ in pairs:  # the first key met twice, as the object reads
+        if key in seen:
             raise _reject(ReasonCode.DUPLICATE_KEY, f"key '{key}' appears twice in one object")
-        result[key] = value
-    return result
+        seen.add(key)
+    raise AssertionError("unreachable: a key repeats")
 
 
 def _no_constant(name: str) -> Any:
@@ -245,6 +279,14 @@ _ENCODING = re.compile(rb"""encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 _SPLIT_ROOT = "coffre-split"
 
 
+def _lines_at_most_one(raw: bytes) -> bool:
+    """Whether ``raw`` has at most one line that is not blank (as :func:`_split_json` counts them:
+    ``bytes.splitlines`` cuts at CR and LF only): the text between its first and last non-blank
+    bytes holds no line break."""
+    inner = raw.strip()
+    return b"\n" not in inner and b"\r" not in inner
+
+
 def split_documents(raw: bytes) -> list[bytes]:
     """The events of a file that holds one or several, one after another.
 
@@ -268,6 +310,8 @@ def split_documents(raw: bytes) -> list[bytes]:
 
 
 def _split_json(raw: bytes) -> list[bytes]:
+    if raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{" and _lines_at_most_one(raw):
+        return [raw]  # one object, or one unreadable line: whole either way (below), without parsing it
     try:
         value = _load_json(raw)  # a file of many events: each is checked when normalized
     except Rejected:
