@@ -264,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines.append(
             f"    every index the same rows: {'yes' if result['same_rows'] else 'NO'}; findings {sorted(findings)}"
         )
+        if not result["same_rows"]:
+            for k, (digest, names) in enumerate(sorted(digests.items()), start=1):
+                lines.append(f"    rows {k} ({digest[:12]}): {', '.join(sorted(names))}")
         print("\n".join(lines), file=sys.stderr)
         if args.json:
             print(json.dumps(result))
