@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +148,23 @@ def finance(event: dict[str, Any], seat: int) -> dict[str, Any]:
 
 def copied(event: dict[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(event)
+
+
+def swap_winner(event: dict[str, Any], pick: Callable[[list[dict[str, Any]]], dict[str, Any]]) -> bool:
+    """Give the biggest winner's Net, CaveApres and Rake to another player (``pick`` chooses among
+    those with another Net) and his to the winner: a payoff the cards do not give. False when every
+    player has the same Net (nothing to swap)."""
+    players = event["POJEU"]["Participants"]["Joueur"]
+    winner = max(players, key=lambda j: Decimal(j["Finance"]["Net"]))
+    others = [j for j in players if j["Finance"]["Net"] != winner["Finance"]["Net"]]
+    if not others:
+        return False
+    other = pick(others)
+    for key in ("Net", "CaveApres", "Rake"):
+        a, b = winner["Finance"].get(key), other["Finance"].get(key)
+        for j, v in ((winner, b), (other, a)):
+            if v is None:
+                j["Finance"].pop(key, None)
+            else:
+                j["Finance"][key] = v
+    return True

@@ -40,6 +40,8 @@ from coffre.domain.audit.play import MAX_PLAYERS, play_hand
 from coffre.domain.audit.variants import ENGINE_VARIANTS
 from coffre.domain.normalize import normalize
 
+from hands import swap_winner
+
 FULL = os.environ.get("COFFRE_DIFFERENTIAL_FULL") == "1"
 PLURIBUS_SAMPLE = 150
 GENERATED = 300 if FULL else 6
@@ -139,20 +141,7 @@ def _swap(event: dict[str, Any], rng: random.Random) -> bool:
 
 
 def _winner(event: dict[str, Any], rng: random.Random) -> bool:
-    players = event["POJEU"]["Participants"]["Joueur"]
-    winner = max(players, key=lambda j: Decimal(j["Finance"]["Net"]))
-    others = [j for j in players if j["Finance"]["Net"] != winner["Finance"]["Net"]]
-    if not others:
-        return False
-    other = rng.choice(others)
-    for key in ("Net", "CaveApres", "Rake"):
-        a, b = winner["Finance"].get(key), other["Finance"].get(key)
-        for j, v in ((winner, b), (other, a)):
-            if v is None:
-                j["Finance"].pop(key, None)
-            else:
-                j["Finance"][key] = v
-    return True
+    return swap_winner(event, rng.choice)
 
 
 def _drop(event: dict[str, Any], rng: random.Random) -> bool:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from coffre.domain.audit.play import MAX_PLAYERS, play_hand
 from coffre.domain.audit.variants import ENGINE_VARIANTS
 
-from hands import audit
+from hands import audit, swap_winner
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -108,17 +108,5 @@ def test_two_actions_swapped_are_found(params, data):
 @given(hands())
 def test_a_winner_swapped_is_found(params):
     event = played(params)
-    players = event["POJEU"]["Participants"]["Joueur"]
-    winner = max(players, key=lambda j: Decimal(j["Finance"]["Net"]))
-    others = [j for j in players if j["Finance"]["Net"] != winner["Finance"]["Net"]]
-    if not others:
-        return
-    other = others[0]
-    for key in ("Net", "CaveApres", "Rake"):
-        a, b = winner["Finance"].get(key), other["Finance"].get(key)
-        for j, v in ((winner, b), (other, a)):
-            if v is None:
-                j["Finance"].pop(key, None)
-            else:
-                j["Finance"][key] = v
-    assert audit(event)
+    if swap_winner(event, lambda others: others[0]):
+        assert audit(event)

@@ -39,7 +39,7 @@ from phh import corpus, writer
 from coffre.domain.codec import canonical_bytes
 from coffre.domain.normalize import normalize
 
-from hands import audit
+from hands import audit, swap_winner
 
 FULL = os.environ.get("COFFRE_PHH_FULL") == "1"
 PLURIBUS_SAMPLE = 3000
@@ -231,20 +231,7 @@ def _swapped(event: dict[str, Any], rng: random.Random) -> bool:
 
 
 def _winner_swapped(event: dict[str, Any], rng: random.Random) -> bool:
-    players = event["POJEU"]["Participants"]["Joueur"]
-    winner = max(players, key=lambda j: Decimal(j["Finance"]["Net"]))
-    others = [j for j in players if j["Finance"]["Net"] != winner["Finance"]["Net"]]
-    if not others:
-        return False
-    other = rng.choice(others)
-    for key in ("Net", "CaveApres", "Rake"):
-        a, b = winner["Finance"].get(key), other["Finance"].get(key)
-        for j, v in ((winner, b), (other, a)):
-            if v is None:
-                j["Finance"].pop(key, None)
-            else:
-                j["Finance"][key] = v
-    return True
+    return swap_winner(event, rng.choice)
 
 
 MUTATIONS = {
