@@ -5,8 +5,10 @@ changed after it was indexed refused. The browser's view: tests/browser/test_con
 
 from __future__ import annotations
 
+import html
 import http.cookiejar
 import json
+import re
 import shutil
 import ssl
 import time
@@ -286,3 +288,45 @@ def test_a_page_says_when_it_shows_only_the_first_events(server, client, monkeyp
     for path in ("/console/player?oper=0099&id=alice", "/console/tech?oper=0099&id=T-42"):
         page = client.get(path)[2].decode()
         assert "Only the first 3 events are shown here" in page
+
+
+ALICE_HASH = "2BCB4AA8D6AB79E07EE9239852774C7CD7A88CF6"  # her POINSCRIT's HashJoueur (the demo's)
+
+
+def _rows(page: str) -> list[str]:
+    return re.findall(r'href="/console/event/(\d+/\d+/\d+)"', page)
+
+
+def test_a_hash_typed_in_lower_case_finds_what_upper_case_finds(client):
+    """issue 32: sha1sum prints lower-case hex; HashJoueur is stored upper-cased (types:sha1)."""
+    upper = client.get(f"/console/search?hash={ALICE_HASH}")[2].decode()
+    status, _, body = client.get(f"/console/search?hash={ALICE_HASH.lower()}")
+    assert status == 200 and _rows(upper) and _rows(body.decode()) == _rows(upper)
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("coffre=1&from_id=9&to_id=3", "from IDEvt 9 is after to IDEvt 3: no event is between"),
+        ("since=2026-03-05&until=2026-03-01", "from 2026-03-05 is after to 2026-03-01: no event is between"),
+    ],
+)
+def test_an_impossible_range_is_refused_saying_why(client, query, words):
+    status, _, body = client.get(f"/console/search?{query}")
+    assert status == 400 and words in html.unescape(body.decode())
+
+
+def test_an_unknown_player_is_a_404_that_says_so_a_known_one_out_of_range_is_not(client):
+    status, _, body = client.get("/console/player?oper=0099&id=nobody-at-all")
+    assert (
+        status == 404
+        and "no event of player nobody-at-all of operator 0099 is in the index"
+        in html.unescape(body.decode())
+    )
+    status, _, body = client.get("/console/player?oper=0099&id=alice&since=2001-01-01&until=2001-01-02")
+    assert status == 200 and "alice" in body.decode()
+
+
+def test_the_event_page_counts_its_place_in_the_lot_from_one(client):
+    page = client.get("/console/event/0099/1/1")[2].decode()
+    assert re.search(r"event 1 of \d+ in the lot", page), page

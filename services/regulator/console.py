@@ -261,13 +261,19 @@ def _query(request: web.Request) -> tuple[Query, dict[str, str]]:
         until=_moment(given.get("until"), "to", end=True),
         type=given.get("type"),
         player=given.get("player"),
-        hash_joueur=given.get("hash"),
+        hash_joueur=given["hash"].upper() if "hash" in given else None,  # stored upper-cased (types:sha1)
         tech=given.get("tech"),
         pool=given.get("pool"),
         inscription=given.get("inscription"),
         finding=given.get("finding"),
         text=given.get("text"),
     )
+    if query.first_id is not None and query.last_id is not None and query.first_id > query.last_id:
+        raise BadRequest(
+            f"from IDEvt {query.first_id} is after to IDEvt {query.last_id}: no event is between"
+        )
+    if query.since is not None and query.until is not None and query.since > query.until:
+        raise BadRequest(f"from {given['since']} is after to {given['until']}: no event is between")
     return query, given
 
 
@@ -446,7 +452,7 @@ async def event_page(request: web.Request) -> web.Response:
             return None
         row, lot, findings = found
         stored = console.canonical(lot, id_evt)
-        position = id_evt - lot.first_id
+        position = id_evt - lot.first_id + 1  # the first event of a lot is its event 1
         neighbours = {
             player: console.search.neighbours(oper, player, row.at, row.row) for player in row.players[:12]
         }
@@ -514,13 +520,22 @@ async def player_page(request: web.Request) -> web.Response:
             for p in console.search.player_parties(player, since, until, PAGE_LIMIT)
             if oper is None or p.oper == oper
         ]
+        known = bool(parties) or any(
+            oper is None or p.oper == oper
+            for p in console.search.player_parties(player, None, None, PAGE_LIMIT)
+        )  # a player of the index, with nothing in the period asked: an empty page, not a 404
         return {
             "parties": parties,
             "findings": console.search.player_findings(player, since, until, PAGE_LIMIT),
+            "known": known,
         }
 
     data = await asyncio.to_thread(gather)
     parties = data["parties"]
+    if not parties and not data["findings"] and not data["known"]:
+        raise web.HTTPNotFound(
+            reason=f"no event of player {player}{f' of operator {oper}' if oper else ''} is in the index"
+        )
     money = [p for p in parties if p.type != "POJEU" and p.after is not None]
     plot = line_plot(
         [Series(f"SoldeApres of {player}", [(unstamp(p.at), p.after) for p in money])],  # type: ignore[misc]
