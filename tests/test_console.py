@@ -11,6 +11,8 @@ import json
 import re
 import shutil
 import ssl
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -330,3 +332,26 @@ def test_an_unknown_player_is_a_404_that_says_so_a_known_one_out_of_range_is_not
 def test_the_event_page_counts_its_place_in_the_lot_from_one(client):
     page = client.get("/console/event/0099/1/1")[2].decode()
     assert re.search(r"event 1 of \d+ in the lot", page), page
+
+
+def test_the_proof_check_command_names_the_files_the_downloads_take(client, tmp_path):
+    """issue 32: the event page printed `proof.json` and `checkpoint.xml`; the downloads are named
+    otherwise. The command as printed, run in a folder holding the three downloads, checks the proof."""
+    page = html.unescape(client.get("/console/event/0099/2/8")[2].decode())
+    (command,) = re.findall(r"<code>(coffre proof --check [^<]+)</code>", page)
+    for path in (
+        "/console/event/0099/2/8/proof.json",
+        "/console/coffre/0099/2/checkpoint.xml",
+        "/console/certificates.pem",
+    ):
+        status, headers, body = client.get(path)
+        (name,) = re.findall(r'filename="([^"]+)"', headers["Content-Disposition"])
+        assert status == 200 and f" {name}" in command, (name, command)
+        (tmp_path / name).write_bytes(body)
+    run = subprocess.run(
+        [sys.executable, "-m", "coffre.cli", *command.split()[1:]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0 and "inclusion proof: OK" in run.stdout, (run.stdout, run.stderr)

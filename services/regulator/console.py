@@ -490,7 +490,8 @@ async def coffre_checkpoint(request: web.Request) -> web.Response:
     return web.Response(
         body=stored.data,
         content_type="application/xml",
-        headers={"Content-Disposition": f'attachment; filename="{stored.name}"'},
+        # named as the event page's check command names it (the lot it signs is inside)
+        headers={"Content-Disposition": f'attachment; filename="checkpoint-{oper}-{coffre}.xml"'},
     )
 
 
