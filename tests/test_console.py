@@ -5,8 +5,10 @@ changed after it was indexed refused. The browser's view: tests/browser/test_con
 
 from __future__ import annotations
 
+import csv
 import html
 import http.cookiejar
+import io
 import json
 import re
 import shutil
@@ -355,3 +357,14 @@ def test_the_proof_check_command_names_the_files_the_downloads_take(client, tmp_
         text=True,
     )
     assert run.returncode == 0 and "inclusion proof: OK" in run.stdout, (run.stdout, run.stderr)
+
+
+def test_results_and_the_csv_give_finding_codes_not_counts(client):
+    """issue 32: a row's findings were a count ("2"); an investigator reads codes."""
+    page = html.unescape(client.get("/console/search?coffre=1&oper=0099&from_id=1&to_id=1")[2].decode())
+    assert re.search(
+        r'<a class="bad" href="/console/search\?finding=CARD_DEALT_TWICE">CARD_DEALT_TWICE</a>', page
+    ), page
+    status, _, body = client.get("/console/search.csv?coffre=1&oper=0099&from_id=1&to_id=1")
+    header, first = list(csv.reader(io.StringIO(body.decode())))[:2]
+    assert status == 200 and "CARD_DEALT_TWICE" in first[header.index("findings")].split(), first

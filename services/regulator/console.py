@@ -392,7 +392,7 @@ async def search_csv(request: web.Request) -> web.StreamResponse:
             row.pool,
             row.inscription,
         ]
-        writer.writerow([csv_cell(cell) for cell in (*cells, " ".join(row.players), row.findings)])
+        writer.writerow([csv_cell(cell) for cell in (*cells, " ".join(row.players), " ".join(row.codes))])
     return web.Response(
         body=out.getvalue().encode("utf-8"),
         content_type="text/csv",

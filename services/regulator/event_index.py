@@ -198,6 +198,8 @@ class EventRow:
     row: int
     """The event's row in the index (its place in the date order among events of one instant)."""
     players: tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()
+    """The event's finding codes, each once, in order (filled with the players for a page's rows)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -982,7 +984,15 @@ class EventSearch:
         players = tuple(
             p for (p,) in self.db.execute("SELECT player FROM parties WHERE row = ? LIMIT 13", (row.row,))
         )
-        return replace(row, players=players)
+        codes: tuple[str, ...] = ()
+        if row.findings:
+            codes = tuple(
+                c
+                for (c,) in self.db.execute(
+                    "SELECT DISTINCT code FROM findings WHERE row = ? ORDER BY code", (row.row,)
+                )
+            )
+        return replace(row, players=players, codes=codes)
 
     def _choose(self, q: Query) -> _Driver:
         """The index to drive ``q`` from: among those ``q`` can use, the one with the fewest matching
