@@ -368,3 +368,14 @@ def test_results_and_the_csv_give_finding_codes_not_counts(client):
     status, _, body = client.get("/console/search.csv?coffre=1&oper=0099&from_id=1&to_id=1")
     header, first = list(csv.reader(io.StringIO(body.decode())))[:2]
     assert status == 200 and "CARD_DEALT_TWICE" in first[header.index("findings")].split(), first
+
+
+def test_a_search_with_empty_fields_goes_to_its_clean_url(client):
+    """issue 32: the form put every empty field in the URL; the same search comes at a URL with only
+    the fields given."""
+    status, headers, _ = client.get("/console/search?oper=&coffre=&player=alice&type=&text=+")
+    assert status == 303 and headers["Location"] == "/console/search?player=alice"
+    status, headers, _ = client.get("/console/search?oper=&player=")
+    assert status == 303 and headers["Location"] == "/console/search"
+    status, _, body = client.get("/console/search?player=alice")
+    assert status == 200 and "alice" in body.decode()

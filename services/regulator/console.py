@@ -347,6 +347,10 @@ def _day(text: str) -> datetime:
 
 async def search(request: web.Request) -> web.Response:
     console = _console(request)
+    if any(not value.strip() for value in request.query.values()):
+        # the form sends every field, most of them empty: the same search at its clean URL
+        kept = [(k, v) for k, v in request.query.items() if v.strip()]
+        return redirect(request.path + (f"?{urlencode(kept)}" if kept else ""))
     query, given = _query(request)
     after = _field(request, "after")
     page = None
@@ -688,7 +692,8 @@ async def logout(request: web.Request) -> web.Response:
 
 
 def redirect(location: str) -> web.Response:
-    """A 303 to ``location``: after a login or logout, and to the login page without credentials."""
+    """A 303 to ``location``: after a login or logout, to the login page without credentials, and
+    to a search's clean URL."""
     return web.Response(status=303, headers={"Location": location})
 
 
