@@ -379,3 +379,19 @@ def test_a_search_with_empty_fields_goes_to_its_clean_url(client):
     assert status == 303 and headers["Location"] == "/console/search"
     status, _, body = client.get("/console/search?player=alice")
     assert status == 200 and "alice" in body.decode()
+
+
+def test_an_empty_index_says_events_wait_for_their_lot(tmp_path):
+    """issue 32: for a minute after `coffre up` the console said "No coffre indexed yet" and no more."""
+    (tmp_path / "built").mkdir()
+    _, cert = build_archive(tmp_path / "built")
+    (tmp_path / "empty").mkdir()
+    served = ConsoleServer(tmp_path, tmp_path / "empty", cert, tokens=f"inspector:{TOKEN}\n")
+    try:
+        logged = Client(served.base)
+        logged.login()
+        page = html.unescape(logged.get("/console/")[2].decode())
+        assert "No coffre indexed yet. An event appears here once the vault has sealed its lot" in page
+        assert "COFFRE_LOT_MAX_AGE_SECONDS" in page
+    finally:
+        served.stop()
