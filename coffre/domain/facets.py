@@ -81,14 +81,22 @@ def _optional_text(value: object) -> str | None:
 
 
 def _forced_bets(event: POJEU) -> str | None:
-    """The values of the bets named as blinds or antes, in the order the hand posts them."""
-    values = [
-        action.Valeur
+    """The values of the bets named as blinds or antes, written as a level reads: the small blind,
+    the big blind, then the others (antes) in the order the hand posts them. Heads-up the big blind
+    may be recorded first: "300/150" read as a level another table writes "150/300"."""
+    bets = [
+        action
         for tour in event.Jeu.Tour
         for action in tour.Action
         if isinstance(action, Bet) and any(word in (action.name or "").lower() for word in _FORCED)
     ]
-    return "/".join(format(value.normalize(), "f") for value in values) or None
+    bets.sort(key=_level_place)  # stable: the posting order within each part
+    return "/".join(format(bet.Valeur.normalize(), "f") for bet in bets) or None
+
+
+def _level_place(bet: Bet) -> int:
+    name = (bet.name or "").lower()
+    return 0 if "small" in name or "petite" in name else 1 if "big" in name or "grosse" in name else 2
 
 
 def event_facets(event: Event) -> Facets:
