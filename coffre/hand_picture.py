@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from html import escape
 
-from coffre.domain.audit.findings import Finding
+from coffre.domain.audit.findings import CODES, Finding
 from coffre.domain.audit.hand import event_contributions
 from coffre.domain.catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, decode_card
 
@@ -142,16 +142,32 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
     cards, folds, reveals and bets are not read, and a finding naming only a later round outlines nothing.
     """
     tours = event.Jeu.Tour[: _rounds_until(event, until_round)]
+    whole = len(tours) == len(event.Jeu.Tour)
     later = {t.name for t in event.Jeu.Tour[len(tours) :]} - {t.name for t in tours}
-    findings = tuple(f for f in findings if f.round is None or f.round not in later)
+    findings = tuple(
+        f
+        for f in findings
+        if (f.round is None and (whole or not _about_the_result(f)))
+        or (f.round is not None and f.round not in later)
+    )
     flagged_seats = {f.seat for f in findings if f.seat is not None}
     flagged_players = {f.player for f in findings if f.player is not None}
     flagged_rounds = {f.round for f in findings if f.round is not None}
+    paid = event_contributions(event)
+    shown = {t.name for t in tours}
     seats: dict[Decimal, SeatView] = {}
     for p in event.Participants.Joueur:
-        seats[p.Siege] = SeatView(
-            p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Net
-        )
+        if whole:
+            seats[p.Siege] = SeatView(
+                p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Net
+            )
+            continue
+        # the stack as it stands at the end of the last round shown: CaveAvant less the seat's Bets
+        # so far, plus what came back uncalled out of those rounds; no Net before the hand's end
+        number = int(p.Siege) if p.Siege == p.Siege.to_integral_value() else None
+        put = sum((v for name, v in paid.bets_of.get(number, ()) if name in shown), Decimal(0))  # type: ignore[arg-type]
+        back = sum((v for (s, name), v in paid.back_of.items() if s == number and name in shown), Decimal(0))
+        seats[p.Siege] = SeatView(p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveAvant - put + back)
 
     def seat(number: int | None) -> SeatView:
         key = Decimal(number or 0)
@@ -160,7 +176,7 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
     boards: dict[int, list[int]] = defaultdict(list)
     rounds = []
     pot = Decimal(0)
-    uncalled = event_contributions(event).round_back  # given back: not in the pot
+    uncalled = paid.round_back  # given back: not in the pot
     for tour in tours:
         pot -= uncalled.get(tour.name, Decimal(0))
         tokens: list[list[tuple[str, str | None]]] = []
@@ -207,6 +223,13 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
             view.player is not None and view.player in flagged_players
         )
     return HandView(seats, dict(boards), rounds)
+
+
+def _about_the_result(finding: Finding) -> bool:
+    """A finding of the hand's money or showdown that names no round judges its end (the payoffs,
+    the totals): outlined once the whole hand is drawn, not from the forced bets on."""
+    family = CODES.get(finding.code, ("", ""))[0]
+    return family in ("money", "showdown")
 
 
 # -- SVG ------------------------------------------------------------------------------------------

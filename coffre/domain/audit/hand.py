@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
@@ -322,6 +322,8 @@ class Contributions:
     """Per seat, the uncalled amount given back to it."""
     round_back: dict[str, Decimal]
     """Per round, the uncalled amount given back out of it (from the latest Bets of its bettor)."""
+    back_of: dict[tuple[int, str], Decimal] = field(default_factory=dict)
+    """Per (seat, round), the uncalled amount given back to the seat out of that round."""
 
     def round_total(self, name: str) -> Decimal:
         """The round's Total as the annex means it: its Bets less what came back uncalled."""
@@ -353,6 +355,7 @@ def contributions(bets: list[tuple[int, str, Bet]], seats: Iterable[int]) -> Con
         into[seat] = (_ZERO if put is None else put) + value
     returned: dict[int, Decimal] = {}
     round_back: dict[str, Decimal] = {}
+    back_of: dict[tuple[int, str], Decimal] = {}
     for contributed in street_in.values():
         ranked = sorted(contributed.values(), reverse=True)
         second = ranked[1] if len(ranked) > 1 else Decimal(0)
@@ -363,10 +366,11 @@ def contributions(bets: list[tuple[int, str, Bet]], seats: Iterable[int]) -> Con
             for round_name, value in reversed(bets_of[top]):
                 back = min(excess, value)
                 round_back[round_name] = round_back.get(round_name, Decimal(0)) + back
+                back_of[top, round_name] = back_of.get((top, round_name), Decimal(0)) + back
                 excess -= back
                 if not excess:
                     break
-    return Contributions(bets_of, round_sum, returned, round_back)
+    return Contributions(bets_of, round_sum, returned, round_back, back_of)
 
 
 def event_contributions(event: POJEU) -> Contributions:
