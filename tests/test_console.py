@@ -395,3 +395,12 @@ def test_an_empty_index_says_events_wait_for_their_lot(tmp_path):
         assert "COFFRE_LOT_MAX_AGE_SECONDS" in page
     finally:
         served.stop()
+
+
+def test_the_event_xml_is_indented_for_reading(client):
+    """issue 32: the sealed XML was one line; it reads indented, the same elements and texts."""
+    page = client.get("/console/event/0099/1/1")[2].decode()
+    (xml,) = re.findall(r'<pre class="xml"[^>]*>(.*?)</pre>', page, re.S)
+    text = html.unescape(xml)
+    assert text.startswith("<POJEU") and text.count("\n") > 20 and "\n  <" in text
+    assert "indented for reading" in page

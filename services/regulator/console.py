@@ -38,10 +38,13 @@ from urllib.parse import urlencode
 import jinja2
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
+from lxml import etree
 
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
 from coffre.domain.audit.findings import CODES, Finding
 from coffre.domain.catalogue.poker import POJEU
+from coffre.domain.codec import read_xml
+from coffre.domain.errors import Rejected
 from coffre.domain.lot import LotEvent, checkpoint_key, parse_document, read_lot
 from coffre.domain.normalize import normalize
 from coffre.hand_picture import hand_svg
@@ -277,6 +280,20 @@ def _query(request: web.Request) -> tuple[Query, dict[str, str]]:
     return query, given
 
 
+def _indented(canonical: bytes) -> str:
+    """The sealed XML indented for reading (the canonical bytes are one line): the same elements,
+    attributes and texts; HashChaine covers the canonical bytes, not this text. As sealed when it
+    cannot be read again (it can: the index verified it)."""
+    try:
+        root = read_xml(canonical)
+    except Rejected:
+        return canonical.decode("utf-8", "replace")
+    for element in root.iter():  # no indentation of its own to keep: every blank is a text's
+        if element.text is not None and not element.text.strip() and len(element):
+            element.text = None
+    return etree.tostring(root, pretty_print=True, encoding="unicode").rstrip("\n")
+
+
 def _oper_coffre_id(request: web.Request) -> tuple[str, int, int]:
     """IDOper, IDCoffre and IDEvt of the path, read as the API reads them (InvalidRequest: a 400)."""
     info = request.match_info
@@ -467,7 +484,7 @@ async def event_page(request: web.Request) -> web.Response:
             "stored": stored,
             "position": position,
             "neighbours": neighbours,
-            "canonical": stored.canonical.decode("utf-8", "replace"),
+            "canonical": _indented(stored.canonical),
         }
 
     data = await asyncio.to_thread(gather)
