@@ -22,7 +22,8 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 """One colour per series, cycled; the second cycle is dashed."""
 
 MIN_SPAN = timedelta(minutes=10)
-"""A time axis is never narrower (one point, or points at the same instant)."""
+"""A time axis is never narrower (one point, or points at the same instant): it then runs from the
+first point over this span."""
 DAY = 86400
 TIME_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200)
 """x tick steps in seconds when the span is at most 2 days (ticks as HH:MM)."""
@@ -186,8 +187,9 @@ def line_plot(
     y_ticks = _y_ticks(low, max(values), whole=counts)
     start, end = min(instants), max(instants)
     if end - start < MIN_SPAN.total_seconds():
-        middle = (start + end) / 2
-        start, end = middle - MIN_SPAN.total_seconds() / 2, middle + MIN_SPAN.total_seconds() / 2
+        # from the first point on, not centred on the points: a day's count at 00:00 would otherwise
+        # sit on an axis from 23:55 the day before, labelled with that day
+        end = start + MIN_SPAN.total_seconds()
     x0, x1, x_ticks, dates = _x_ticks(start, end)
     y0, y1 = y_ticks[0], y_ticks[-1]
     tick_texts = [_tick_text(t) for t in y_ticks]

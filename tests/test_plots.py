@@ -201,3 +201,15 @@ def test_counts_start_at_zero_with_whole_ticks():
         counts=True,
     )
     assert ">0<" in svg and ">2.5<" not in svg and ">2.2<" not in svg
+
+
+def test_one_point_at_midnight_is_drawn_on_its_own_day():
+    """issue 32: one lot sealed on 2026-11-29 was drawn on an axis 23:56 → 00:04 "from 2026-11-28"."""
+    midnight = datetime(2026, 11, 29, tzinfo=UTC)
+    root = parse(
+        line_plot([Series("lots", [(midnight, Decimal(1))])], title="Lots", y_label="lots", counts=True)
+    )
+    x_texts = [t.text for t in root.xpath("//text[@text-anchor='middle'][@font-size='11']")]
+    assert "time (UTC), from 2026-11-29" in x_texts, x_texts
+    assert not [t for t in x_texts if t and t.startswith("23:")], x_texts
+    assert len(root.xpath("//circle")) == 1
