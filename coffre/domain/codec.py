@@ -311,7 +311,13 @@ def split_documents(raw: bytes) -> list[bytes]:
 
 def _split_json(raw: bytes) -> list[bytes]:
     if raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{" and _lines_at_most_one(raw):
-        return [raw]  # one object, or one unreadable line: whole either way (below), without parsing it
+        return [raw]  # one object, or one unreadable line: whole either way, without parsing it
+    return _split_parsed_json(raw)
+
+
+def _split_parsed_json(raw: bytes) -> list[bytes]:
+    """:func:`_split_json` by parsing the file: a list's items, the lines of a file that is not one
+    JSON document, else the file whole."""
     try:
         value = _load_json(raw)  # a file of many events: each is checked when normalized
     except Rejected:
