@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 
+import lxml.html
 import pytest
 from coffre_regulator import console
 
@@ -49,7 +50,8 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 class Client:
     """A TLS client with its own cookie jar; redirects are not followed (they are asserted)."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, language: str = "en") -> None:
+        self.language = language  # Accept-Language: the English pages unless a test asks for French
         context = ssl.create_default_context()
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         self.base, self.jar = base, http.cookiejar.CookieJar()
@@ -60,7 +62,9 @@ class Client:
         )
 
     def get(self, path: str, data: bytes | None = None, headers: dict[str, str] | None = None):
-        request = urllib.request.Request(self.base + path, data=data, headers=headers or {})
+        request = urllib.request.Request(
+            self.base + path, data=data, headers={"Accept-Language": self.language, **(headers or {})}
+        )
         try:
             with self.opener.open(request, timeout=30) as answer:
                 return answer.status, dict(answer.headers), answer.read()
@@ -404,3 +408,87 @@ def test_the_event_xml_is_indented_for_reading(client):
     text = html.unescape(xml)
     assert text.startswith("<POJEU") and text.count("\n") > 20 and "\n  <" in text
     assert "indented for reading" in page
+
+
+HTML_PAGES = (
+    "/console/",
+    "/console/search?player=alice",
+    "/console/search",
+    "/console/event/0099/1/1",
+    "/console/hand/0099/1/1?round=1",
+    "/console/player?oper=0099&id=alice",
+    "/console/tech?oper=0099&id=T-42",
+    "/console/no-such-page",
+    "/console/search?from_id=9&to_id=2",
+)
+
+
+def _visible_text(body: bytes, language: str) -> str:
+    """The page's text a reader sees in its language: without what is marked as in another
+    (``lang``), the XML and code shown as recorded, and the operators' identifiers in links."""
+    tree = lxml.html.fromstring(body)
+    shown_as_recorded = ("pre", "code", "script", "style")
+    for element in tree.xpath("//*[@lang] | //pre | //code | //script | //style"):
+        other = element.get("lang") not in (None, language) or element.tag in shown_as_recorded
+        if other and element is not tree and element.getparent() is not None:
+            element.drop_tree()
+    return " ".join(tree.text_content().split())
+
+
+def test_pages_are_in_french_by_default_and_english_on_request(server):
+    french, english = Client(server.base, language=""), Client(server.base, language="en-GB,en;q=0.8")
+    for who in (french, english):
+        assert who.login()[0] == 303
+    status, headers, body = french.get("/console/")
+    assert status == 200 and headers["Content-Language"] == "fr"
+    assert b'<html lang="fr">' in body and "Vue d'ensemble" in html.unescape(body.decode())
+    status, headers, body = english.get("/console/")
+    assert headers["Content-Language"] == "en" and b'<html lang="en">' in body and b"Overview" in body
+    status, _, body = french.get("/console/search?from_id=9&to_id=2")
+    assert status == 400 and "l'IDEvt de début 9 est après l'IDEvt de fin 2" in html.unescape(body.decode())
+
+
+def test_the_switch_keeps_the_language_and_the_clean_url(server):
+    who = Client(server.base, language="en")
+    who.login()
+    status, headers, _ = who.get("/console/search?player=alice&lang=fr")
+    assert status == 303 and headers["Location"] == "/console/search?player=alice"
+    status, headers, body = who.get("/console/search?player=alice")  # the cookie, over Accept-Language
+    assert headers["Content-Language"] == "fr" and b"Recherche" in body
+    assert b'href="/console/search?player=alice&amp;lang=en"' in body  # the switch back, on this page
+    assert who.get("/console/?lang=de")[0] == 400
+    anonymous = Client(server.base, language="en")
+    status, headers, _ = anonymous.get("/console/login?lang=fr")  # the login page too
+    assert status == 303 and headers["Location"] == "/console/login"
+
+
+@pytest.mark.parametrize("language", ["fr", "en"])
+def test_no_page_mixes_its_language_with_the_other(server, language):
+    from coffre_regulator import i18n
+
+    who = Client(server.base, language=language)
+    who.login()
+    french = i18n.translations("fr")
+    pairs = [
+        (english, french.gettext(english))
+        for path in i18n.catalogue_files("fr")
+        for english in _msgids(path)
+        if len(english.split()) >= 2 and french.gettext(english) != english
+    ]
+    assert len(pairs) > 80
+    for page in HTML_PAGES:
+        status, _, body = who.get(page)
+        assert status in (200, 400, 404), page
+        text = _visible_text(body, language)
+        for english, translated in pairs:
+            other = english if language == "fr" else translated
+            plain = re.split(r"%\(|\{", other, maxsplit=1)[0].strip(" :;,.(")
+            if len(plain.split()) >= 2:  # the fixed words before the first field
+                assert plain not in text, f"{page} in {language} shows {plain!r}"
+
+
+def _msgids(path):
+    from babel.messages.pofile import read_po
+
+    with path.open("rb") as po:
+        return [m.id for m in read_po(po) if m.id and isinstance(m.id, str)]

@@ -666,7 +666,13 @@ async def _console_answer(
     else:
         try:
             response = await handler(request)
-        except (console.BadRequest, IndexQueryError) as exc:
+        except console.PageError as exc:
+            error = (
+                "invalid_request" if exc.status == 400 else _HTTP_CODES.get(exc.status, "error"),
+                str(exc),
+            )
+            response = console.error_page(request, exc.status, exc.message)
+        except IndexQueryError as exc:
             error = ("invalid_request", str(exc))
             response = console.error_page(request, 400, str(exc))
         except ArchiveQueryError as exc:

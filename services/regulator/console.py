@@ -26,7 +26,7 @@ import threading
 import time
 import zipfile
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from datetime import time as day_time
@@ -50,6 +50,7 @@ from coffre.domain.normalize import normalize
 from coffre.hand_picture import hand_svg
 from coffre.plots import Series, line_plot
 
+from . import i18n
 from .archive_index import ArchiveIndex, ArchiveQueryError, parse_coffre, parse_number, parse_oper
 from .event_index import (
     PAGE_LIMIT,
@@ -62,6 +63,7 @@ from .event_index import (
     Query,
     unstamp,
 )
+from .i18n import N_, Message
 
 PREFIX = "/console"
 COOKIE = "__Host-coffre-console"
@@ -94,7 +96,7 @@ SEARCH_FIELDS = (
     "finding",
     "text",
 )
-QUERY_PARAMETERS = frozenset((*SEARCH_FIELDS, "after", "round", "id"))
+QUERY_PARAMETERS = frozenset((*SEARCH_FIELDS, "after", "round", "id", "lang"))
 """The console's query parameters: none holds a secret, the access log keeps their values."""
 
 _HERE = Path(__file__).parent
@@ -141,8 +143,33 @@ class Sessions:
 # -- the console -------------------------------------------------------------------------------------
 
 
-class BadRequest(Exception):
+class PageError(Exception):
+    """A console answer that is an error page: its status and what it says, in the page's
+    language (``str()``: in English, for the access log)."""
+
+    status = 500
+
+    def __init__(self, msgid: str, **fields: object) -> None:
+        self.message = Message(msgid, **fields)
+        super().__init__(str(self.message))
+
+
+class BadRequest(PageError):
     """A console request whose parameters cannot be read: a 400 page saying why."""
+
+    status = 400
+
+
+class NotFound(PageError):
+    """What was asked is not in the index or the archive: a 404 page that says so."""
+
+    status = 404
+
+
+class Conflict(PageError):
+    """The archive no longer holds what the index verified: a 409 page that says so."""
+
+    status = 409
 
 
 @dataclass
@@ -156,31 +183,40 @@ class Console:
     """What the login page offers: ``token`` and/or ``certificate``."""
 
     def __post_init__(self) -> None:
-        self.templates = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(_HERE / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        self.templates.globals.update(prefix=PREFIX, link=_link, codes=CODES)
-        self.templates.filters["hexa"] = lambda value: value.hex() if isinstance(value, bytes) else value
+        loader = jinja2.FileSystemLoader(_HERE / "templates")
+        self.templates = {
+            language: i18n.environment(language, loader, {"prefix": PREFIX, "link": _link, "codes": CODES})
+            for language in i18n.LANGUAGES
+        }
+        for env in self.templates.values():
+            env.filters["hexa"] = lambda value: value.hex() if isinstance(value, bytes) else value
         self._lots: OrderedDict[str, list[LotEvent]] = OrderedDict()
         self._lots_lock = threading.Lock()
 
-    def render(self, name: str, code: int = 200, **values: Any) -> web.Response:
-        body = self.templates.get_template(name).render(**values)
-        return web.Response(status=code, text=body, content_type="text/html", charset="utf-8")
+    def render(
+        self, request: web.Request, name: str, title: str | Message, code: int = 200, **values: Any
+    ) -> web.Response:
+        """The page ``name`` in the request's language (:func:`language`)."""
+        spoken = language(request)
+        env = self.templates[spoken]
+        here = request.rel_url
+        switch = {other: str(here.update_query({i18n.SWITCH_PARAMETER: other})) for other in i18n.LANGUAGES}
+        body = env.get_template(name).render(title=i18n.Language(spoken).text(title), switch=switch, **values)
+        response = web.Response(status=code, text=body, content_type="text/html", charset="utf-8")
+        response.headers["Content-Language"] = spoken
+        response.headers["Vary"] = "Accept-Language, Cookie"
+        return response
 
     def verified_lot(self, lot: LotRow) -> bytes:
         """The lot's file from the archive, as the index verified it (409: its SHA-256 changed)."""
         try:
             document = self.storage.read(lot.key)
         except ObjectMissing:
-            raise web.HTTPNotFound(reason=f"{lot.key} is no longer in the archive") from None
+            raise NotFound(N_("{key} is no longer in the archive"), key=lot.key) from None
         if hashlib.sha256(document).digest() != lot.digest:
-            raise web.HTTPConflict(
-                reason=f"{lot.key} is not the lot the index verified (its SHA-256 changed): run coffre verify"
+            raise Conflict(
+                N_("{key} is not the lot the index verified (its SHA-256 changed): run coffre verify"),
+                key=lot.key,
             )
         return document
 
@@ -201,7 +237,7 @@ class Console:
         for event in self.lot_events(lot):
             if event.id_evt == id_evt:
                 return event
-        raise web.HTTPNotFound(reason=f"IDEvt {id_evt} is not in {lot.key}")
+        raise NotFound(N_("IDEvt {id_evt} is not in {key}"), id_evt=id_evt, key=lot.key)
 
 
 def _link(path: str, **params: object) -> str:
@@ -219,25 +255,54 @@ def _console(request: web.Request) -> Console:
     return request.app[_CONSOLE]
 
 
+def language(request: web.Request) -> str:
+    """The language of the request's page (services/regulator/i18n.py: the switch, the cookie,
+    ``Accept-Language``, French)."""
+    return i18n.chosen(
+        request.query.get(i18n.SWITCH_PARAMETER),
+        request.cookies.get(i18n.COOKIE),
+        request.headers.get("Accept-Language"),
+    )
+
+
+def _switching_language(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    """``handler``, except for a ``GET`` with ``?lang=``: the language kept in a cookie, and a 303
+    to the same page at its URL without ``lang`` (links and the access log stay clean)."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        asked = request.query.get(i18n.SWITCH_PARAMETER)
+        if asked is None or request.method != "GET":
+            return await handler(request)
+        if asked not in i18n.LANGUAGES:
+            raise BadRequest(N_("lang: one of {languages}"), languages=", ".join(i18n.LANGUAGES))
+        response = redirect(str(request.rel_url.without_query_params(i18n.SWITCH_PARAMETER)))
+        response.set_cookie(
+            i18n.COOKIE, asked, secure=True, httponly=True, samesite="Lax", path="/", max_age=365 * 24 * 3600
+        )
+        return response
+
+    return answer
+
+
 # -- parameters ------------------------------------------------------------------------------------
 
 
 def _field(request: web.Request, name: str) -> str | None:
     value = request.query.get(name, "").strip()
     if len(value) > MAX_FIELD:
-        raise BadRequest(f"{name}: at most {MAX_FIELD} characters")
+        raise BadRequest(N_("{name}: at most {count} characters"), name=name, count=MAX_FIELD)
     return value or None
 
 
-def _number(text: str | None, name: str) -> int | None:
+def _number(text: str | None, name: str | Message) -> int | None:
     if text is None:
         return None
     if not text.isdigit() or len(text) > 18:
-        raise BadRequest(f"{name}: a whole number, not {text!r}")
+        raise BadRequest(N_("{name}: a whole number, not “{text}”"), name=name, text=text)
     return int(text)
 
 
-def _moment(text: str | None, name: str, end: bool = False) -> datetime | None:
+def _moment(text: str | None, name: str | Message, end: bool = False) -> datetime | None:
     """A date (``2026-03-01``: the whole day) or a date and time (``2026-03-01T20:15``), in UTC."""
     if text is None:
         return None
@@ -245,7 +310,9 @@ def _moment(text: str | None, name: str, end: bool = False) -> datetime | None:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise BadRequest(
-            f"{name}: a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM), not {text!r}"
+            N_("{name}: a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM), not “{text}”"),
+            name=name,
+            text=text,
         ) from None
     if len(text) == 10 and end:
         moment = datetime.combine(moment.date(), day_time(23, 59, 59))
@@ -257,11 +324,11 @@ def _query(request: web.Request) -> tuple[Query, dict[str, str]]:
     given = {name: value for name in SEARCH_FIELDS if (value := _field(request, name)) is not None}
     query = Query(
         oper=given.get("oper"),
-        coffre=_number(given.get("coffre"), "coffre"),
-        first_id=_number(given.get("from_id"), "from IDEvt"),
-        last_id=_number(given.get("to_id"), "to IDEvt"),
-        since=_moment(given.get("since"), "from"),
-        until=_moment(given.get("until"), "to", end=True),
+        coffre=_number(given.get("coffre"), "IDCoffre"),
+        first_id=_number(given.get("from_id"), Message(N_("from IDEvt"))),
+        last_id=_number(given.get("to_id"), Message(N_("to IDEvt"))),
+        since=_moment(given.get("since"), Message(N_("from"))),
+        until=_moment(given.get("until"), Message(N_("to")), end=True),
         type=given.get("type"),
         player=given.get("player"),
         hash_joueur=given["hash"].upper() if "hash" in given else None,  # stored upper-cased (types:sha1)
@@ -273,10 +340,16 @@ def _query(request: web.Request) -> tuple[Query, dict[str, str]]:
     )
     if query.first_id is not None and query.last_id is not None and query.first_id > query.last_id:
         raise BadRequest(
-            f"from IDEvt {query.first_id} is after to IDEvt {query.last_id}: no event is between"
+            N_("from IDEvt {first} is after to IDEvt {last}: no event is between"),
+            first=query.first_id,
+            last=query.last_id,
         )
     if query.since is not None and query.until is not None and query.since > query.until:
-        raise BadRequest(f"from {given['since']} is after to {given['until']}: no event is between")
+        raise BadRequest(
+            N_("from {since} is after to {until}: no event is between"),
+            since=given["since"],
+            until=given["until"],
+        )
     return query, given
 
 
@@ -326,13 +399,19 @@ async def overview(request: web.Request) -> web.Response:
         return {"coffres": coffres, "evidence": evidence, "lots": lots, "findings": findings}
 
     data = await asyncio.to_thread(gather)
+    words = i18n.Language(language(request))
     plots = []
     if data["lots"]:
         plots.append(
             line_plot(
-                [Series("lots sealed", [(_day(day), Decimal(n)) for day, n, _ in data["lots"]])],
-                title="Lots sealed per day",
-                y_label="lots",
+                [
+                    Series(
+                        words.gettext(N_("lots sealed")),
+                        [(_day(day), Decimal(n)) for day, n, _ in data["lots"]],
+                    )
+                ],
+                title=words.gettext(N_("Lots sealed per day")),
+                y_label=words.gettext(N_("lots")),
                 counts=True,
             )
         )
@@ -343,15 +422,16 @@ async def overview(request: web.Request) -> web.Response:
         plots.append(
             line_plot(
                 [Series(code, points) for code, points in sorted(by_code.items())],
-                title="Findings per code per day",
-                y_label="findings",
+                title=words.gettext(N_("Findings per code per day")),
+                y_label=words.gettext(N_("findings")),
                 counts=True,
             )
         )
     thread = console.thread
     return console.render(
+        request,
         "overview.html",
-        title="Overview",
+        title=N_("Overview"),
         plots=plots,
         index_status=thread.last if thread is not None else None,
         **data,
@@ -379,8 +459,9 @@ async def search(request: web.Request) -> web.Response:
         lambda: (console.search.event_types(), console.search.finding_codes())
     )
     return console.render(
+        request,
         "search.html",
-        title="Search",
+        title=N_("Search"),
         given=defaultdict(str, given),
         page=page,
         after=after,
@@ -395,7 +476,7 @@ async def search_csv(request: web.Request) -> web.StreamResponse:
     console = _console(request)
     query, _ = _query(request)
     if query.empty:
-        raise BadRequest("an export needs a search: give at least one field")
+        raise BadRequest(N_("an export needs a search: give at least one field"))
     rows: list[EventRow] = await asyncio.to_thread(lambda: list(console.search.export_rows(query)))
     out = io.StringIO()
     writer = csv.writer(out)
@@ -434,7 +515,7 @@ async def search_lots(request: web.Request) -> web.StreamResponse:
     console = _console(request)
     query, _ = _query(request)
     if query.empty:
-        raise BadRequest("an export needs a search: give at least one field")
+        raise BadRequest(N_("an export needs a search: give at least one field"))
 
     def build() -> bytes:
         wanted: dict[tuple[str, int, int], None] = {}
@@ -489,8 +570,18 @@ async def event_page(request: web.Request) -> web.Response:
 
     data = await asyncio.to_thread(gather)
     if data is None:
-        raise web.HTTPNotFound(reason=f"IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index")
-    return console.render("event.html", title=f"{oper}/{coffre} IDEvt {id_evt}", **data)
+        raise NotFound(
+            N_("IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index"),
+            id_evt=id_evt,
+            oper=oper,
+            coffre=coffre,
+        )
+    return console.render(
+        request,
+        "event.html",
+        title=Message(N_("Event {oper}/{coffre} IDEvt {id_evt}"), oper=oper, coffre=coffre, id_evt=id_evt),
+        **data,
+    )
 
 
 async def event_proof(request: web.Request) -> web.Response:
@@ -530,10 +621,10 @@ async def player_page(request: web.Request) -> web.Response:
     console = _console(request)
     oper, player = _oper(request), _field(request, "id")
     if player is None:
-        raise BadRequest("name the player: id=IDJoueur")
+        raise BadRequest(N_("name the player: id=IDJoueur"))
     since, until = (
-        _moment(_field(request, "since"), "from"),
-        _moment(_field(request, "until"), "to", end=True),
+        _moment(_field(request, "since"), Message(N_("from"))),
+        _moment(_field(request, "until"), Message(N_("to")), end=True),
     )
 
     def gather() -> dict[str, Any]:
@@ -555,18 +646,27 @@ async def player_page(request: web.Request) -> web.Response:
     data = await asyncio.to_thread(gather)
     parties = data["parties"]
     if not parties and not data["findings"] and not data["known"]:
-        raise web.HTTPNotFound(
-            reason=f"no event of player {player}{f' of operator {oper}' if oper else ''} is in the index"
-        )
+        if oper:
+            raise NotFound(
+                N_("no event of player {player} of operator {oper} is in the index"), player=player, oper=oper
+            )
+        raise NotFound(N_("no event of player {player} is in the index"), player=player)
     money = [p for p in parties if p.type != "POJEU" and p.after is not None]
+    words = i18n.Language(language(request))
     plot = line_plot(
-        [Series(f"SoldeApres of {player}", [(unstamp(p.at), p.after) for p in money])],  # type: ignore[misc]
-        title=f"Balance of {player}",
-        y_label="balance",
+        [
+            Series(
+                words.text(Message(N_("SoldeApres of {player}"), player=player)),
+                [(unstamp(p.at), p.after) for p in money],
+            )
+        ],  # type: ignore[misc]
+        title=words.text(Message(N_("Balance of {player}"), player=player)),
+        y_label=words.gettext(N_("balance")),
     )
     return console.render(
+        request,
         "player.html",
-        title=f"Player {player}",
+        title=Message(N_("Player {player}"), player=player),
         player=player,
         oper=oper,
         plot=plot,
@@ -586,7 +686,7 @@ async def tech_page(request: web.Request) -> web.Response:
     console = _console(request)
     oper, tech = _oper(request), _field(request, "id")
     if tech is None:
-        raise BadRequest("name the table or tournament: id=Tech")
+        raise BadRequest(N_("name the table or tournament: id=Tech"))
 
     def gather() -> dict[str, Any]:
         events = [
@@ -609,14 +709,16 @@ async def tech_page(request: web.Request) -> web.Response:
     for row, _ in events:
         if row.type == "POJEU" and row.forced and (not levels or levels[-1][0] != row.forced):
             levels.append((row.forced, row))
+    words = i18n.Language(language(request))
     plot = line_plot(
         [Series(player, points) for player, points in sorted(chips.items())],
-        title=f"Chips after each hand of {tech}",
-        y_label="chips (CaveApres)",
+        title=words.text(Message(N_("Chips after each hand of {tech}"), tech=tech)),
+        y_label=words.gettext(N_("chips (CaveApres)")),
     )
     return console.render(
+        request,
         "tech.html",
-        title=f"Tech {tech}",
+        title=Message(N_("Tech {tech}"), tech=tech),
         tech=tech,
         oper=oper,
         plot=plot,
@@ -643,20 +745,28 @@ async def hand_page(request: web.Request) -> web.Response:
         row, lot, findings = found
         event = normalize(console.canonical(lot, id_evt).canonical)
         if not isinstance(event, POJEU):
-            raise BadRequest(f"IDEvt {id_evt} is a {row.type}, not a hand (POJEU)")
+            raise BadRequest(
+                N_("IDEvt {id_evt} is a {type}, not a hand (POJEU)"), id_evt=id_evt, type=row.type
+            )
         return row, event, findings
 
     found = await asyncio.to_thread(gather)
     if found is None:
-        raise web.HTTPNotFound(reason=f"IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index")
+        raise NotFound(
+            N_("IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index"),
+            id_evt=id_evt,
+            oper=oper,
+            coffre=coffre,
+        )
     row, event, findings = found
     rounds = [tour.name for tour in event.Jeu.Tour]
     if step is not None and rounds:
         step = min(step, len(rounds) - 1)
     picture = hand_svg(event, tuple(findings), until_round=step)
     return console.render(
+        request,
         "hand.html",
-        title=f"Hand {oper}/{coffre} IDEvt {id_evt}",
+        title=Message(N_("Hand {oper}/{coffre} IDEvt {id_evt}"), oper=oper, coffre=coffre, id_evt=id_evt),
         row=row,
         event=event,
         findings=findings,
@@ -679,11 +789,12 @@ async def login_page(request: web.Request) -> web.Response:
         if name is None:
             request[LOGIN] = ("refused", None)
             return console.render(
+                request,
                 "login.html",
                 code=401,
-                title="Log in",
+                title=N_("Log in"),
                 modes=console.login_modes,
-                message="This token is not accepted.",
+                message=N_("This token is not accepted."),
             )
         request[LOGIN] = ("accepted", name)
         response = redirect(f"{PREFIX}/")
@@ -697,7 +808,7 @@ async def login_page(request: web.Request) -> web.Response:
             max_age=SESSION_SECONDS,
         )
         return response
-    return console.render("login.html", title="Log in", modes=console.login_modes, message=None)
+    return console.render(request, "login.html", title=N_("Log in"), modes=console.login_modes, message=None)
 
 
 async def logout(request: web.Request) -> web.Response:
@@ -745,13 +856,13 @@ def add_console(app: web.Application, console: Console, check_token: Callable[[s
         ("/tech", tech_page),
         ("/static/console.css", stylesheet),
     ):
-        route.add_get(PREFIX + path, handler, allow_head=False)
+        route.add_get(PREFIX + path, _switching_language(handler), allow_head=False)
 
     async def home(_: web.Request) -> web.Response:
         return redirect(f"{PREFIX}/")
 
     route.add_get(PREFIX, home, allow_head=False)
-    route.add_route("GET", f"{PREFIX}/login", login_page)
+    route.add_route("GET", f"{PREFIX}/login", _switching_language(login_page))
     route.add_route("POST", f"{PREFIX}/login", login_page)
     route.add_route("POST", f"{PREFIX}/logout", logout)
 
@@ -766,11 +877,19 @@ def secure_headers(response: web.StreamResponse) -> None:
     response.headers.setdefault("Cache-Control", "no-store")
 
 
-def error_page(request: web.Request, status: int, message: str) -> web.Response:
+def error_page(request: web.Request, status: int, message: str | Message) -> web.Response:
     console = request.app.get(_CONSOLE)
     if console is None:  # pragma: no cover - the console is always set where this is called
         return web.Response(status=status, text=message)
-    return console.render("error.html", code=status, title=f"Error {status}", status=status, message=message)
+    return console.render(
+        request,
+        "error.html",
+        code=status,
+        title=Message(N_("Error {status}"), status=status),
+        status=status,
+        message=i18n.Language(language(request)).text(message) if isinstance(message, Message) else message,
+        message_lang=None if isinstance(message, Message) else "en",
+    )
 
 
 def console_app_ready(app: web.Application) -> bool:
@@ -792,6 +911,7 @@ __all__ = [
     "QUERY_PARAMETERS",
     "BadRequest",
     "Console",
+    "PageError",
     "Sessions",
     "add_console",
     "console_app_ready",

@@ -124,3 +124,22 @@ def test_the_installed_wheel_runs_the_demo_from_an_empty_folder(installed, tmp_p
     assert "  coffre 0099/3: 1 lot(s), 40 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in out, out
     assert "  coffre 0099/4: 1 lot(s), 5 event(s), 1 checkpoint(s), 1 cosignature(s): OK" in out, out
     assert sorted(p.name for p in empty.iterdir()) == ["var"]  # the data folder, in the current folder
+
+
+def test_the_installed_console_has_its_pages_and_its_french(wheel, installed, tmp_path):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    regulator = PROJECT / "services" / "regulator"
+    shipped = {
+        "coffre_regulator/" + path.relative_to(regulator).as_posix()
+        for pattern in ("templates/*.html", "static/*.css", "locale/*/LC_MESSAGES/*.po")
+        for path in regulator.glob(pattern)
+    }
+    assert any(name.endswith("messages.po") for name in shipped)
+    assert shipped <= names, sorted(shipped - names)
+    said = run(
+        installed / "python",
+        "-c",
+        "from coffre_regulator import i18n; print(i18n.Language('fr').gettext('Search'), i18n.__file__)",
+        cwd=tmp_path,
+    ).stdout.split()
+    assert said[0] == "Recherche" and said[1].startswith(str(installed.parent)), said
