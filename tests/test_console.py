@@ -492,3 +492,45 @@ def _msgids(path):
 
     with path.open("rb") as po:
         return [m.id for m in read_po(po) if m.id and isinstance(m.id, str)]
+
+
+def _link(page: str, rel: str) -> str | None:
+    found = re.search(rf'<a href="([^"]+)" rel="{rel}"', page)
+    return html.unescape(found.group(1)) if found else None
+
+
+def test_a_search_says_its_total_and_pages_back_and_forth(client, monkeypatch):
+    """issue 32: totals, previous and next pages, and both orders, over HTTPS."""
+    monkeypatch.setattr(console, "PAGE_SIZE", 5)
+    first = client.get("/console/search?oper=0099&sort=-date")[2].decode()
+    total = int(re.search(r"(\d+) event\(s\) match", first).group(1))
+    seen, page, pages = [], first, [first]
+    while (onward := _link(page, "next")) is not None:
+        page = client.get(onward)[2].decode()
+        pages.append(page)
+    for one in pages:
+        seen += _rows(one)
+    assert len(seen) == len(set(seen)) == total > 10  # every match once, over more than two pages
+    assert _link(first, "prev") is None
+    back = client.get(_link(pages[1], "prev"))[2].decode()
+    assert _rows(back) == _rows(first)
+    oldest = client.get("/console/search?oper=0099&sort=date")[2].decode()
+    assert _rows(oldest)[0] == seen[-1]  # the oldest first is the newest-first's last
+    status, _, body = client.get("/console/search?player=alice&sort=id")
+    assert status == 400 and "sorting by IDEvt needs a coffre" in body.decode()
+    by_id = client.get("/console/search?oper=0099&coffre=2&sort=-id")[2].decode()
+    numbers = [int(r.split("/")[2]) for r in _rows(by_id)]
+    assert numbers == sorted(numbers, reverse=True) and numbers
+
+
+def test_players_are_found_by_the_start_of_their_identifier_and_an_empty_result_says_so(client):
+    body = html.unescape(client.get("/console/search?player=ali*")[2].decode())
+    assert "IDJoueur starting with “ali”" in body
+    assert re.search(r'href="/console/search\?player=alice"', body)
+    assert "/console/player?id=alice" in body
+    hashed = html.unescape(client.get(f"/console/search?hash={ALICE_HASH[:8].lower()}*")[2].decode())
+    assert f"/console/search?hash={ALICE_HASH}" in hashed  # the hash's start in lower case, found
+    nobody = html.unescape(client.get("/console/search?player=zz-nobody*")[2].decode())
+    assert "No player's identifier starts with “zz-nobody”." in nobody
+    empty = html.unescape(client.get("/console/search?player=alice&type=POBILAN&tech=no-such")[2].decode())
+    assert "No event matches this search." in empty and "0 event(s) match" in empty

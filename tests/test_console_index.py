@@ -3,6 +3,7 @@ page by page, resumed after a crash or a restart, and equal to a rebuild from th
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from contextlib import closing
@@ -439,3 +440,104 @@ def test_workers_index_what_one_process_indexes(archive, tmp_path):
     assert list(EventSearch(tmp_path / "bad1.sqlite").dump()) == list(
         EventSearch(tmp_path / "bad2.sqlite").dump()
     )
+
+
+def _dates(page: event_index.Page) -> list[tuple[str, int]]:
+    return [(row.at, row.row) for row in page.rows]
+
+
+@pytest.mark.parametrize("window", [event_index.SCAN_WINDOW, 2])
+def test_previous_pages_go_back_over_the_same_rows_in_every_order(archive, tmp_path, monkeypatch, window):
+    """Forward with ``after`` then back with ``before`` gives each page again, in each order, also
+    when the bounded window cuts pages short (``window`` 2)."""
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    search = EventSearch(tmp_path / "index.sqlite")
+    monkeypatch.setattr(event_index, "SCAN_WINDOW", window)
+    for query, sort in (
+        (Query(oper="0099"), "date"),
+        (Query(oper="0099"), "-date"),
+        (Query(player="alice"), "-date"),
+        (Query(oper="0099", coffre=2), "id"),
+        (Query(oper="0099", coffre=2), "-id"),
+        (Query(oper="0099", coffre=2), None),
+    ):
+        pages, after = [], None
+        while True:
+            page = search.search(query, after=after, sort=sort, page_size=3)
+            pages.append(page)
+            if page.next is None:
+                break
+            after = page.next
+        assert pages[0].previous is None
+        for earlier, later in itertools.pairwise(pages):
+            if not later.rows or not earlier.rows:
+                continue
+            back = search.search(query, before=later.previous, sort=sort, page_size=3)
+            if window > 3:  # no page cut short: each page exactly again
+                assert ids(back) == ids(earlier), (query, sort)
+            assert ids(back)[-len(earlier.rows) :] == ids(earlier)[-len(back.rows) :], (query, sort)
+            assert back.next is not None
+            again = search.search(query, after=back.next, sort=sort, page_size=3)
+            assert ids(again)[: len(later.rows)] == ids(later)[: len(again.rows)], (query, sort)
+
+
+def test_sorting_by_date_and_by_idevt_both_ways(archive, tmp_path):
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    search = EventSearch(tmp_path / "index.sqlite")
+    oldest = search.search(Query(oper="0099"), sort="date", page_size=100)
+    newest = search.search(Query(oper="0099"), sort="-date", page_size=100)
+    assert _dates(newest) == sorted(_dates(oldest), reverse=True) and len(oldest.rows) == 22
+    assert oldest.sort == "date" and newest.sort == "-date"
+    by_id = [r.id_evt for r in search.search(Query(oper="0099", coffre=2), sort="-id", page_size=100).rows]
+    assert by_id == list(range(21, 0, -1))
+    # a coffre drives by IDEvt unless the date order is asked
+    assert search.search(Query(oper="0099", coffre=2)).sort == "id"
+    dated = search.search(Query(oper="0099", coffre=2), sort="date", page_size=100)
+    assert dated.sort == "date" and _dates(dated) == sorted(_dates(dated))
+    assert sorted(r.id_evt for r in dated.rows) == list(range(1, 22))
+    with pytest.raises(IndexQueryError, match="needs a coffre"):
+        search.search(Query(player="alice"), sort="id")
+    with pytest.raises(IndexQueryError, match="sort"):
+        search.search(Query(player="alice"), sort="sideways")
+    with pytest.raises(IndexQueryError):  # a cursor of the other direction
+        search.search(
+            Query(oper="0099"), sort="-date", after=search.search(Query(oper="0099"), page_size=2).next
+        )
+
+
+def test_the_total_counts_every_match_and_says_when_it_is_a_floor(archive, tmp_path, monkeypatch):
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    search = EventSearch(tmp_path / "index.sqlite")
+    for query in (
+        Query(oper="0099"),
+        Query(player="alice"),
+        Query(player="alice", type="POJEU"),
+        Query(text="T-42"),
+    ):
+        page = search.search(query, page_size=1)
+        assert (page.total, page.total_exact) == (len(every_page(search, query, 1000)), True), query
+    monkeypatch.setattr(event_index, "CHOICE_LIMIT", 3)
+    page = search.search(Query(oper="0099"), page_size=1)
+    assert (page.total, page.total_exact) == (3, False)  # at least 3: counted in the first 3 rows
+
+
+def test_players_found_by_the_start_of_their_identifier(archive, tmp_path):
+    root, trust = archive
+    index_all(root, trust, tmp_path / "index.sqlite")
+    search = EventSearch(tmp_path / "index.sqlite")
+    with closing(connect(tmp_path / "index.sqlite", readonly=True)) as db:
+        players = sorted({p for (p,) in db.execute("SELECT player FROM parties")})
+        hashes = sorted({h for (h,) in db.execute("SELECT hash FROM parties WHERE hash IS NOT NULL")})
+    assert search.players_starting("") == players[:50]
+    for player in players:
+        for cut in (1, 2, len(player)):
+            expected = [p for p in players if p.startswith(player[:cut])]
+            assert search.players_starting(player[:cut]) == expected[:50]
+    assert search.players_starting("al", limit=1) == [p for p in players if p.startswith("al")][:1]
+    assert search.players_starting("zzz-nobody") == []
+    assert hashes and search.players_starting(hashes[0][:6], hashes=True) == [
+        h for h in hashes if h.startswith(hashes[0][:6])
+    ]

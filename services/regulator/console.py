@@ -53,8 +53,11 @@ from coffre.plots import Series, line_plot
 from . import i18n
 from .archive_index import ArchiveIndex, ArchiveQueryError, parse_coffre, parse_number, parse_oper
 from .event_index import (
+    CHOICE_LIMIT,
     PAGE_LIMIT,
+    PAGE_SIZE,
     SCAN_WINDOW,
+    SORTS,
     EventRow,
     EventSearch,
     IndexQueryError,
@@ -96,7 +99,7 @@ SEARCH_FIELDS = (
     "finding",
     "text",
 )
-QUERY_PARAMETERS = frozenset((*SEARCH_FIELDS, "after", "round", "id", "lang"))
+QUERY_PARAMETERS = frozenset((*SEARCH_FIELDS, "after", "before", "sort", "round", "id", "lang"))
 """The console's query parameters: none holds a secret, the access log keeps their values."""
 
 _HERE = Path(__file__).parent
@@ -449,11 +452,30 @@ async def search(request: web.Request) -> web.Response:
         kept = [(k, v) for k, v in request.query.items() if v.strip()]
         return redirect(request.path + (f"?{urlencode(kept)}" if kept else ""))
     query, given = _query(request)
-    after = _field(request, "after")
-    page = None
-    started = time.perf_counter()
-    if not query.empty:
-        page = await asyncio.to_thread(console.search.search, query, after=after)
+    after, before, sort = _field(request, "after"), _field(request, "before"), _field(request, "sort")
+    if sort is not None and sort not in SORTS:
+        raise BadRequest(N_("sort: one of {sorts}"), sorts=", ".join(SORTS))
+    if sort is not None and sort.lstrip("-") == "id" and query.coffre is None:
+        raise BadRequest(
+            N_("sorting by IDEvt needs a coffre (IDCoffre): IDEvt numbers the events of one coffre")
+        )
+    prefixes = {
+        name: value[:-1]
+        for name, value in (("player", query.player), ("hash", query.hash_joueur))
+        if value is not None and value.endswith("*")
+    }
+    page, started, starting = None, time.perf_counter(), None
+    if prefixes:  # IDJoueur or HashJoueur given by its start: the players it may be
+        name, prefix = next(iter(prefixes.items()))
+        starting = (
+            name,
+            prefix,
+            await asyncio.to_thread(console.search.players_starting, prefix, hashes=name == "hash"),
+        )
+    elif not query.empty:
+        page = await asyncio.to_thread(
+            console.search.search, query, after=after, before=before, sort=sort, page_size=PAGE_SIZE
+        )
     elapsed = (time.perf_counter() - started) * 1000
     types, codes = await asyncio.to_thread(
         lambda: (console.search.event_types(), console.search.finding_codes())
@@ -465,11 +487,24 @@ async def search(request: web.Request) -> web.Response:
         given=defaultdict(str, given),
         page=page,
         after=after,
+        before=before,
+        sort=sort,
+        sorts=SORT_NAMES,
+        starting=starting,
         elapsed_ms=elapsed,
         scan_window=SCAN_WINDOW,
+        choice_limit=CHOICE_LIMIT,
         types=types,
         finding_codes=codes,
     )
+
+
+SORT_NAMES = {
+    "date": N_("date, oldest first"),
+    "-date": N_("date, newest first"),
+    "id": N_("IDEvt, lowest first (one coffre)"),
+    "-id": N_("IDEvt, highest first (one coffre)"),
+}
 
 
 async def search_csv(request: web.Request) -> web.StreamResponse:

@@ -202,6 +202,11 @@ class EventRow:
     """The event's finding codes, each once, in order (filled with the players for a page's rows)."""
 
 
+SORTS = ("date", "-date", "id", "-id")
+"""A search's orders: by DateEvt (the oldest first, or ``-``: the newest first), or by IDEvt within
+one coffre."""
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     rows: list[EventRow]
@@ -212,6 +217,13 @@ class Page:
     stopped_at: str | None = None
     """Where the page's reading stopped when it is not full and a next page goes on (a date, or an
     IDEvt): the search read :data:`SCAN_WINDOW` rows of its index there."""
+    previous: str | None = None
+    """The cursor of the previous page (``before=``), None on the first."""
+    total: int = 0
+    """Events the search matches, counted among the first :data:`CHOICE_LIMIT` rows of its index."""
+    total_exact: bool = True
+    """Whether :attr:`total` is every match (False: at least that many)."""
+    sort: str = "date"
 
 
 @dataclass(frozen=True, slots=True)
@@ -846,9 +858,9 @@ def _cursor(kind: str, *parts: object) -> str:
 
 def _parse_cursor(text: str) -> tuple[str, list[str]]:
     kind, _, rest = text.partition(":")
-    if kind not in ("a", "i", "r") or not rest or len(text) > 200:
+    if kind not in ("a", "i", "r", "A", "I", "R") or not rest or len(text) > 200:
         raise IndexQueryError("the page cursor is not one this console gave")
-    return kind, rest.rsplit(":", 1) if kind == "a" else rest.split(":")
+    return kind, rest.rsplit(":", 1) if kind in ("a", "A") else rest.split(":")
 
 
 SCAN_WINDOW = 5_000
@@ -880,9 +892,10 @@ class _Driver:
         return "rowid" if self.table == "event_text" else "row"
 
 
-def _drivers(q: Query) -> list[_Driver]:
+def _drivers(q: Query, *, dated: bool = False) -> list[_Driver]:
     """The indexes ``q`` can be driven from, the most selective by nature first (a Pool is one hand,
-    an Inscription one registration); the dates bound every index ordered by date."""
+    an Inscription one registration); the dates bound every index ordered by date. ``dated``: only
+    those ordered by date (the words and a coffre's IDEvt are then checked on each event)."""
     dates: tuple[tuple[str, str], ...] = tuple(
         (condition, stamp(moment))
         for moment, condition in ((q.since, "d.at >= ?"), (q.until, "d.at <= ?"))
@@ -900,9 +913,9 @@ def _drivers(q: Query) -> list[_Driver]:
         )
         if value is not None
     ]
-    if q.text is not None:
+    if q.text is not None and not dated:
         found.append(_Driver("text", "event_text", ("event_text MATCH ?",), (_fts_words(q.text),), "r"))
-    if q.coffre is not None:
+    if q.coffre is not None and not dated:
         where, args = ["d.coffre = ?"], [q.coffre]
         for value, condition in ((q.first_id, "d.id_evt >= ?"), (q.last_id, "d.id_evt <= ?")):
             if value is not None:
@@ -934,50 +947,138 @@ class EventSearch:
             db = self._local.db = connect(self.path, readonly=True)
         return db
 
-    def search(self, query: Query, *, after: str | None = None, page_size: int = PAGE_SIZE) -> Page:
-        """One page of the events ``query`` matches: by date, by IDEvt when a coffre drives it, as
-        indexed for words (:class:`_Driver`). A page reads at most :data:`SCAN_WINDOW` rows of the
-        index that drives it: a page that is not full but has a next cursor stopped there."""
+    def search(
+        self,
+        query: Query,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        sort: str | None = None,
+        page_size: int = PAGE_SIZE,
+    ) -> Page:
+        """One page of the events ``query`` matches, in the order ``sort`` names (:data:`SORTS`:
+        by date, or by IDEvt within one coffre; ``-`` for the newest or highest first; None: the
+        order of the index that drives it best, by date, by IDEvt or as indexed for words), after the
+        cursor ``after`` (the next page) or before ``before`` (the previous one). A page reads at
+        most :data:`SCAN_WINDOW` rows of the index that drives it (:class:`_Driver`): a page that
+        is not full but has a next cursor stopped there. ``total`` counts the matches among the
+        first :data:`CHOICE_LIMIT` rows of that index (exact when it holds no more)."""
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise IndexQueryError(f"page size from 1 to {MAX_PAGE_SIZE}")
-        driver = self._choose(query)
-        cursor: list[Any] = []
-        if after is not None:
-            kind, parts = _parse_cursor(after)
-            if kind != driver.order or len(parts) != len(driver.key):
-                raise IndexQueryError("the page cursor belongs to another search")
-            try:
-                cursor = [parts[0] if driver.order == "a" else int(parts[0]), *(int(p) for p in parts[1:])]
-            except ValueError:
-                raise IndexQueryError("the page cursor is not one this console gave") from None
+        if sort is not None and sort not in SORTS:
+            raise IndexQueryError(f"sort: one of {', '.join(SORTS)}")
+        if after is not None and before is not None:
+            raise IndexQueryError("a page is after a cursor or before one, not both")
+        descending = sort is not None and sort.startswith("-")
+        if sort is not None and sort.lstrip("-") == "id":
+            if query.coffre is None:
+                raise IndexQueryError(
+                    "sorting by IDEvt needs a coffre: IDEvt numbers the events of one coffre"
+                )
+            driver = next(d for d in _drivers(query) if d.name == "IDEvt")
+        else:
+            driver = self._choose(query, dated=sort is not None)
+        backwards = before is not None
+        reverse = descending != backwards  # the order the index is read in
+        cursor = self._cursor_values(after if after is not None else before, driver, descending)
         key = ", ".join(driver.key)
+        order = ", ".join(f"{column} DESC" for column in driver.key) if reverse else key
         where, args = list(driver.where), list(driver.args)
         if cursor:
-            where.append(f"({key}) > ({', '.join('?' * len(cursor))})")
+            where.append(f"({key}) {'<' if reverse else '>'} ({', '.join('?' * len(cursor))})")
             args += cursor
         ending = self.db.execute(
             f"SELECT {key} FROM {driver.table} d WHERE {' AND '.join(where) or '1'} "
-            f"ORDER BY {key} LIMIT 1 OFFSET {SCAN_WINDOW - 1}",
+            f"ORDER BY {order} LIMIT 1 OFFSET {SCAN_WINDOW - 1}",
             args,
         ).fetchone()
         if ending is not None:
-            where.append(f"({key}) <= ({', '.join('?' * len(ending))})")
+            where.append(f"({key}) {'>=' if reverse else '<='} ({', '.join('?' * len(ending))})")
             args += list(ending)
         residual, residual_args = self._residual(query, driver)
         found = self.db.execute(
             f"SELECT {_EVENT_COLUMNS}, {key} FROM {driver.table} d JOIN events e ON e.row = d.{driver.row} "
-            f"WHERE {' AND '.join(where + residual) or '1'} ORDER BY {key} LIMIT ?",
+            f"WHERE {' AND '.join(where + residual) or '1'} ORDER BY {order} LIMIT ?",
             [*args, *residual_args, page_size + 1],
         ).fetchall()
-        rows = [self._with_players(values) for values in found[:page_size]]
         width = len(driver.key)
+        kind = driver.order.upper() if descending else driver.order
+        shown = found[:page_size]
         if len(found) > page_size:
-            following, stopped = _cursor(driver.order, *found[page_size - 1][-width:]), None
+            onward, stopped = _cursor(kind, *found[page_size - 1][-width:]), None
         elif ending is not None:  # the window ends before the page is full: the next one goes on
-            following, stopped = _cursor(driver.order, *ending), str(ending[0])
+            onward, stopped = _cursor(kind, *ending), str(ending[0])
         else:
-            following, stopped = None, None
-        return Page(rows, following, driver.name, stopped)
+            onward, stopped = None, None
+        if backwards:
+            shown = shown[::-1]
+            following = _cursor(kind, *shown[-1][-width:]) if shown else None
+            previous = onward
+        else:
+            following = onward
+            previous = _cursor(kind, *shown[0][-width:]) if shown and after is not None else None
+        rows = [self._with_players(values) for values in shown]
+        total, exact = self._total(driver, residual, residual_args)
+        effective = {"a": "date", "i": "id", "r": "words"}[driver.order]
+        return Page(
+            rows,
+            following,
+            driver.name,
+            stopped,
+            previous,
+            total,
+            exact,
+            ("-" if descending else "") + effective,
+        )
+
+    def _cursor_values(self, text: str | None, driver: _Driver, descending: bool) -> list[Any]:
+        if text is None:
+            return []
+        kind, parts = _parse_cursor(text)
+        expected = driver.order.upper() if descending else driver.order
+        if kind != expected or len(parts) != len(driver.key):
+            raise IndexQueryError("the page cursor belongs to another search")
+        try:
+            return [parts[0] if driver.order == "a" else int(parts[0]), *(int(p) for p in parts[1:])]
+        except ValueError:
+            raise IndexQueryError("the page cursor is not one this console gave") from None
+
+    def _total(self, driver: _Driver, residual: list[str], residual_args: list[Any]) -> tuple[int, bool]:
+        """The events matched among the first :data:`CHOICE_LIMIT` rows of the driving index, and
+        whether that is all of them (the index held no more rows for the driver's conditions)."""
+        window = self.db.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {driver.table} d "
+            f"WHERE {' AND '.join(driver.where) or '1'} LIMIT {CHOICE_LIMIT + 1}) w",
+            driver.args,
+        ).fetchone()[0]
+        if not residual:
+            return min(window, CHOICE_LIMIT), window <= CHOICE_LIMIT
+        matched = self.db.execute(
+            f"SELECT count(*) FROM (SELECT d.{driver.row} AS r FROM {driver.table} d "
+            f"WHERE {' AND '.join(driver.where) or '1'} ORDER BY {', '.join(driver.key)} LIMIT {CHOICE_LIMIT}) w "
+            f"JOIN events e ON e.row = w.r WHERE {' AND '.join(residual)}",
+            [*driver.args, *residual_args],
+        ).fetchone()[0]
+        return matched, window <= CHOICE_LIMIT
+
+    def players_starting(self, prefix: str, *, hashes: bool = False, limit: int = 50) -> list[str]:
+        """The distinct IDJoueur (or HashJoueur) that start with ``prefix``, in order, at most
+        ``limit``: one index seek each (a prefix that thousands of players share costs no more)."""
+        column = "hash" if hashes else "player"
+        found: list[str] = []
+        last = prefix
+        for _ in range(limit):
+            row = self.db.execute(
+                f"SELECT {column} FROM parties WHERE {column} >= ? AND {column} > ? ORDER BY {column} LIMIT 1"
+                if found
+                else f"SELECT {column} FROM parties WHERE {column} >= ? AND {column} >= ? ORDER BY {column} LIMIT 1",
+                (prefix, last),
+            ).fetchone()
+            if row is None or not row[0].startswith(prefix):
+                break
+            found.append(row[0])
+            last = row[0]
+        return found
 
     def _with_players(self, values: Sequence[Any]) -> EventRow:
         row = _event_row(values)
@@ -994,11 +1095,11 @@ class EventSearch:
             )
         return replace(row, players=players, codes=codes)
 
-    def _choose(self, q: Query) -> _Driver:
+    def _choose(self, q: Query, *, dated: bool = False) -> _Driver:
         """The index to drive ``q`` from: among those ``q`` can use, the one with the fewest matching
         rows, each counted up to :data:`CHOICE_LIMIT` (a few milliseconds); on a tie, the first of
         :func:`_drivers`' order (the most selective by nature first)."""
-        candidates = _drivers(q)
+        candidates = _drivers(q, dated=dated)
         if len(candidates) == 1:
             return candidates[0]
         best, fewest = candidates[0], None
