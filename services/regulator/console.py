@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import functools
 import hashlib
 import io
 import json
+import re
 import secrets
 import threading
 import time
@@ -35,12 +37,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import coffre_auditor.join  # noqa: F401  registers AUDIT_FAILED, a code the index writes too
 import jinja2
 from aiohttp import web
+from babel.messages.pofile import read_po
 from cryptography.hazmat.primitives import serialization
 from lxml import etree
+from markupsafe import Markup, escape
 
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
+from coffre.domain.audit import rules as rule_table
 from coffre.domain.audit.findings import CODES, Finding
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.codec import read_xml
@@ -98,6 +104,12 @@ QUERY_PARAMETERS = frozenset((*SEARCH_FIELDS, "after", "round", "id"))
 """The console's query parameters: none holds a secret, the access log keeps their values."""
 
 _HERE = Path(__file__).parent
+
+LANGUAGES = ("fr", "en")
+DEFAULT_LANGUAGE = "fr"
+"""The console speaks French unless the browser prefers English (Accept-Language)."""
+FINDINGS_PO = _HERE / "locale" / "fr" / "LC_MESSAGES" / "findings.po"
+"""The French meanings of the finding codes: msgid the English meaning as registered in CODES."""
 
 
 # -- sessions -----------------------------------------------------------------------------------------
@@ -163,8 +175,17 @@ class Console:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.templates.globals.update(prefix=PREFIX, link=_link, codes=CODES)
+        self.templates.globals.update(
+            prefix=PREFIX,
+            link=_link,
+            codes=CODES,
+            meaning=meaning,
+            rules_of=lambda code: rule_table.rows_by_code().get(code, ()),
+        )
         self.templates.filters["hexa"] = lambda value: value.hex() if isinstance(value, bytes) else value
+        self.templates.filters["cell"] = rule_cell
+        self.templates.add_extension("jinja2.ext.i18n")
+        self.templates.install_null_translations(newstyle=True)  # type: ignore[attr-defined]
         self._lots: OrderedDict[str, list[LotEvent]] = OrderedDict()
         self._lots_lock = threading.Lock()
 
@@ -202,6 +223,75 @@ class Console:
             if event.id_evt == id_evt:
                 return event
         raise web.HTTPNotFound(reason=f"IDEvt {id_evt} is not in {lot.key}")
+
+
+def page_language(request: web.Request) -> str:
+    """``en`` when the browser's Accept-Language ranks English above French, else ``fr``."""
+    ranked: list[tuple[float, int, str]] = []
+    for n, part in enumerate(request.headers.get("Accept-Language", "").split(",")):
+        tag, _, params = part.strip().partition(";")
+        primary = tag.strip().lower().split("-")[0]
+        quality = 1.0
+        if params.strip().startswith("q="):
+            try:
+                quality = float(params.strip()[2:])
+            except ValueError:
+                quality = 0.0
+        if primary in LANGUAGES and quality > 0:
+            ranked.append((-quality, n, primary))
+    return min(ranked)[2] if ranked else DEFAULT_LANGUAGE
+
+
+@functools.cache
+def french_meanings() -> dict[str, str]:
+    """English meaning -> French, from findings.po (package data)."""
+    with FINDINGS_PO.open("rb") as file:
+        catalogue = read_po(file, locale="fr", domain="findings")
+    return {message.id: message.string for message in catalogue if message.id and message.string}
+
+
+def meaning(code: str, lang: str) -> str:
+    """The code's one-line meaning in ``lang`` (English when French has none); empty if unknown."""
+    english = CODES[code][1] if code in CODES else ""
+    return french_meanings().get(english, english) if lang == "fr" and english else english
+
+
+_CODE_SPAN = re.compile(r"`([^`]*)`")
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+_EMPHASIS = re.compile(r"(?<![\w.*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])")
+
+
+def rule_cell(text: str, link_codes: bool = True) -> Markup:
+    """A cell of rules.md as HTML: its code spans (a finding code linked to its rules unless
+    ``link_codes`` is false: inside a link), bold and italics; a link to another document is kept as
+    its text (the console does not serve docs/)."""
+    out: list[str] = []
+    for n, piece in enumerate(_CODE_SPAN.split(text)):
+        if n % 2:  # inside backticks
+            if link_codes and piece in rule_table.rows_by_code():
+                out.append(f'<a href="{PREFIX}/rules#{escape(piece)}"><code>{escape(piece)}</code></a>')
+            else:
+                out.append(f"<code>{escape(piece)}</code>")
+            continue
+        html = str(escape(_LINK.sub(r"\1", piece)))
+        html = _STRONG.sub(r"<strong>\1</strong>", html)
+        out.append(_EMPHASIS.sub(r"<em>\1</em>", html))
+    return Markup("".join(out))
+
+
+def seat_key(seat: object) -> str:
+    """A seat as the findings name it (``3``): a participant's Siege is a decimal (``3``, ``3.0``)."""
+    try:
+        number = Decimal(str(seat))
+    except ArithmeticError:
+        return str(seat)
+    return str(int(number)) if number.is_finite() and number == number.to_integral_value() else str(seat)
+
+
+def hand_seats(event: POJEU) -> dict[str, str]:
+    """Seat -> IDJoueur of a hand's participants (a finding names a seat)."""
+    return {seat_key(p.Siege): p.IDJoueur for p in event.Participants.Joueur}
 
 
 def _link(path: str, **params: object) -> str:
@@ -477,10 +567,17 @@ async def event_page(request: web.Request) -> web.Response:
         neighbours = {
             player: console.search.neighbours(oper, player, row.at, row.row) for player in row.players[:12]
         }
+        seats: dict[str, str] = {}
+        if row.type == "POJEU" and any(f.seat is not None for f in findings):
+            with contextlib.suppress(Rejected):  # the index read it: it reads again
+                event = normalize(stored.canonical)
+                if isinstance(event, POJEU):
+                    seats = hand_seats(event)
         return {
             "row": row,
             "lot": lot,
             "findings": findings,
+            "seats": seats,
             "stored": stored,
             "position": position,
             "neighbours": neighbours,
@@ -490,7 +587,9 @@ async def event_page(request: web.Request) -> web.Response:
     data = await asyncio.to_thread(gather)
     if data is None:
         raise web.HTTPNotFound(reason=f"IDEvt {id_evt} of coffre {oper}/{coffre} is not in the index")
-    return console.render("event.html", title=f"{oper}/{coffre} IDEvt {id_evt}", **data)
+    return console.render(
+        "event.html", title=f"{oper}/{coffre} IDEvt {id_evt}", lang=page_language(request), **data
+    )
 
 
 async def event_proof(request: web.Request) -> web.Response:
@@ -575,6 +674,12 @@ async def player_page(request: web.Request) -> web.Response:
         money=money,
         hashes=sorted({p.hash_joueur for p in parties if p.hash_joueur}),
         findings=data["findings"],
+        seats={
+            (p.oper, p.coffre, p.id_evt): {seat_key(p.seat): p.player}
+            for p in parties
+            if p.type == "POJEU" and p.seat is not None
+        },
+        lang=page_language(request),
         since=_field(request, "since"),
         until=_field(request, "until"),
         truncated=len(parties) >= PAGE_LIMIT,
@@ -626,6 +731,11 @@ async def tech_page(request: web.Request) -> web.Response:
         seats=seats_by_hand,
         levels=levels,
         findings=[(r, f) for r, fs in events for f in fs],
+        seats_of={
+            key: {seat_key(s.seat): s.player for s in listed if s.seat is not None}
+            for key, listed in seats_by_hand.items()
+        },
+        lang=page_language(request),
         truncated=len(events) >= PAGE_LIMIT,
         page_limit=PAGE_LIMIT,
     )
@@ -660,9 +770,30 @@ async def hand_page(request: web.Request) -> web.Response:
         row=row,
         event=event,
         findings=findings,
+        seats=hand_seats(event),
+        lang=page_language(request),
         picture=picture,
         rounds=rounds,
         step=step,
+    )
+
+
+async def rules_page(request: web.Request) -> web.Response:
+    """The rules table (rules.md as shipped): an anchor per rule id and per finding code, which
+    each finding's sentence links to."""
+    lang = page_language(request)
+    sections: dict[str, list[rule_table.Row]] = {}
+    for row in rule_table.rows():
+        sections.setdefault(row.section, []).append(row)
+    by_code = rule_table.rows_by_code()
+    return _console(request).render(
+        "rules.html",
+        title="The rules coffre checks",
+        lang=lang,
+        sections=sections,
+        codes_listed=[
+            (code, CODES[code][0] if code in CODES else "", rows) for code, rows in sorted(by_code.items())
+        ],
     )
 
 
@@ -743,6 +874,7 @@ def add_console(app: web.Application, console: Console, check_token: Callable[[s
         ("/certificates.pem", certificates),
         ("/player", player_page),
         ("/tech", tech_page),
+        ("/rules", rules_page),
         ("/static/console.css", stylesheet),
     ):
         route.add_get(PREFIX + path, handler, allow_head=False)
