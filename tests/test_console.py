@@ -21,11 +21,15 @@ import urllib.request
 
 import lxml.html
 import pytest
+from babel.messages.pofile import read_po
 from coffre_regulator import console
+from lxml import etree
 
 from coffre.adapters.storage import LocalStorage
+from coffre.domain.audit import rules
+from coffre.domain.audit.findings import CODES
 
-from audit_hands import build_archive
+from audit_hands import build_archive, duplicated_card_hand
 from console_server import ConsoleServer
 
 TOKEN = "console-test-token-0123456789"
@@ -96,6 +100,7 @@ PAGES = (
     "/console/certificates.pem",
     "/console/player?oper=0099&id=alice",
     "/console/tech?oper=0099&id=T-42",
+    "/console/rules",
     "/console/no-such-page",
 )
 
@@ -420,6 +425,8 @@ HTML_PAGES = (
     "/console/tech?oper=0099&id=T-42",
     "/console/no-such-page",
     "/console/search?from_id=9&to_id=2",
+    "/console/rules",
+    "/console/search?player=ali*",
 )
 
 
@@ -534,3 +541,132 @@ def test_players_are_found_by_the_start_of_their_identifier_and_an_empty_result_
     assert "No player's identifier starts with “zz-nobody”." in nobody
     empty = html.unescape(client.get("/console/search?player=alice&type=POBILAN&tech=no-such")[2].decode())
     assert "No event matches this search." in empty and "0 event(s) match" in empty
+
+
+# -- findings as sentences, linked to the rules (issue 32) ------------------------------------------
+
+
+def _french(meaning: str) -> str:
+    with (console.i18n.LOCALE_DIR / "fr" / "LC_MESSAGES" / "findings.po").open("rb") as file:
+        return {m.id: m.string for m in read_po(file) if m.id}[meaning]
+
+
+def _seat_3_player() -> str:
+    """The IDJoueur on seat 3 of the flagged hand (coffre 0099/1, IDEvt 1), read from the hand."""
+    root = etree.fromstring(duplicated_card_hand())
+    (player,) = [j.findtext("IDJoueur") for j in root.iter("Joueur") if j.findtext("Siege") == "3"]
+    return player
+
+
+def _findings_section(page: str) -> str:
+    (section,) = re.findall(r'<section aria-labelledby="findings-h">(.*?)</section>', page, re.S)
+    return section
+
+
+def _sentence(section: str) -> str:
+    """The section's text without tags, blanks collapsed: the sentence as read."""
+    return " ".join(re.sub(r"<[^>]+>", "", section).split())
+
+
+def test_an_event_finding_names_the_player_and_links_the_rules_it_breaks(client):
+    """The flagged hand's CARD_DEALT_TWICE reads as a sentence: the seat and its player (from the
+    hand's participants), the code's meaning (French by default), the audit's message, then every
+    rule that code checks, with its article, linked to its row, and the rule's own words."""
+    client.language = "fr"
+    page = _findings_section(html.unescape(client.get("/console/event/0099/1/1")[2].decode()))
+    player, meaning = _seat_3_player(), CODES["CARD_DEALT_TWICE"][1]
+    said = _sentence(page)
+    assert f"Siège 3 (IDJoueur {player}), tour preflop: {_french(meaning)}: card 32" in said, said
+    assert f'<a href="/console/player?oper=0099&id={player}">{player}</a>' in page and meaning not in page
+    broken = rules.rows_by_code()["CARD_DEALT_TWICE"]
+    assert len(broken) > 1  # a code under several rows cites them all
+    for row in broken:
+        assert f'<a href="/console/rules#{row.id}">la règle {row.id}, {row.source}</a>' in page, row.id
+        assert f"Enfreint la règle {row.id}, {row.source}, qui exige {row.quote}" in said, row.id
+    assert "coffre vérifie" not in page  # a French page gives the rule's French words, not coffre's English
+    rules_page = client.get("/console/rules")[2].decode()
+    for anchor in [row.id for row in broken] + ["CARD_DEALT_TWICE"]:
+        assert f'id="{anchor}"' in rules_page, anchor
+
+
+def test_an_english_page_gives_the_english_meaning_and_what_coffre_checks(client):
+    english = {"Accept-Language": "en-GB,en;q=0.9,fr;q=0.8"}
+    page = _findings_section(
+        html.unescape(client.get("/console/event/0099/1/1", headers=english)[2].decode())
+    )
+    assert CODES["CARD_DEALT_TWICE"][1] in page
+    c5 = {row.id: row for row in rules.rows()}["C5"]
+    assert "coffre checks: " in page and "dealt once" in c5.checks and "dealt once" in page
+    french = {"Accept-Language": "en;q=0.5, fr"}
+    page = _findings_section(html.unescape(client.get("/console/event/0099/1/1", headers=french)[2].decode()))
+    assert _french(CODES["CARD_DEALT_TWICE"][1]) in page
+
+
+def test_the_hand_player_and_tech_pages_give_the_same_sentence(client):
+    player = _seat_3_player()
+    who = f"Seat 3 (IDJoueur {player}), round preflop"
+    hand = html.unescape(client.get("/console/hand/0099/1/1")[2].decode())
+    (tech,) = etree.fromstring(duplicated_card_hand()).iter("Tech")
+    pages = [
+        _findings_section(hand),
+        _findings_section(html.unescape(client.get(f"/console/player?oper=0099&id={player}")[2].decode())),
+        _findings_section(html.unescape(client.get(f"/console/tech?oper=0099&id={tech.text}")[2].decode())),
+    ]
+    for page in pages:
+        assert who in _sentence(page) and '<a href="/console/rules#C5">rule C5, décret art. 2</a>' in page, (
+            page
+        )
+
+
+def test_the_rules_page_has_an_anchor_per_rule_and_per_code(client):
+    status, _, body = client.get("/console/rules")
+    page = body.decode()
+    assert status == 200
+    ids = re.findall(r'<tr id="([^"]+)">', page)
+    assert ids[: len(rules.rows_by_code())] == sorted(rules.rows_by_code())
+    assert ids[len(rules.rows_by_code()) :] == [row.id for row in rules.rows()]
+    text = html.unescape(page)
+    c2b = {row.id: row for row in rules.rows()}["C2b"]
+    assert c2b.rule == "(same)" and c2b.quote in text.split('<tr id="C2b">')[1].split("</tr>")[0]
+    # a code span of the table is a <code>, a finding code in it a link to its row of codes
+    assert (
+        '<a href="/console/rules#TOO_FEW_OCCURRENCES">' not in page
+        and "<code>TOO_FEW_OCCURRENCES</code>" in page
+    )
+    assert '<a href="/console/rules#CARD_DEALT_TWICE"><code>CARD_DEALT_TWICE</code></a>' in page
+
+
+def test_a_rules_cell_is_escaped_and_its_markdown_read():
+    cell = str(
+        console.rule_cell("**not** *checked*: `CARD_DEALT_TWICE` and `<b>` [docs](x.md) <i> 1.3.6.c.* (x)")
+    )
+    assert cell == (
+        '<strong>not</strong> <em>checked</em>: <a href="/console/rules#CARD_DEALT_TWICE">'
+        "<code>CARD_DEALT_TWICE</code></a> and <code>&lt;b&gt;</code> docs &lt;i&gt; 1.3.6.c.* (x)"
+    )
+    assert "<a " not in str(console.rule_cell("`CARD_DEALT_TWICE`", link_codes=False))
+
+
+@pytest.mark.parametrize(
+    ("header", "language"),
+    [
+        (None, "fr"),
+        ("en-US,en;q=0.9", "en"),
+        ("fr-FR,fr;q=0.9,en;q=0.8", "fr"),
+        ("de-DE,en;q=0.7,fr;q=0.5", "en"),
+        ("de, es", "fr"),
+        ("en;q=0, fr;q=0.1", "fr"),
+        ("en;q=nonsense", "fr"),
+    ],
+)
+def test_the_page_language_follows_accept_language(header, language):
+    from aiohttp.test_utils import make_mocked_request
+
+    request = make_mocked_request("GET", "/console/", headers={"Accept-Language": header} if header else {})
+    assert console.language(request) == language
+
+
+def test_a_seat_is_named_as_the_findings_name_it():
+    from decimal import Decimal
+
+    assert [console.seat_key(s) for s in (3, "3", Decimal("3.0"), "3.5", "x")] == ["3", "3", "3", "3.5", "x"]

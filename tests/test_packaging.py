@@ -22,3 +22,31 @@ def test_every_package_of_the_source_tree_is_listed_for_the_wheel():
             relative = init.parent.relative_to(folder).parts
             found.add(".".join((name, *relative)))
     assert found - listed == set()
+
+
+RUN_TIME_DATA = (
+    "coffre/domain/audit/rules.md",  # the rules table the console shows (docs/rules.md links to it)
+    "services/regulator/locale/fr/LC_MESSAGES/findings.po",  # the finding codes' French meanings
+    "services/regulator/templates/rules.html",
+)
+"""Files read at run time that are not Python: a wheel has them only if package-data names them."""
+
+
+def test_the_files_read_at_run_time_are_package_data():
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    folders = {name: ROOT / path for name, path in setuptools["package-dir"].items()}
+
+    def folder(package: str) -> Path:
+        top, *rest = package.split(".")
+        return folders.get(top, ROOT / top).joinpath(*rest)
+
+    shipped = {
+        path.resolve()
+        for package, patterns in setuptools["package-data"].items()
+        for pattern in patterns
+        for path in folder(package).glob(pattern)
+    }
+    for name in RUN_TIME_DATA:
+        file = ROOT / name
+        assert file.is_file() and not file.is_symlink(), name  # a link would ship only on some builds
+        assert file.resolve() in shipped, name

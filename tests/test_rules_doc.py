@@ -1,6 +1,8 @@
 """docs/rules.md, the rules of the five texts with the finding code that checks each and its known
 answer, is held against the code: every code it names is registered, every registered code is in it,
-every test it cites exists, and every rule with a code cites the test that is its known answer.
+every test it cites exists, and every rule with a code cites the test that is its known answer. The
+file is coffre/domain/audit/rules.md (package data, read by the console at run time), docs/rules.md
+a link to it; its rows are read by coffre.domain.audit.rules, as the console reads them.
 
 The known answers of the few codes and rules that had none are at the end of this file."""
 
@@ -11,13 +13,13 @@ import importlib
 import json
 import re
 import sys
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coffre.domain.audit import rules
 from coffre.domain.audit.findings import CODES
 from coffre.domain.audit.trail import MoneyTrail
 from coffre.domain.catalogue.base import Event
@@ -27,49 +29,10 @@ from coffre.domain.normalize import normalize
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "rules.md"
-HEADER = ["id", "source", "rule", "what coffre checks", "finding codes", "known answer"]
 AUDIT_MODULES = ("hand", "trail", "single", "identity", "events", "table", "tournament")
 """Every module of coffre.domain.audit that registers codes; one not written yet is skipped."""
 
-CODE = re.compile(r"`([A-Z][A-Z0-9_]+)`")
-CITATION = re.compile(r"`(tests/[\w/]+\.py)::(\w+)(?:\[([^\]]+)\])?`")
 PLACEHOLDER = "—"
-
-
-@dataclass(frozen=True)
-class Row:
-    id: str
-    source: str
-    rule: str
-    checks: str
-    codes: tuple[str, ...]
-    known_answer: str
-
-    @property
-    def citations(self) -> list[tuple[str, str, str | None]]:
-        return [(path, name, param or None) for path, name, param in CITATION.findall(self.known_answer)]
-
-
-def _cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
-
-
-def rows() -> list[Row]:
-    """The rows of every table of rules.md whose header is :data:`HEADER`."""
-    out: list[Row] = []
-    lines = DOC.read_text(encoding="utf-8").splitlines()
-    i = 0
-    while i < len(lines):
-        if lines[i].startswith("|") and _cells(lines[i]) == HEADER:
-            i += 2  # the header and its |---| line
-            while i < len(lines) and lines[i].startswith("|"):
-                cells = _cells(lines[i])
-                assert len(cells) == len(HEADER), lines[i]
-                ident, source, rule, checks, codes, answer = cells
-                out.append(Row(ident, source, rule, checks, tuple(CODE.findall(codes)), answer))
-                i += 1
-        i += 1
-    return out
 
 
 def registered() -> dict[str, tuple[str, str]]:
@@ -81,7 +44,7 @@ def registered() -> dict[str, tuple[str, str]]:
     return dict(CODES)
 
 
-ROWS = rows()
+ROWS = rules.rows()
 
 
 def test_the_tables_are_read():
@@ -98,8 +61,36 @@ def test_every_code_the_table_names_is_registered():
 
 
 def test_every_registered_code_is_in_the_table():
-    named = {code for row in ROWS for code in row.codes}
-    assert sorted(set(registered()) - named) == []
+    """The console cites, for each finding, the rows that name its code: none may have no row."""
+    assert sorted(set(registered()) - set(rules.rows_by_code())) == []
+
+
+def test_docs_rules_md_is_the_packaged_file_not_a_copy():
+    assert DOC.is_symlink() and DOC.resolve() == ROOT / "coffre" / "domain" / "audit" / "rules.md"
+    assert rules.text() == DOC.read_text(encoding="utf-8")
+
+
+def test_a_row_that_repeats_a_rule_quotes_it():
+    by_id = {row.id: row for row in ROWS}
+    assert by_id["C2b"].rule == "(same)" and by_id["C2b"].quote == by_id["C2a"].rule
+    assert by_id["C2a"].quote.startswith("« la compétition")
+    assert by_id["C3"].source == "décret art. 1 III 1°" and by_id["C3"].section.startswith("1.1 The décret")
+    assert [row.id for row in rules.rows_by_code()["ROUND_OUT_OF_ORDER"]] == ["C3", "A44"]
+
+
+def test_every_registered_code_has_its_meaning_in_french():
+    """services/regulator/locale/fr/LC_MESSAGES/findings.po: the msgid is the meaning as registered
+    (a meaning reworded in the code must be translated again), the msgstr not empty."""
+    from babel.messages.pofile import read_po
+
+    po = ROOT / "services" / "regulator" / "locale" / "fr" / "LC_MESSAGES" / "findings.po"
+    with po.open("rb") as file:
+        catalogue = read_po(file, locale="fr", domain="findings")
+    french = {message.id: message.string for message in catalogue if message.id}
+    missing = sorted(
+        code for code, (_, meaning) in registered().items() if not french.get(meaning, "").strip()
+    )
+    assert missing == []
 
 
 def test_every_row_with_a_code_cites_its_known_answer():

@@ -21,6 +21,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import secrets
 import threading
 import time
@@ -35,12 +36,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import coffre_auditor.join  # noqa: F401  registers AUDIT_FAILED, a code the index writes too
 import jinja2
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from lxml import etree
+from markupsafe import Markup, escape
 
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
+from coffre.domain.audit import rules as rule_table
 from coffre.domain.audit.findings import CODES, Finding
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.codec import read_xml
@@ -188,11 +192,22 @@ class Console:
     def __post_init__(self) -> None:
         loader = jinja2.FileSystemLoader(_HERE / "templates")
         self.templates = {
-            language: i18n.environment(language, loader, {"prefix": PREFIX, "link": _link, "codes": CODES})
+            language: i18n.environment(
+                language,
+                loader,
+                {
+                    "prefix": PREFIX,
+                    "link": _link,
+                    "codes": CODES,
+                    "meaning": meaning,
+                    "rules_of": lambda code: rule_table.rows_by_code().get(code, ()),
+                },
+            )
             for language in i18n.LANGUAGES
         }
         for env in self.templates.values():
             env.filters["hexa"] = lambda value: value.hex() if isinstance(value, bytes) else value
+            env.filters["cell"] = rule_cell
         self._lots: OrderedDict[str, list[LotEvent]] = OrderedDict()
         self._lots_lock = threading.Lock()
 
@@ -204,7 +219,9 @@ class Console:
         env = self.templates[spoken]
         here = request.rel_url
         switch = {other: str(here.update_query({i18n.SWITCH_PARAMETER: other})) for other in i18n.LANGUAGES}
-        body = env.get_template(name).render(title=i18n.Language(spoken).text(title), switch=switch, **values)
+        body = env.get_template(name).render(
+            title=i18n.Language(spoken).text(title), switch=switch, lang=spoken, **values
+        )
         response = web.Response(status=code, text=body, content_type="text/html", charset="utf-8")
         response.headers["Content-Language"] = spoken
         response.headers["Vary"] = "Accept-Language, Cookie"
@@ -241,6 +258,50 @@ class Console:
             if event.id_evt == id_evt:
                 return event
         raise NotFound(N_("IDEvt {id_evt} is not in {key}"), id_evt=id_evt, key=lot.key)
+
+
+def meaning(code: str, lang: str) -> str:
+    """The code's one-line meaning in ``lang`` (English when French has none); empty if unknown."""
+    english = CODES[code][1] if code in CODES else ""
+    return i18n.Language(lang).gettext(english) if english else english
+
+
+_CODE_SPAN = re.compile(r"`([^`]*)`")
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+_EMPHASIS = re.compile(r"(?<![\w.*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])")
+
+
+def rule_cell(text: str, link_codes: bool = True) -> Markup:
+    """A cell of rules.md as HTML: its code spans (a finding code linked to its rules unless
+    ``link_codes`` is false: inside a link), bold and italics; a link to another document is kept as
+    its text (the console does not serve docs/)."""
+    out: list[str] = []
+    for n, piece in enumerate(_CODE_SPAN.split(text)):
+        if n % 2:  # inside backticks
+            if link_codes and piece in rule_table.rows_by_code():
+                out.append(f'<a href="{PREFIX}/rules#{escape(piece)}"><code>{escape(piece)}</code></a>')
+            else:
+                out.append(f"<code>{escape(piece)}</code>")
+            continue
+        html = str(escape(_LINK.sub(r"\1", piece)))
+        html = _STRONG.sub(r"<strong>\1</strong>", html)
+        out.append(_EMPHASIS.sub(r"<em>\1</em>", html))
+    return Markup("".join(out))
+
+
+def seat_key(seat: object) -> str:
+    """A seat as the findings name it (``3``): a participant's Siege is a decimal (``3``, ``3.0``)."""
+    try:
+        number = Decimal(str(seat))
+    except ArithmeticError:
+        return str(seat)
+    return str(int(number)) if number.is_finite() and number == number.to_integral_value() else str(seat)
+
+
+def hand_seats(event: POJEU) -> dict[str, str]:
+    """Seat -> IDJoueur of a hand's participants (a finding names a seat)."""
+    return {seat_key(p.Siege): p.IDJoueur for p in event.Participants.Joueur}
 
 
 def _link(path: str, **params: object) -> str:
@@ -593,10 +654,17 @@ async def event_page(request: web.Request) -> web.Response:
         neighbours = {
             player: console.search.neighbours(oper, player, row.at, row.row) for player in row.players[:12]
         }
+        seats: dict[str, str] = {}
+        if row.type == "POJEU" and any(f.seat is not None for f in findings):
+            with contextlib.suppress(Rejected):  # the index read it: it reads again
+                event = normalize(stored.canonical)
+                if isinstance(event, POJEU):
+                    seats = hand_seats(event)
         return {
             "row": row,
             "lot": lot,
             "findings": findings,
+            "seats": seats,
             "stored": stored,
             "position": position,
             "neighbours": neighbours,
@@ -710,6 +778,11 @@ async def player_page(request: web.Request) -> web.Response:
         money=money,
         hashes=sorted({p.hash_joueur for p in parties if p.hash_joueur}),
         findings=data["findings"],
+        seats={
+            (p.oper, p.coffre, p.id_evt): {seat_key(p.seat): p.player}
+            for p in parties
+            if p.type == "POJEU" and p.seat is not None
+        },
         since=_field(request, "since"),
         until=_field(request, "until"),
         truncated=len(parties) >= PAGE_LIMIT,
@@ -763,6 +836,10 @@ async def tech_page(request: web.Request) -> web.Response:
         seats=seats_by_hand,
         levels=levels,
         findings=[(r, f) for r, fs in events for f in fs],
+        seats_of={
+            key: {seat_key(s.seat): s.player for s in listed if s.seat is not None}
+            for key, listed in seats_by_hand.items()
+        },
         truncated=len(events) >= PAGE_LIMIT,
         page_limit=PAGE_LIMIT,
     )
@@ -805,9 +882,42 @@ async def hand_page(request: web.Request) -> web.Response:
         row=row,
         event=event,
         findings=findings,
+        seats=hand_seats(event),
         picture=picture,
         rounds=rounds,
         step=step,
+    )
+
+
+FAMILIES = {
+    "cards": N_("cards"),
+    "order": N_("order"),
+    "money": N_("money"),
+    "showdown": N_("showdown"),
+    "trail": N_("trail"),
+    "identity": N_("identity"),
+    "tournament": N_("tournament"),
+    "audit": N_("audit"),
+}
+"""The finding codes' families (findings.CODES), as the rules page names them."""
+
+
+async def rules_page(request: web.Request) -> web.Response:
+    """The rules table (rules.md as shipped): an anchor per rule id and per finding code, which
+    each finding's sentence links to."""
+    sections: dict[str, list[rule_table.Row]] = {}
+    for row in rule_table.rows():
+        sections.setdefault(row.section, []).append(row)
+    by_code = rule_table.rows_by_code()
+    return _console(request).render(
+        request,
+        "rules.html",
+        title=N_("The rules coffre checks"),
+        families=FAMILIES,
+        sections=sections,
+        codes_listed=[
+            (code, CODES[code][0] if code in CODES else "", rows) for code, rows in sorted(by_code.items())
+        ],
     )
 
 
@@ -889,6 +999,7 @@ def add_console(app: web.Application, console: Console, check_token: Callable[[s
         ("/certificates.pem", certificates),
         ("/player", player_page),
         ("/tech", tech_page),
+        ("/rules", rules_page),
         ("/static/console.css", stylesheet),
     ):
         route.add_get(PREFIX + path, _switching_language(handler), allow_head=False)
