@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -24,7 +25,7 @@ from coffre_regulator import console
 
 from coffre.adapters.storage import LocalStorage
 
-from audit_hands import build_archive
+from audit_hands import ANNEX_POJEU, build_archive, duplicated_card_hand, normalized, seal_archive
 from console_server import ConsoleServer
 
 TOKEN = "console-test-token-0123456789"
@@ -92,6 +93,7 @@ PAGES = (
     "/console/certificates.pem",
     "/console/player?oper=0099&id=alice",
     "/console/tech?oper=0099&id=T-42",
+    "/console/findings?oper=0099&since=2016-01-01",
     "/console/no-such-page",
 )
 
@@ -404,3 +406,206 @@ def test_the_event_xml_is_indented_for_reading(client):
     text = html.unescape(xml)
     assert text.startswith("<POJEU") and text.count("\n") > 20 and "\n  <" in text
     assert "indented for reading" in page
+
+
+# -- the findings page (issue 32) -----------------------------------------------------------------------
+
+
+def flagged_hand(date: str, oper: str, *, card: bool = False, two_seats: bool = False) -> bytes:
+    """The annex's hand of IDOper ``oper`` at DateEvt ``date`` (YYMMDDhhmmss): with a card dealt twice
+    (CARD_DEALT_TWICE), with seat 7's player on seat 8 too (PLAYER_ON_TWO_SEATS), or clean."""
+    raw = duplicated_card_hand("000-test-001" if two_seats else None) if card else ANNEX_POJEU.read_bytes()
+    if two_seats and not card:
+        raw = raw.replace(b"<IDJoueur>999-test-999</IDJoueur>", b"<IDJoueur>000-test-001</IDJoueur>")
+    raw = raw.replace(b"<DateEvt>160101001000</DateEvt>", f"<DateEvt>{date}</DateEvt>".encode(), 1)
+    return raw.replace(b"<IDOper>0099</IDOper>", f"<IDOper>{oper}</IDOper>".encode(), 1)
+
+
+@pytest.fixture(scope="module")
+def findings_server(tmp_path_factory):
+    """Two operators, two finding codes (one event with both), over four months."""
+    tmp = tmp_path_factory.mktemp("findings")
+    root, cert = seal_archive(
+        tmp,
+        {
+            ("0099", 1): normalized(
+                [
+                    flagged_hand("260301100000", "0099", card=True),
+                    flagged_hand("260301110000", "0099"),
+                    flagged_hand("260302090000", "0099", card=True, two_seats=True),
+                    flagged_hand("260305120000", "0099", two_seats=True),
+                ]
+            ),
+            ("0123", 1): normalized(
+                [
+                    flagged_hand("260302150000", "0123", card=True),
+                    flagged_hand("260620080000", "0123", two_seats=True),
+                ]
+            ),
+        },
+    )
+    served = ConsoleServer(tmp, root, cert, tokens=f"inspector:{TOKEN}\n")
+    yield served
+    served.stop()
+
+
+def indexed(server) -> list:
+    """Every event of the console's index with its finding codes, as its search gives them."""
+    from coffre_regulator.event_index import EventSearch, Query
+
+    return list(EventSearch(server.settings.console_index_path).export_rows(Query()))
+
+
+def events_of(rows, code: str, oper: str | None, since: str | None, until: str | None) -> set:
+    """(IDOper, IDCoffre, IDEvt) of the events with finding ``code``, of ``oper``, between the days."""
+    return {
+        (r.oper, str(r.coffre), str(r.id_evt))
+        for r in rows
+        if code in r.codes
+        and oper in (None, r.oper)
+        and (since is None or r.at[:10] >= since)
+        and (until is None or r.at[:10] <= until)
+    }
+
+
+def searched(client: Client, href: str) -> set:
+    """What the search a link leads to lists: every event of its CSV export (all its pages)."""
+    path, _, query = href.partition("?")
+    assert path == "/console/search", href
+    status, _, body = client.get(f"/console/search.csv?{query}")
+    assert status == 200, (href, body[:300])
+    return {(r["IDOper"], r["IDCoffre"], r["IDEvt"]) for r in csv.DictReader(io.StringIO(body.decode()))}
+
+
+def check_findings_page(client: Client, rows: list, filters: dict[str, str]) -> dict[str, object]:
+    """The page's counts are the index's, and each count's link searches exactly the events counted."""
+    from lxml import html as lxml_html
+
+    status, _, body = client.get("/console/findings?" + urllib.parse.urlencode(filters))
+    assert status == 200, body[:300]
+    page = lxml_html.fromstring(body)
+    oper, since, until = filters.get("oper"), filters.get("since"), filters.get("until")
+    codes = sorted({c for r in rows for c in r.codes if events_of(rows, c, oper, since, until)})
+    links = 0
+
+    def check(link, wanted: set) -> None:
+        nonlocal links
+        assert int(link.text) == len(wanted) > 0, (link.get("href"), wanted)
+        assert searched(client, link.get("href")) == wanted, link.get("href")
+        links += 1
+
+    if not codes:
+        assert "No event with a finding here." in page.text_content() and not page.xpath("//table")
+        return {"page": page, "links": 0, "monthly": False, "codes": codes}
+    per_code = page.xpath("//table[@class='per-code']/tbody/tr")
+    assert [tr.xpath("string(th)") for tr in per_code] == codes
+    for tr in per_code:
+        code = tr.xpath("string(th)")
+        wanted = events_of(rows, code, oper, since, until)
+        check(tr.xpath(".//a[@class='count']")[0], wanted)
+        ats = sorted(r.at for r in rows if (r.oper, str(r.coffre), str(r.id_evt)) in wanted)
+        assert [td.text for td in tr.xpath("td")][2:] == [ats[0], ats[-1]]
+    header = [th.xpath("string()") for th in page.xpath("//table[@class='per-oper']/thead/tr/th")]
+    assert header == ["IDOper", *codes]
+    opers = sorted(
+        {
+            r.oper
+            for r in rows
+            if oper in (None, r.oper) and any(events_of(rows, c, r.oper, since, until) for c in codes)
+        }
+    )
+    matrix = page.xpath("//table[@class='per-oper']/tbody/tr")
+    assert [tr.xpath("string(th)") for tr in matrix] == opers
+    for tr in matrix:
+        for code, td in zip(codes, tr.xpath("td"), strict=True):
+            wanted = events_of(rows, code, tr.xpath("string(th)"), since, until)
+            if wanted:
+                check(td.xpath("a[@class='count']")[0], wanted)
+            else:
+                assert td.text == "0" and not td.xpath("a")
+    over_time = page.xpath("//table[@class='over-time']/tbody/tr")
+    monthly = "Month (of DateEvt, UTC)" in page.xpath("string(//table[@class='over-time']/thead)")
+    seen = 0
+    for tr in over_time:
+        when, code = tr.xpath("string(th)"), tr.xpath("string(td/code)")
+        first, last = (f"{when}-01", f"{when}-31") if monthly else (when, when)
+        wanted = events_of(rows, code, oper, max(first, since or first), min(last, until or last))
+        check(tr.xpath(".//a[@class='count']")[0], wanted)
+        seen += len(wanted)
+    assert seen == sum(len(events_of(rows, c, oper, since, until)) for c in codes)
+    return {"page": page, "links": links, "monthly": monthly, "codes": codes}
+
+
+def test_the_findings_page_of_the_demo_counts_what_the_index_holds(client, server):
+    rows = indexed(server)
+    found = check_findings_page(client, rows, {})
+    assert found["codes"] == ["CARD_DEALT_TWICE"] and found["links"] == 3
+    assert check_findings_page(client, rows, {"since": "2026-01-01"})["codes"] == []
+    # the console's navigation leads there
+    assert b'href="/console/findings"' in client.get("/console/search")[2]
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {},
+        {"oper": "0123"},
+        {"since": "2026-03-01", "until": "2026-03-31"},
+        {"oper": "0099", "since": "2026-03-02", "until": "2026-03-05"},
+        {"until": "2026-03-02"},
+    ],
+)
+def test_the_findings_page_counts_what_the_index_holds_and_links_to_those_events(findings_server, filters):
+    client = Client(findings_server.base)
+    client.login()
+    rows = indexed(findings_server)
+    assert sum(len(r.codes) for r in rows) == 6  # the fixture's findings, each counted somewhere
+    found = check_findings_page(client, rows, filters)
+    assert found["links"] > 0
+
+
+def test_the_findings_page_is_per_day_or_per_month_as_the_span_asks(findings_server):
+    client = Client(findings_server.base)
+    client.login()
+    rows = indexed(findings_server)
+    whole = check_findings_page(client, rows, {})  # 2026-03-01 to 2026-06-20: per month
+    assert whole["monthly"]
+    months = [tr.xpath("string(th)") for tr in whole["page"].xpath("//table[@class='over-time']/tbody/tr")]
+    assert months == ["2026-03", "2026-03", "2026-06"]
+    from lxml import etree
+
+    (svg,) = whole["page"].xpath("//figure/*[local-name()='svg']")
+    plot = etree.fromstring(lxml_html_tostring(svg))
+    assert plot.findtext("{*}title") == "Events with findings per code per month"
+    tips = [c.findtext("{*}title") for c in plot.iter("{*}circle")]
+    assert (
+        "CARD_DEALT_TWICE · 2026-03 (UTC) · 3" in tips and "PLAYER_ON_TWO_SEATS · 2026-05 (UTC) · 0" in tips
+    )
+    march = check_findings_page(client, rows, {"since": "2026-03-01", "until": "2026-03-31"})
+    assert not march["monthly"]
+    (svg,) = march["page"].xpath("//figure/*[local-name()='svg']")
+    plot = etree.fromstring(lxml_html_tostring(svg))
+    tips = [c.findtext("{*}title") for c in plot.iter("{*}circle")]
+    assert len(tips) == 2 * 5  # two codes, every day from 2026-03-01 to 2026-03-05
+    assert "PLAYER_ON_TWO_SEATS · 2026-03-03 (UTC) · 0" in tips
+    x_label = [t.text for t in plot.iter("{*}text") if t.get("class") == "x-label"]
+    assert x_label == ["date (UTC), 2026-03-01 to 2026-03-05"]
+
+
+def lxml_html_tostring(element) -> bytes:
+    from lxml import html as lxml_html
+
+    return lxml_html.tostring(element)
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("since=2026-03-05&until=2026-03-01", "from 2026-03-05 is after to 2026-03-01: no event is between"),
+        ("oper=12", "IDOper must be 4 digits"),
+        ("since=yesterday", "from: a date (YYYY-MM-DD)"),
+    ],
+)
+def test_the_findings_page_refuses_filters_it_cannot_read(client, query, words):
+    status, _, body = client.get(f"/console/findings?{query}")
+    assert status == 400 and words in html.unescape(body.decode())
