@@ -49,7 +49,7 @@ RING = 2.0
 LINE_W = 1.8
 """A series' line width; a line sharing a stretch with ``k`` series drawn after it is ``k`` ×
 :data:`LINE_RING` wider, so that it shows on both sides of theirs."""
-LINE_RING = 1.6
+LINE_RING = 2.4
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -165,15 +165,15 @@ def _ticks_in(start: float, end: float, unit: str, n: int) -> list[float]:
     return found
 
 
-def _x_ticks(start: float, end: float) -> tuple[list[float], list[str], str]:
+def _x_ticks(start: float, end: float, bucket: str | None = None) -> tuple[list[float], list[str], str]:
     """The round ticks of the time axis [start, end] (UTC seconds), their texts and the axis's label.
 
     The axis is the data's range itself, never widened: its label names where it starts and ends.
     The ticks are the finest round instants (minutes, hours, days, weeks, months, years) of which
-    at most :data:`MAX_X_TICKS` fall within it."""
+    at most :data:`MAX_X_TICKS` fall within it; for counts per ``bucket`` (day, month) none finer."""
     steps = [
-        *(("s", n) for n in TIME_STEPS),
-        *(("d", n) for n in DAY_STEPS),
+        *(("s", n) for n in TIME_STEPS if bucket is None),
+        *(("d", n) for n in DAY_STEPS if bucket != "month"),
         *(("m", n) for n in MONTH_STEPS),
         *(("y", n) for n in YEAR_STEPS),
     ]
@@ -193,7 +193,9 @@ def _x_ticks(start: float, end: float) -> tuple[list[float], list[str], str]:
         )
     else:
         form = {"d": "%Y-%m-%d", "m": "%Y-%m", "y": "%Y"}[unit]
-        label = f"date (UTC), {first:%Y-%m-%d} to {last:%Y-%m-%d}"
+        label = f"date (UTC), {first:%Y-%m-%d}" + (
+            f" to {last:%Y-%m-%d}" if last.date() > first.date() else ""
+        )
     return ticks, [datetime.fromtimestamp(t, UTC).strftime(form) for t in ticks], label
 
 
@@ -307,7 +309,7 @@ def line_plot(
         # from the first point on, not centred on the points: a day's count at 00:00 would otherwise
         # sit on an axis from 23:55 the day before, labelled with that day
         end = start + MIN_SPAN.total_seconds()
-    x_ticks, x_texts, x_label = _x_ticks(start, end)
+    x_ticks, x_texts, x_label = _x_ticks(start, end, bucket)
     x0, x1 = start, end
     y0, y1 = y_ticks[0], y_ticks[-1]
     tick_texts = [_tick_text(t) for t in y_ticks]

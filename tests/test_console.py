@@ -609,3 +609,51 @@ def lxml_html_tostring(element) -> bytes:
 def test_the_findings_page_refuses_filters_it_cannot_read(client, query, words):
     status, _, body = client.get(f"/console/findings?{query}")
     assert status == 400 and words in html.unescape(body.decode())
+
+
+def test_the_overviews_plots_run_over_the_data_in_utc(client):
+    """issue 32: the overview's findings plot ran from 2016 to 2026 for a few findings, its days
+    without findings drawn as holding the day before's count."""
+    from lxml import etree
+    from lxml import html as lxml_html
+
+    page = lxml_html.fromstring(client.get("/console/")[2])
+    plots = [etree.fromstring(lxml_html.tostring(s)) for s in page.xpath("//figure/*[local-name()='svg']")]
+    labels = {
+        p.findtext("{*}title"): [t.text for t in p.iter("{*}text") if t.get("class") == "x-label"]
+        for p in plots
+    }
+    assert labels == {
+        "Lots sealed per day": ["date (UTC), 2026-03-02 to 2026-03-04"],
+        "Events with findings per code per day": ["date (UTC), 2016-01-01"],
+    }
+    lots = [c.findtext("{*}title") for c in plots[0].iter("{*}circle")]
+    assert lots == [
+        "lots sealed · 2026-03-02 (UTC) · 3",
+        "lots sealed · 2026-03-03 (UTC) · 2",
+        "lots sealed · 2026-03-04 (UTC) · 2",
+    ]
+
+
+def test_counts_over_time_fill_the_days_or_months_without_any_with_zero():
+    series, bucket = console._counts_over_time(
+        [("2026-03-01", "A", 2), ("2026-03-04", "A", 1), ("2026-03-02", "B", 5)]
+    )
+    assert bucket == "day"
+    assert {s.label: [(w.date().isoformat(), int(v)) for w, v in s.points] for s in series} == {
+        "A": [("2026-03-01", 2), ("2026-03-02", 0), ("2026-03-03", 0), ("2026-03-04", 1)],
+        "B": [("2026-03-01", 0), ("2026-03-02", 5), ("2026-03-03", 0), ("2026-03-04", 0)],
+    }
+    series, bucket = console._counts_over_time(
+        [("2016-01-01", "A", 1), ("2016-01-20", "A", 2), ("2016-04-03", "A", 4)]
+    )
+    assert bucket == "month"  # per day when 92 days apart at most: these are 93
+    assert [(w.date().isoformat(), int(v)) for w, v in series[0].points] == [
+        ("2016-01-01", 3),
+        ("2016-02-01", 0),
+        ("2016-03-01", 0),
+        ("2016-04-01", 4),
+    ]
+    assert console._counts_over_time([("2016-01-01", "A", 1), ("2016-04-01", "A", 1)])[1] == "day"
+    assert console._counts_over_time([("2026-03", "A", 1)])[1] == "month"
+    assert console._counts_over_time([]) == ([], "day")

@@ -381,3 +381,16 @@ def test_every_point_says_its_value_in_its_title():
     assert tooltips(months) == ["a · 2026-03 (UTC) · 1"]
     with pytest.raises(ValueError, match="bucket"):
         line_plot([Series("a", a)], title="t", y_label="y", bucket="week")
+
+
+def test_counts_per_day_or_month_have_no_finer_ticks():
+    """A day's count is not at an hour of it: per-day counts tick on days, per-month on months."""
+    days = [(datetime(2026, 3, d, tzinfo=UTC), Decimal(d)) for d in (2, 3, 4)]
+    root = parse(line_plot([Series("lots", days)], title="t", y_label="y", counts=True, bucket="day"))
+    assert x_ticks(root) == ["2026-03-02", "2026-03-03", "2026-03-04"]
+    assert x_label(root) == "date (UTC), 2026-03-02 to 2026-03-04"
+    one = parse(line_plot([Series("lots", days[:1])], title="t", y_label="y", counts=True, bucket="day"))
+    assert x_ticks(one) == ["2026-03-02"] and x_label(one) == "date (UTC), 2026-03-02"
+    months = [(datetime(2026, m, 1, tzinfo=UTC), Decimal(m)) for m in (1, 2, 3)]
+    root = parse(line_plot([Series("f", months)], title="t", y_label="y", counts=True, bucket="month"))
+    assert x_ticks(root) == ["2026-01", "2026-02", "2026-03"]

@@ -168,7 +168,7 @@ class Console:
         self.templates.globals.update(prefix=PREFIX, link=_link, codes=CODES)
         self.templates.filters["hexa"] = lambda value: value.hex() if isinstance(value, bytes) else value
         self.templates.add_extension("jinja2.ext.i18n")
-        self.templates.install_null_translations(newstyle=True)  # type: ignore[attr-defined]
+        self.templates.install_null_translations(newstyle=True)
         self._lots: OrderedDict[str, list[LotEvent]] = OrderedDict()
         self._lots_lock = threading.Lock()
 
