@@ -47,8 +47,8 @@ MARKER_R = 2.5
 wider, so that each shows as a ring around the next."""
 RING = 2.0
 LINE_W = 1.8
-"""A series' line width; a line sharing a stretch with ``k`` series drawn after it is ``k`` ×
-:data:`LINE_RING` wider, so that it shows on both sides of theirs."""
+"""A series' line width; where ``k`` series drawn after it run along it, it is ``k`` ×
+:data:`LINE_RING` wider there, so that it shows on both sides of theirs."""
 LINE_RING = 2.4
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -212,9 +212,13 @@ def _no_data(title: str, width: int, height: int) -> str:
     )
 
 
-def _shared(lines: list[list[tuple[float, float]]]) -> list[int]:
-    """For each polyline, how many of those drawn after it share a stretch of it (the same
-    horizontal or vertical run, over some length)."""
+Stretch = tuple[str, float, float, float]
+"""A horizontal (``h``, y, x from, x to) or vertical (``v``, x, y from, y to) run of a step line."""
+
+
+def _shared(lines: list[list[tuple[float, float]]]) -> list[dict[int, list[Stretch]]]:
+    """For each polyline, the stretches of it that lines drawn after it run along too, by how many
+    of them do (1, 2, …): those are drawn wider beneath it, to show on both sides of theirs."""
 
     def runs(coords: list[tuple[float, float]]) -> dict[tuple[str, float], list[tuple[float, float]]]:
         found: dict[tuple[str, float], list[tuple[float, float]]] = {}
@@ -225,26 +229,42 @@ def _shared(lines: list[list[tuple[float, float]]]) -> list[int]:
                 found.setdefault(("v", xa), []).append((min(ya, yb), max(ya, yb)))
         return {key: _merged(spans) for key, spans in found.items()}
 
-    def meet(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> bool:
-        i = j = 0
+    def common(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        out, i, j = [], 0, 0
         while i < len(a) and j < len(b):
-            if min(a[i][1], b[j][1]) > max(a[i][0], b[j][0]):
-                return True
+            low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+            if high > low:
+                out.append((low, high))
             if a[i][1] < b[j][1]:
                 i += 1
             else:
                 j += 1
-        return False
+        return out
 
     all_runs = [runs(coords) for coords in lines]
-    return [
-        sum(
-            1
-            for later in all_runs[i + 1 :]
-            if any(key in later and meet(spans, later[key]) for key, spans in mine.items())
-        )
-        for i, mine in enumerate(all_runs)
-    ]
+    shared: list[dict[int, list[Stretch]]] = []
+    for i, mine in enumerate(all_runs):
+        depths: dict[int, list[Stretch]] = {}
+        for key, spans in mine.items():
+            edges: list[tuple[float, int]] = []  # +1 where a later line's common stretch starts, -1 ends
+            for later in all_runs[i + 1 :]:
+                for low, high in common(spans, later.get(key, [])):
+                    edges += [(low, 1), (high, -1)]
+            depth, since = 0, 0.0
+            for at, change in sorted(edges):
+                if depth and at > since:
+                    depths.setdefault(depth, []).append((key[0], key[1], since, at))
+                depth, since = depth + change, at
+        shared.append(depths)
+    return shared
+
+
+def _stretches(stretches: list[Stretch]) -> str:
+    """SVG path data drawing each stretch."""
+    return " ".join(
+        f"M{low:.1f},{at:.1f} H{high:.1f}" if kind == "h" else f"M{at:.1f},{low:.1f} V{high:.1f}"
+        for kind, at, low, high in stretches
+    )
 
 
 def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -394,10 +414,14 @@ def line_plot(
         )
         if points:
             coords_text = " ".join(f"{x:.1f},{y:.1f}" for x, y in lines[i])
-            stroke = LINE_W + LINE_RING * under_lines[i]
+            beneath = "".join(
+                f'<path class="shared" d="{_stretches(stretches)}" fill="none" stroke="{colour}" '
+                f'stroke-width="{LINE_W + LINE_RING * depth:g}"/>'
+                for depth, stretches in sorted(under_lines[i].items(), reverse=True)
+            )
             parts.append(
-                f'<g class="series" fill="{colour}"><title>{_e(s.label)}</title>'
-                f'<polyline points="{coords_text}" fill="none" stroke="{colour}" stroke-width="{stroke:g}"{dash}/>'
+                f'<g class="series" fill="{colour}"><title>{_e(s.label)}</title>{beneath}'
+                f'<polyline points="{coords_text}" fill="none" stroke="{colour}" stroke-width="{LINE_W:g}"{dash}/>'
                 f"{circles}</g>"
             )
         lx, ly = 10, legend_top + i * LEGEND_ROW

@@ -355,10 +355,42 @@ def test_series_drawn_at_the_same_values_all_stay_visible():
         assert radii[0][k] > radii[1][k] > radii[2][k] > 0
     assert radii[3] == [2.5, 2.5]  # a point no other covers keeps its size
     lines = root.xpath("//polyline")
-    widths = [float(p.get("stroke-width")) for p in lines]
     assert lines[0].get("points") == lines[1].get("points") == lines[2].get("points")
-    assert widths[0] > widths[1] > widths[2] and widths[3] == widths[2]
+    assert {p.get("stroke-width") for p in lines} == {"1.8"}
     assert len({p.get("stroke") for p in lines}) == 4
+    # beneath a line, wider, the stretches that lines drawn after it run along: 2 of them, then 1
+    beneath = [[(float(p.get("stroke-width")), length(p.get("d"))) for p in g.xpath("path")] for g in groups]
+    whole = length_of(polyline(root, 0))
+    assert beneath[0] == [(pytest.approx(1.8 + 2 * 2.4), pytest.approx(whole, abs=0.2))]
+    assert beneath[1] == [(pytest.approx(1.8 + 2.4), pytest.approx(whole, abs=0.2))]
+    assert beneath[2] == [] and beneath[3] == []
+
+
+def length(d: str) -> float:
+    """The length of a path of ``M x,y H x2`` and ``M x,y V y2`` moves."""
+    total, words = 0.0, d.split()
+    for move, line in zip(words[::2], words[1::2], strict=True):
+        x, y = (float(v) for v in move[1:].split(","))
+        total += abs(float(line[1:]) - (x if line[0] == "H" else y))
+    return total
+
+
+def length_of(coords: list[tuple[float, float]]) -> float:
+    return sum(abs(x1 - x0) + abs(y1 - y0) for (x0, y0), (x1, y1) in pairwise(coords))
+
+
+def test_only_the_shared_stretch_of_a_line_is_drawn_wider():
+    root = parse(
+        line_plot([Series("a", points([1, 1, 3])), Series("b", points([1, 1, 2]))], title="t", y_label="y")
+    )
+    a, b = polyline(root, 0), polyline(root, 1)
+    (beneath,) = root.xpath("//g[@class='series'][1]/path")
+    assert float(beneath.get("stroke-width")) > 1.8
+    flat = a[3][0] - a[0][0]  # both hold 1 until the third point
+    rise = abs(b[-1][1] - b[-2][1])  # then both rise to 2; a alone goes on to 3
+    assert length(beneath.get("d")) == pytest.approx(flat + rise, abs=0.2)
+    assert flat + rise < length_of(a) - 10  # a's rise from 2 to 3 is not beneath: b does not go there
+    assert root.xpath("//g[@class='series'][2]/path") == []
 
 
 def test_every_point_says_its_value_in_its_title():
