@@ -50,10 +50,12 @@ class Clock:
         return self.now
 
 
-def seal_archive(tmp: Path, coffres: dict[int, list[bytes]], *, lot_events: int = 4) -> tuple[Path, Path]:
-    """A signed archive under ``tmp/archive`` as the vault writes it: each coffre of IDOper 0099
-    holds its events (canonical bytes) as IDEvt 1..n, sealed by the vault's own sealer in lots of
-    ``lot_events``, five hours of its clock apart. Returns (root, cert)."""
+def seal_archive(
+    tmp: Path, coffres: dict[int, list[bytes]] | dict[tuple[str, int], list[bytes]], *, lot_events: int = 4
+) -> tuple[Path, Path]:
+    """A signed archive under ``tmp/archive`` as the vault writes it: each coffre (of IDOper 0099,
+    or an (IDOper, IDCoffre) key) holds its events (canonical bytes) as IDEvt 1..n, sealed by the
+    vault's own sealer in lots of ``lot_events``, five hours of its clock apart. Returns (root, cert)."""
     key, cert = generate_key_and_certificate("audit test", "ecdsa", not_before=T0 - timedelta(days=1))
     cert_path = tmp / "cert.pem"
     cert_path.write_bytes(cert)
@@ -68,12 +70,13 @@ def seal_archive(tmp: Path, coffres: dict[int, list[bytes]], *, lot_events: int 
             max_age=3600,
             clock=Clock(),
         )
-        for coffre, events in coffres.items():
-            journal = journals.journal("0099", coffre)
+        for key, events in coffres.items():
+            oper, coffre = key if isinstance(key, tuple) else ("0099", key)
+            journal = journals.journal(oper, coffre)
             for n, canonical in enumerate(events, start=1):
                 journal.append(n, canonical)
             journal.sync()
-            sealer.recorded("0099", coffre)
+            sealer.recorded(oper, coffre)
         sealer.seal_all()
     return root, cert_path
 

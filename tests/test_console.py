@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import lxml.html
@@ -29,7 +30,7 @@ from coffre.adapters.storage import LocalStorage
 from coffre.domain.audit import rules
 from coffre.domain.audit.findings import CODES
 
-from audit_hands import build_archive, duplicated_card_hand
+from audit_hands import ANNEX_POJEU, build_archive, duplicated_card_hand, normalized, seal_archive
 from console_server import ConsoleServer
 
 TOKEN = "console-test-token-0123456789"
@@ -101,6 +102,7 @@ PAGES = (
     "/console/player?oper=0099&id=alice",
     "/console/tech?oper=0099&id=T-42",
     "/console/rules",
+    "/console/findings?oper=0099&since=2016-01-01",
     "/console/no-such-page",
 )
 
@@ -427,6 +429,7 @@ HTML_PAGES = (
     "/console/search?from_id=9&to_id=2",
     "/console/rules",
     "/console/search?player=ali*",
+    "/console/findings?oper=0099&since=2016-01-01",
 )
 
 
@@ -488,9 +491,10 @@ def test_no_page_mixes_its_language_with_the_other(server, language):
         assert status in (200, 400, 404), page
         text = _visible_text(body, language)
         for english, translated in pairs:
-            other = english if language == "fr" else translated
+            other, own = (english, translated) if language == "fr" else (translated, english)
             plain = re.split(r"%\(|\{", other, maxsplit=1)[0].strip(" :;,.(")
-            if len(plain.split()) >= 2:  # the fixed words before the first field
+            if len(plain.split()) >= 2 and plain not in own:
+                # the fixed words before the first field (unless both languages write them alike)
                 assert plain not in text, f"{page} in {language} shows {plain!r}"
 
 
@@ -670,3 +674,255 @@ def test_a_seat_is_named_as_the_findings_name_it():
     from decimal import Decimal
 
     assert [console.seat_key(s) for s in (3, "3", Decimal("3.0"), "3.5", "x")] == ["3", "3", "3", "3.5", "x"]
+
+
+# -- the findings page (issue 32) -----------------------------------------------------------------------
+
+
+def flagged_hand(date: str, oper: str, *, card: bool = False, two_seats: bool = False) -> bytes:
+    """The annex's hand of IDOper ``oper`` at DateEvt ``date`` (YYMMDDhhmmss): with a card dealt twice
+    (CARD_DEALT_TWICE), with seat 7's player on seat 8 too (PLAYER_ON_TWO_SEATS), or clean."""
+    raw = duplicated_card_hand("000-test-001" if two_seats else None) if card else ANNEX_POJEU.read_bytes()
+    if two_seats and not card:
+        raw = raw.replace(b"<IDJoueur>999-test-999</IDJoueur>", b"<IDJoueur>000-test-001</IDJoueur>")
+    raw = raw.replace(b"<DateEvt>160101001000</DateEvt>", f"<DateEvt>{date}</DateEvt>".encode(), 1)
+    return raw.replace(b"<IDOper>0099</IDOper>", f"<IDOper>{oper}</IDOper>".encode(), 1)
+
+
+@pytest.fixture(scope="module")
+def findings_server(tmp_path_factory):
+    """Two operators, two finding codes (one event with both), over four months."""
+    tmp = tmp_path_factory.mktemp("findings")
+    root, cert = seal_archive(
+        tmp,
+        {
+            ("0099", 1): normalized(
+                [
+                    flagged_hand("260301100000", "0099", card=True),
+                    flagged_hand("260301110000", "0099"),
+                    flagged_hand("260302090000", "0099", card=True, two_seats=True),
+                    flagged_hand("260305120000", "0099", two_seats=True),
+                ]
+            ),
+            ("0123", 1): normalized(
+                [
+                    flagged_hand("260302150000", "0123", card=True),
+                    flagged_hand("260620080000", "0123", two_seats=True),
+                ]
+            ),
+        },
+    )
+    served = ConsoleServer(tmp, root, cert, tokens=f"inspector:{TOKEN}\n")
+    yield served
+    served.stop()
+
+
+def indexed(server) -> list:
+    """Every event of the console's index with its finding codes, as its search gives them."""
+    from coffre_regulator.event_index import EventSearch, Query
+
+    return list(EventSearch(server.settings.console_index_path).export_rows(Query()))
+
+
+def events_of(rows, code: str, oper: str | None, since: str | None, until: str | None) -> set:
+    """(IDOper, IDCoffre, IDEvt) of the events with finding ``code``, of ``oper``, between the days."""
+    return {
+        (r.oper, str(r.coffre), str(r.id_evt))
+        for r in rows
+        if code in r.codes
+        and oper in (None, r.oper)
+        and (since is None or r.at[:10] >= since)
+        and (until is None or r.at[:10] <= until)
+    }
+
+
+def searched(client: Client, href: str) -> set:
+    """What the search a link leads to lists: every event of its CSV export (all its pages)."""
+    path, _, query = href.partition("?")
+    assert path == "/console/search", href
+    status, _, body = client.get(f"/console/search.csv?{query}")
+    assert status == 200, (href, body[:300])
+    return {(r["IDOper"], r["IDCoffre"], r["IDEvt"]) for r in csv.DictReader(io.StringIO(body.decode()))}
+
+
+def check_findings_page(client: Client, rows: list, filters: dict[str, str]) -> dict[str, object]:
+    """The page's counts are the index's, and each count's link searches exactly the events counted."""
+    from lxml import html as lxml_html
+
+    status, _, body = client.get("/console/findings?" + urllib.parse.urlencode(filters))
+    assert status == 200, body[:300]
+    page = lxml_html.fromstring(body)
+    oper, since, until = filters.get("oper"), filters.get("since"), filters.get("until")
+    codes = sorted({c for r in rows for c in r.codes if events_of(rows, c, oper, since, until)})
+    links = 0
+
+    def check(link, wanted: set) -> None:
+        nonlocal links
+        assert int(link.text) == len(wanted) > 0, (link.get("href"), wanted)
+        assert searched(client, link.get("href")) == wanted, link.get("href")
+        links += 1
+
+    if not codes:
+        assert "No event with a finding here." in page.text_content() and not page.xpath("//table")
+        return {"page": page, "links": 0, "monthly": False, "codes": codes}
+    per_code = page.xpath("//table[@class='per-code']/tbody/tr")
+    assert [tr.xpath("string(th)") for tr in per_code] == codes
+    for tr in per_code:
+        code = tr.xpath("string(th)")
+        wanted = events_of(rows, code, oper, since, until)
+        check(tr.xpath(".//a[@class='count']")[0], wanted)
+        ats = sorted(r.at for r in rows if (r.oper, str(r.coffre), str(r.id_evt)) in wanted)
+        english = console.i18n.Language("en")  # the client asks for English pages
+        assert [td.text for td in tr.xpath("td")][2:] == [english.when(ats[0]), english.when(ats[-1])]
+    header = [th.xpath("string()") for th in page.xpath("//table[@class='per-oper']/thead/tr/th")]
+    assert header == ["IDOper", *codes]
+    opers = sorted(
+        {
+            r.oper
+            for r in rows
+            if oper in (None, r.oper) and any(events_of(rows, c, r.oper, since, until) for c in codes)
+        }
+    )
+    matrix = page.xpath("//table[@class='per-oper']/tbody/tr")
+    assert [tr.xpath("string(th)") for tr in matrix] == opers
+    for tr in matrix:
+        for code, td in zip(codes, tr.xpath("td"), strict=True):
+            wanted = events_of(rows, code, tr.xpath("string(th)"), since, until)
+            if wanted:
+                check(td.xpath("a[@class='count']")[0], wanted)
+            else:
+                assert td.text == "0" and not td.xpath("a")
+    over_time = page.xpath("//table[@class='over-time']/tbody/tr")
+    monthly = "Month (of DateEvt, UTC)" in page.xpath("string(//table[@class='over-time']/thead)")
+    seen = 0
+    for tr in over_time:
+        when, code = tr.xpath("string(th/time/@datetime)"), tr.xpath("string(td/code)")
+        first, last = (f"{when}-01", f"{when}-31") if monthly else (when, when)
+        wanted = events_of(rows, code, oper, max(first, since or first), min(last, until or last))
+        check(tr.xpath(".//a[@class='count']")[0], wanted)
+        seen += len(wanted)
+    assert seen == sum(len(events_of(rows, c, oper, since, until)) for c in codes)
+    return {"page": page, "links": links, "monthly": monthly, "codes": codes}
+
+
+def test_the_findings_page_of_the_demo_counts_what_the_index_holds(client, server):
+    rows = indexed(server)
+    found = check_findings_page(client, rows, {})
+    assert found["codes"] == ["CARD_DEALT_TWICE"] and found["links"] == 3
+    assert check_findings_page(client, rows, {"since": "2026-01-01"})["codes"] == []
+    # the console's navigation leads there
+    assert b'href="/console/findings"' in client.get("/console/search")[2]
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {},
+        {"oper": "0123"},
+        {"since": "2026-03-01", "until": "2026-03-31"},
+        {"oper": "0099", "since": "2026-03-02", "until": "2026-03-05"},
+        {"until": "2026-03-02"},
+    ],
+)
+def test_the_findings_page_counts_what_the_index_holds_and_links_to_those_events(findings_server, filters):
+    client = Client(findings_server.base)
+    client.login()
+    rows = indexed(findings_server)
+    assert sum(len(r.codes) for r in rows) == 6  # the fixture's findings, each counted somewhere
+    found = check_findings_page(client, rows, filters)
+    assert found["links"] > 0
+
+
+def test_the_findings_page_is_per_day_or_per_month_as_the_span_asks(findings_server):
+    client = Client(findings_server.base)
+    client.login()
+    rows = indexed(findings_server)
+    whole = check_findings_page(client, rows, {})  # 2026-03-01 to 2026-06-20: per month
+    assert whole["monthly"]
+    months = [tr.xpath("string(th)") for tr in whole["page"].xpath("//table[@class='over-time']/tbody/tr")]
+    assert months == ["2026-03", "2026-03", "2026-06"]
+    from lxml import etree
+
+    (svg,) = whole["page"].xpath("//figure/*[local-name()='svg']")
+    plot = etree.fromstring(lxml_html_tostring(svg))
+    assert plot.findtext("{*}title") == "Events with findings per code per month"
+    tips = [c.findtext("{*}title") for c in plot.iter("{*}circle")]
+    assert (
+        "CARD_DEALT_TWICE · 2026-03 (UTC) · 3" in tips and "PLAYER_ON_TWO_SEATS · 2026-05 (UTC) · 0" in tips
+    )
+    march = check_findings_page(client, rows, {"since": "2026-03-01", "until": "2026-03-31"})
+    assert not march["monthly"]
+    (svg,) = march["page"].xpath("//figure/*[local-name()='svg']")
+    plot = etree.fromstring(lxml_html_tostring(svg))
+    tips = [c.findtext("{*}title") for c in plot.iter("{*}circle")]
+    assert len(tips) == 2 * 5  # two codes, every day from 2026-03-01 to 2026-03-05
+    assert "PLAYER_ON_TWO_SEATS · 2026-03-03 (UTC) · 0" in tips
+    x_label = [t.text for t in plot.iter("{*}text") if t.get("class") == "x-label"]
+    assert x_label == ["date (UTC), 2026-03-01 to 2026-03-05"]
+
+
+def lxml_html_tostring(element) -> bytes:
+    from lxml import html as lxml_html
+
+    return lxml_html.tostring(element)
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("since=2026-03-05&until=2026-03-01", "from 2026-03-05 is after to 2026-03-01: no event is between"),
+        ("oper=12", "IDOper must be 4 digits"),
+        ("since=yesterday", "from: a date (YYYY-MM-DD)"),
+    ],
+)
+def test_the_findings_page_refuses_filters_it_cannot_read(client, query, words):
+    status, _, body = client.get(f"/console/findings?{query}")
+    assert status == 400 and words in html.unescape(body.decode())
+
+
+def test_the_overviews_plots_run_over_the_data_in_utc(client):
+    """issue 32: the overview's findings plot ran from 2016 to 2026 for a few findings, its days
+    without findings drawn as holding the day before's count."""
+    from lxml import etree
+    from lxml import html as lxml_html
+
+    page = lxml_html.fromstring(client.get("/console/")[2])
+    plots = [etree.fromstring(lxml_html.tostring(s)) for s in page.xpath("//figure/*[local-name()='svg']")]
+    labels = {
+        p.findtext("{*}title"): [t.text for t in p.iter("{*}text") if t.get("class") == "x-label"]
+        for p in plots
+    }
+    assert labels == {
+        "Lots sealed per day": ["date (UTC), 2026-03-02 to 2026-03-04"],
+        "Events with findings per code per day": ["date (UTC), 2016-01-01"],
+    }
+    lots = [c.findtext("{*}title") for c in plots[0].iter("{*}circle")]
+    assert lots == [
+        "lots sealed · 2026-03-02 (UTC) · 3",
+        "lots sealed · 2026-03-03 (UTC) · 2",
+        "lots sealed · 2026-03-04 (UTC) · 2",
+    ]
+
+
+def test_counts_over_time_fill_the_days_or_months_without_any_with_zero():
+    series, bucket = console._counts_over_time(
+        [("2026-03-01", "A", 2), ("2026-03-04", "A", 1), ("2026-03-02", "B", 5)]
+    )
+    assert bucket == "day"
+    assert {s.label: [(w.date().isoformat(), int(v)) for w, v in s.points] for s in series} == {
+        "A": [("2026-03-01", 2), ("2026-03-02", 0), ("2026-03-03", 0), ("2026-03-04", 1)],
+        "B": [("2026-03-01", 0), ("2026-03-02", 5), ("2026-03-03", 0), ("2026-03-04", 0)],
+    }
+    series, bucket = console._counts_over_time(
+        [("2016-01-01", "A", 1), ("2016-01-20", "A", 2), ("2016-04-03", "A", 4)]
+    )
+    assert bucket == "month"  # per day when 92 days apart at most: these are 93
+    assert [(w.date().isoformat(), int(v)) for w, v in series[0].points] == [
+        ("2016-01-01", 3),
+        ("2016-02-01", 0),
+        ("2016-03-01", 0),
+        ("2016-04-01", 4),
+    ]
+    assert console._counts_over_time([("2016-01-01", "A", 1), ("2016-04-01", "A", 1)])[1] == "day"
+    assert console._counts_over_time([("2026-03", "A", 1)])[1] == "month"
+    assert console._counts_over_time([]) == ([], "day")

@@ -11,11 +11,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from babel.messages.extract import extract_from_dir
+from babel.messages.extract import extract_from_dir, extract_python
 from babel.messages.pofile import read_po
 from coffre_regulator import i18n
 
+from coffre import plots
+
 REGULATOR = Path(i18n.__file__).parent
+PICTURES = [Path(plots.__file__)]
 FIELDS = re.compile(r"%\([a-z_]+\)s|\{[a-z_]+\}")
 
 
@@ -30,11 +33,14 @@ def source_messages() -> set[str]:
             "extensions": "jinja2.ext.i18n",
         }
     }
+    keywords = {"_": None, "N_": None, "gettext": None, "pgettext": ((1, "c"), 2), "ngettext": (1, 2)}
     found = set()
-    for _, _, message, _, _ in extract_from_dir(
-        REGULATOR, method_map, options, keywords={"_": None, "N_": None, "gettext": None}
-    ):
+    for _, _, message, _, _ in extract_from_dir(REGULATOR, method_map, options, keywords=keywords):
         found.add(message if isinstance(message, str) else message[0])
+    for path in PICTURES:  # the pictures' own texts (axis labels, notes), shown on the console's pages
+        with path.open("rb") as source:
+            for _, _, message, _ in extract_python(source, ["N_"], [], {}):
+                found.add(message)
     return found
 
 

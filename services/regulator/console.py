@@ -27,9 +27,9 @@ import threading
 import time
 import zipfile
 from collections import OrderedDict, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from datetime import time as day_time
 from decimal import Decimal
 from pathlib import Path
@@ -103,6 +103,8 @@ SEARCH_FIELDS = (
     "finding",
     "text",
 )
+DAY_BUCKETS = 92
+"""Counts over time are drawn per day when their days span at most this many days, else per month."""
 QUERY_PARAMETERS = frozenset((*SEARCH_FIELDS, "after", "before", "sort", "round", "id", "lang"))
 """The console's query parameters: none holds a secret, the access log keeps their values."""
 
@@ -201,6 +203,7 @@ class Console:
                     "codes": CODES,
                     "meaning": meaning,
                     "rules_of": lambda code: rule_table.rows_by_code().get(code, ()),
+                    "families": FAMILIES,
                 },
             )
             for language in i18n.LANGUAGES
@@ -466,29 +469,29 @@ async def overview(request: web.Request) -> web.Response:
     words = i18n.Language(language(request))
     plots = []
     if data["lots"]:
+        lots, bucket = _counts_over_time(
+            [(day, words.gettext(N_("lots sealed")), n) for day, n, _ in data["lots"]]
+        )
         plots.append(
             line_plot(
-                [
-                    Series(
-                        words.gettext(N_("lots sealed")),
-                        [(_day(day), Decimal(n)) for day, n, _ in data["lots"]],
-                    )
-                ],
-                title=words.gettext(N_("Lots sealed per day")),
+                lots,
+                title=words.gettext(PER_BUCKET["lots"][bucket]),
+                words=words.gettext,
                 y_label=words.gettext(N_("lots")),
                 counts=True,
+                bucket=bucket,
             )
         )
-    by_code: dict[str, list[tuple[datetime, Decimal]]] = {}
-    for day, code, count in data["findings"]:
-        by_code.setdefault(code, []).append((_day(day), Decimal(count)))
-    if by_code:
+    if data["findings"]:
+        per_code, bucket = _counts_over_time(data["findings"])
         plots.append(
             line_plot(
-                [Series(code, points) for code, points in sorted(by_code.items())],
-                title=words.gettext(N_("Findings per code per day")),
-                y_label=words.gettext(N_("findings")),
+                per_code,
+                title=words.gettext(PER_BUCKET["findings"][bucket]),
+                words=words.gettext,
+                y_label=words.gettext(N_("events")),
                 counts=True,
+                bucket=bucket,
             )
         )
     thread = console.thread
@@ -504,6 +507,138 @@ async def overview(request: web.Request) -> web.Response:
 
 def _day(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+PER_BUCKET = {
+    "lots": {"day": N_("Lots sealed per day"), "month": N_("Lots sealed per month")},
+    "findings": {
+        "day": N_("Events with findings per code per day"),
+        "month": N_("Events with findings per code per month"),
+    },
+}
+"""The titles of the plots of counts over time, per bucket."""
+
+
+def _month_after(month: date) -> date:
+    return date(month.year + month.month // 12, month.month % 12 + 1, 1)
+
+
+def _counts_over_time(rows: Sequence[tuple[str, str, int]]) -> tuple[list[Series], str]:
+    """Counts of (``YYYY-MM-DD`` day or ``YYYY-MM`` month, label, count) as one series per label, and
+    their bucket: per day when the rows' days span at most :data:`DAY_BUCKETS` days, else per month
+    (days summed). Every day (month) from the first to the last is a point, 0 where no row has it:
+    a step line would otherwise hold a count over the days without any."""
+    counts: defaultdict[tuple[date, str], int] = defaultdict(int)
+    firsts = [date.fromisoformat(when if len(when) == 10 else f"{when}-01") for when, _, _ in rows]
+    lasts = [
+        date.fromisoformat(when) if len(when) == 10 else _month_after(date.fromisoformat(f"{when}-01"))
+        for when, _, _ in rows
+    ]
+    monthly = any(len(when) == 7 for when, _, _ in rows) or (
+        bool(rows) and (max(lasts) - min(firsts)).days > DAY_BUCKETS
+    )
+    for first, (_, label, count) in zip(firsts, rows, strict=True):
+        counts[(first.replace(day=1) if monthly else first, label)] += count
+    if not counts:
+        return [], "day"
+    start, end = min(when for when, _ in counts), max(when for when, _ in counts)
+    buckets = []
+    while start <= end:
+        buckets.append(start)
+        start = _month_after(start) if monthly else start + timedelta(days=1)
+    series = [
+        Series(
+            label,
+            [
+                (datetime.combine(b, day_time(0), tzinfo=UTC), Decimal(counts.get((b, label), 0)))
+                for b in buckets
+            ],
+        )
+        for label in sorted({label for _, label, _ in rows})
+    ]
+    return series, "month" if monthly else "day"
+
+
+def _bucket_days(when: str) -> tuple[str, str]:
+    """The first and last day (``YYYY-MM-DD``) of a day or a month (``YYYY-MM``)."""
+    if len(when) == 10:
+        return when, when
+    first = date.fromisoformat(f"{when}-01")
+    return first.isoformat(), (_month_after(first) - timedelta(days=1)).isoformat()
+
+
+async def findings_page(request: web.Request) -> web.Response:
+    """Events with findings by code, by operator and over time, each count a link to the search that
+    lists those events (docs/console.md, "Findings")."""
+    console = _console(request)
+    oper = _oper(request)
+    since_text, until_text = _field(request, "since"), _field(request, "until")
+    since, until = _moment(since_text, Message(N_("from"))), _moment(until_text, Message(N_("to")), end=True)
+    if since is not None and until is not None and since > until:
+        raise BadRequest(
+            N_("from {since} is after to {until}: no event is between"), since=since_text, until=until_text
+        )
+
+    def gather() -> dict[str, Any]:
+        per_code = console.search.findings_per_code(oper, since, until)
+        days = [date.fromisoformat(at[:10]) for _, _, first, last in per_code for at in (first, last)]
+        monthly = bool(days) and (max(days) - min(days)).days > DAY_BUCKETS  # as _counts_over_time says
+        return {
+            "per_code": per_code,
+            "per_oper": console.search.findings_per_operator(oper, since, until),
+            "over_time": console.search.findings_over_time(oper, since, until, monthly=monthly)
+            if per_code
+            else [],
+            "operators": sorted({c.oper for c in console.search.coffres()}),
+        }
+
+    data = await asyncio.to_thread(gather)
+
+    def search_link(code: str, found_oper: str | None = None, when: str | None = None) -> str:
+        """The search listing the events a count counts: the code, the operator, the period (the
+        page's, narrowed to the day or month ``when``)."""
+        low, high = since_text, until_text
+        if when is not None:
+            first, last = _bucket_days(when)
+            if since is None or since < _day(first):
+                low = first
+            if until is None or until > _moment(last, "to", end=True):  # type: ignore[operator]
+                high = last
+        return _link("/search", oper=found_oper or oper, finding=code, since=low, until=high)
+
+    codes = [code for code, *_ in data["per_code"]]
+    matrix: dict[str, dict[str, int]] = {}
+    for found_oper, code, count in data["per_oper"]:
+        matrix.setdefault(found_oper, {})[code] = count
+    plot = None
+    bucket = "day"
+    words = i18n.Language(language(request))
+    if data["over_time"]:
+        series, bucket = _counts_over_time(data["over_time"])
+        plot = line_plot(
+            series,
+            title=words.gettext(PER_BUCKET["findings"][bucket]),
+            words=words.gettext,
+            y_label=words.gettext(N_("events")),
+            counts=True,
+            bucket=bucket,
+        )
+    return console.render(
+        request,
+        "findings.html",
+        title=N_("Findings"),
+        oper=oper,
+        since=since_text,
+        until=until_text,
+        operators=data["operators"],
+        per_code=data["per_code"],
+        codes_found=codes,
+        matrix=matrix,
+        over_time=data["over_time"],
+        bucket=bucket,
+        plot=plot,
+        search_link=search_link,
+    )
 
 
 async def search(request: web.Request) -> web.Response:
@@ -764,6 +899,7 @@ async def player_page(request: web.Request) -> web.Response:
             )
         ],  # type: ignore[misc]
         title=words.text(Message(N_("Balance of {player}"), player=player)),
+        words=words.gettext,
         y_label=words.gettext(N_("balance")),
     )
     return console.render(
@@ -821,6 +957,7 @@ async def tech_page(request: web.Request) -> web.Response:
     plot = line_plot(
         [Series(player, points) for player, points in sorted(chips.items())],
         title=words.text(Message(N_("Chips after each hand of {tech}"), tech=tech)),
+        words=words.gettext,
         y_label=words.gettext(N_("chips (CaveApres)")),
     )
     return console.render(
@@ -913,7 +1050,6 @@ async def rules_page(request: web.Request) -> web.Response:
         request,
         "rules.html",
         title=N_("The rules coffre checks"),
-        families=FAMILIES,
         sections=sections,
         codes_listed=[
             (code, CODES[code][0] if code in CODES else "", rows) for code, rows in sorted(by_code.items())
@@ -1000,6 +1136,7 @@ def add_console(app: web.Application, console: Console, check_token: Callable[[s
         ("/player", player_page),
         ("/tech", tech_page),
         ("/rules", rules_page),
+        ("/findings", findings_page),
         ("/static/console.css", stylesheet),
     ):
         route.add_get(PREFIX + path, _switching_language(handler), allow_head=False)

@@ -1334,6 +1334,76 @@ class EventSearch:
             for values in sorted(db.execute(sql).fetchall(), key=repr):
                 yield table, tuple(values)
 
+    # -- the findings page: events with findings by code, operator and period ------------------------
+    # Plain SQL with ? placeholders (flags: one row per event and code; events: its IDOper).
+
+    @staticmethod
+    def _flag_filter(
+        oper: str | None, since: datetime | None, until: datetime | None
+    ) -> tuple[str, list[Any]]:
+        """The WHERE clause (empty, or `` WHERE …``) on ``flags f`` joined to ``events e``."""
+        where, args = [], []
+        for value, condition in (
+            (oper, "e.oper = ?"),
+            (since and stamp(since), "f.at >= ?"),
+            (until and stamp(until), "f.at <= ?"),
+        ):
+            if value is not None:
+                where.append(condition)
+                args.append(value)
+        return (" WHERE " + " AND ".join(where)) if where else "", args
+
+    def findings_per_code(
+        self, oper: str | None = None, since: datetime | None = None, until: datetime | None = None
+    ) -> list[tuple[str, int, str, str]]:
+        """(code, events, first DateEvt, last DateEvt) of the events with each finding code, of
+        IDOper ``oper`` over a period (each None: any), by code. An event counts once per code, as
+        the search by that code lists it."""
+        where, args = self._flag_filter(oper, since, until)
+        return [
+            (code, int(count), first, last)
+            for code, count, first, last in self.db.execute(
+                "SELECT f.code, count(*), min(f.at), max(f.at) FROM flags f JOIN events e ON e.row = f.row"
+                f"{where} GROUP BY f.code ORDER BY f.code",
+                args,
+            )
+        ]
+
+    def findings_per_operator(
+        self, oper: str | None = None, since: datetime | None = None, until: datetime | None = None
+    ) -> list[tuple[str, str, int]]:
+        """(IDOper, code, events) over a period, by IDOper and code."""
+        where, args = self._flag_filter(oper, since, until)
+        return [
+            (found_oper, code, int(count))
+            for found_oper, code, count in self.db.execute(
+                "SELECT e.oper, f.code, count(*) FROM flags f JOIN events e ON e.row = f.row"
+                f"{where} GROUP BY e.oper, f.code ORDER BY e.oper, f.code",
+                args,
+            )
+        ]
+
+    def findings_over_time(
+        self,
+        oper: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        *,
+        monthly: bool = False,
+    ) -> list[tuple[str, str, int]]:
+        """(day ``YYYY-MM-DD``, or month ``YYYY-MM`` when ``monthly``, of DateEvt in UTC; code;
+        events), by period and code."""
+        where, args = self._flag_filter(oper, since, until)
+        period = f"substr(f.at, 1, {7 if monthly else 10})"  # the stamp's YYYY-MM or YYYY-MM-DD
+        return [
+            (when, code, int(count))
+            for when, code, count in self.db.execute(
+                f"SELECT {period}, f.code, count(*) FROM flags f JOIN events e ON e.row = f.row"
+                f"{where} GROUP BY {period}, f.code ORDER BY {period}, f.code",
+                args,
+            )
+        ]
+
 
 # -- the background thread of the regulator API ---------------------------------------------------
 

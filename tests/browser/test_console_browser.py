@@ -148,7 +148,9 @@ def scenario(browser: Any, base: str, token: str, cash: Any, mixed: Any, tmp: Pa
             assert secret not in content, (url, secret)
     anonymous.close()
 
-    context = browser.new_context(ignore_https_errors=True, viewport=VIEWPORT, accept_downloads=True, locale="en-GB")
+    context = browser.new_context(
+        ignore_https_errors=True, viewport=VIEWPORT, accept_downloads=True, locale="en-GB"
+    )
     page = context.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
