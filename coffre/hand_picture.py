@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from html import escape
 
+from coffre.domain.audit import ranking
+from coffre.domain.audit.engine import rules_of
 from coffre.domain.audit.findings import CODES, Finding
-from coffre.domain.audit.hand import event_contributions
+from coffre.domain.audit.hand import event_contributions, shared_pots
+from coffre.domain.audit.ranking import HandName
 from coffre.domain.catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, decode_card
 
 FELT = "#1f6f43"
@@ -79,6 +82,8 @@ class CardView:
     shown: bool
     """Dealt face up (``ouverte``), or revealed later (``Reveal``, a ``Fold`` that shows)."""
     discarded: bool = False
+    up: bool = False
+    """Dealt face up (a stud up card, ``ouverte``): what the table saw from the deal on."""
 
 
 @dataclass
@@ -87,9 +92,72 @@ class SeatView:
     player: str | None = None
     before: Decimal | None = None
     after: Decimal | None = None
+    """At the end: CaveApres; stepped: the stack as it stands then (as :attr:`stack`)."""
     net: Decimal | None = None
     cards: list[CardView] = field(default_factory=list)
     flagged: bool = False
+    stack: Decimal | None = None
+    """The stack as it stands at the end of the rounds drawn, before the pots are paid: CaveAvant
+    less the seat's Bets so far, plus what came back to it uncalled."""
+    put: Decimal = Decimal(0)
+    """What the seat has in the pots (its Bets so far less what came back uncalled)."""
+    folded: str | None = None
+    """The round it folded in (it shows as folded from that round on), or None."""
+    all_in: bool = False
+    """Live, with chips in the pot and none left in front of it."""
+    button: bool = False
+    hands: list[HandName] = field(default_factory=list)
+    """At the end, for a live seat whose cards are all shown: its hand per half (high, then low),
+    named by coffre's evaluators (:func:`~coffre.domain.audit.ranking.hand_name`)."""
+
+
+@dataclass
+class PotView:
+    """A pot as it stands: the main pot first, then each side pot."""
+
+    amount: Decimal
+    players: tuple[Decimal, ...]
+    """The seats that can win it: live, and not all in for less than it asks."""
+
+
+@dataclass
+class ActionView:
+    """One line of a round's log, in parts a page writes in its own language."""
+
+    verb: str
+    """A Bet's name ("small blind", "call", "allin", …), "check", "fold", "fold shows", "deal" (cards
+    to a seat), "board", "discard" or "show"."""
+    seat: Decimal | None = None
+    amount: Decimal | None = None
+    cards: list[int] = field(default_factory=list)
+    up: bool = False
+    """``deal``: the cards are dealt face up."""
+
+
+@dataclass
+class RoundView:
+    name: str
+    actions: list[ActionView]
+    pot: Decimal
+    """The pot at the end of the round (net of what came back uncalled)."""
+    total: Decimal | None
+    flagged: bool
+
+
+@dataclass
+class AwardView:
+    """One pot, or one half of a split pot, and who won it: coffre's engine sharing it by the cards."""
+
+    pot: int
+    """0 the main pot, 1 the first side pot, …"""
+    amount: Decimal
+    players: tuple[Decimal, ...]
+    half: str | None
+    """A split game's half ("high" or "low"); None in a game of one half."""
+    contested: bool
+    """False: everybody else folded, the pot is taken without a showdown."""
+    winners: list[tuple[Decimal, Decimal, HandName | None]]
+    """(seat, amount, the winning hand's name if its cards are shown)."""
 
 
 @dataclass
@@ -98,6 +166,20 @@ class HandView:
     boards: dict[int, list[int]]
     rounds: list[tuple[str, list[list[tuple[str, str | None]]], Decimal, Decimal | None, bool]]
     """(name, lines of (text, colour) segments, pot after the round, the round's Total, flagged)."""
+    log: list[RoundView] = field(default_factory=list)
+    pots: list[PotView] = field(default_factory=list)
+    """The pots at the end of the last round drawn (:func:`pots_of`)."""
+    has_button: bool = True
+    """False in a stud game: no button (the bring-in and the showing cards decide who acts)."""
+    button: Decimal | None = None
+    """The button's seat as the forced bets place it (the seat before the small blind; heads-up the
+    small blind's; with no small blind, the seat before the big blind), None if they do not say."""
+    whole: bool = True
+    split: bool = False
+    awards: list[AwardView] | None = None
+    """With the whole hand: each pot (each half) and its winners, as coffre's engine shares them;
+    None before the end, or when the engine could not replay the hand (:attr:`engine_failed`)."""
+    engine_failed: bool = False
 
 
 def _card_text(code: int) -> list[tuple[str, str | None]]:
@@ -136,7 +218,8 @@ def _rounds_until(event: POJEU, until_round: int | None) -> int:
 
 
 def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | None = None) -> HandView:
-    """What the picture draws, read from the POJEU as declared (no replay: the findings say what is wrong).
+    """What the picture draws, read from the POJEU as declared (no replay: the findings say what is
+    wrong), but for the pots' winners at the end, which coffre's engine shares by the cards.
 
     ``until_round`` (an index into ``Jeu.Tour``) stops the hand at the end of that round: later rounds'
     cards, folds, reveals and bets are not read, and a finding naming only a later round outlines nothing.
@@ -155,19 +238,25 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
     flagged_rounds = {f.round for f in findings if f.round is not None}
     paid = event_contributions(event)
     shown = {t.name for t in tours}
+    # what came back uncalled goes back at the end of its betting street: the forced bets' round
+    # belongs with the first betting round, so what comes back out of the blinds is given back once
+    # that round is drawn
+    first = event.Jeu.Tour[0].name if event.Jeu.Tour else None
+    settled = shown if whole or len(tours) > 1 else shown - {first}
     seats: dict[Decimal, SeatView] = {}
     for p in event.Participants.Joueur:
-        if whole:
-            seats[p.Siege] = SeatView(
-                p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Net
-            )
-            continue
-        # the stack as it stands at the end of the last round shown: CaveAvant less the seat's Bets
-        # so far, plus what came back uncalled out of those rounds; no Net before the hand's end
         number = int(p.Siege) if p.Siege == p.Siege.to_integral_value() else None
         put = sum((v for name, v in paid.bets_of.get(number, ()) if name in shown), Decimal(0))  # type: ignore[arg-type]
-        back = sum((v for (s, name), v in paid.back_of.items() if s == number and name in shown), Decimal(0))
-        seats[p.Siege] = SeatView(p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveAvant - put + back)
+        back = sum(
+            (v for (s, name), v in paid.back_of.items() if s == number and name in settled), Decimal(0)
+        )
+        stack = p.Finance.CaveAvant - put + back
+        if whole:
+            view = SeatView(p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Net)
+        else:  # no CaveApres nor Net before the hand's end
+            view = SeatView(p.Siege, p.IDJoueur, p.Finance.CaveAvant, stack)
+        view.stack, view.put = stack, put - back
+        seats[p.Siege] = view
 
     def seat(number: int | None) -> SeatView:
         key = Decimal(number or 0)
@@ -175,33 +264,51 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
 
     boards: dict[int, list[int]] = defaultdict(list)
     rounds = []
+    log: list[RoundView] = []
     pot = Decimal(0)
     uncalled = paid.round_back  # given back: not in the pot
     for tour in tours:
         pot -= uncalled.get(tour.name, Decimal(0))
         tokens: list[list[tuple[str, str | None]]] = []
+        actions: list[ActionView] = []
         dealing: tuple[int | None, bool] | None = None
         for action in tour.Action:
             if isinstance(action, Bet):
                 pot += action.Valeur
                 tokens.append([(f"S{action.Siege} {action.name} {_amount(action.Valeur)}", None)])
+                actions.append(ActionView(action.name, Decimal(action.Siege), action.Valeur))
             elif isinstance(action, Check):
                 tokens.append([(f"S{action.Siege} check", None)])
+                actions.append(ActionView("check", Decimal(action.Siege)))
             elif isinstance(action, Fold):
                 tokens.append([(f"S{action.Siege} fold{' (shows)' if action.Reveal else ''}", None)])
+                actions.append(ActionView("fold shows" if action.Reveal else "fold", Decimal(action.Siege)))
+                folder = seat(action.Siege)
+                if folder.folded is None:
+                    folder.folded = tour.name
                 if action.Reveal:
-                    for card in seat(action.Siege).cards:
+                    for card in folder.cards:
                         card.shown = True
             elif isinstance(action, Draw) and action.commune:
                 boards[action.board or 0].append(action.Valeur)
                 tokens.append([("board ", None), *_card_text(action.Valeur)])
+                if dealing == (None, True):
+                    actions[-1].cards.append(action.Valeur)
+                else:
+                    actions.append(ActionView("board", None, None, [action.Valeur], True))
+                dealing = (None, True)
+                continue
             elif isinstance(action, Draw):
-                seat(action.Siege).cards.append(CardView(action.Valeur, shown=action.ouverte))
+                seat(action.Siege).cards.append(CardView(action.Valeur, action.ouverte, up=action.ouverte))
                 if dealing == (action.Siege, action.ouverte):  # the same seat's next card: one token
                     tokens[-1][-1:-1] = [(" ", None), *_card_text(action.Valeur)]
+                    actions[-1].cards.append(action.Valeur)
                 else:
-                    shown = "" if action.ouverte else " (down)"
-                    tokens.append([(f"S{action.Siege} ← ", None), *_card_text(action.Valeur), (shown, None)])
+                    down = "" if action.ouverte else " (down)"
+                    tokens.append([(f"S{action.Siege} ← ", None), *_card_text(action.Valeur), (down, None)])
+                    actions.append(
+                        ActionView("deal", Decimal(action.Siege), None, [action.Valeur], action.ouverte)
+                    )
                 dealing = (action.Siege, action.ouverte)
                 continue
             elif isinstance(action, Discard | Reveal):
@@ -210,19 +317,161 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
                 if held is None:  # not dealt to that seat: drawn anyway, the findings say so
                     held = CardView(action.Valeur, shown=False)
                     owner.cards.append(held)
+                verb = "discard" if isinstance(action, Discard) else "show"
                 if isinstance(action, Discard):
                     held.discarded = True
                     tokens.append([(f"S{action.Siege} discards ", None), *_card_text(action.Valeur)])
                 else:
                     held.shown = True
                     tokens.append([(f"S{action.Siege} shows ", None), *_card_text(action.Valeur)])
+                last = actions[-1] if actions else None
+                if last is not None and last.verb == verb and last.seat == Decimal(action.Siege):  # type: ignore[arg-type]
+                    last.cards.append(action.Valeur)
+                else:
+                    actions.append(ActionView(verb, Decimal(action.Siege), None, [action.Valeur]))  # type: ignore[arg-type]
             dealing = None
-        rounds.append((tour.name, _wrap(tokens), pot, tour.Total, tour.name in flagged_rounds))
+        flagged = tour.name in flagged_rounds
+        rounds.append((tour.name, _wrap(tokens), pot, tour.Total, flagged))
+        log.append(RoundView(tour.name, actions, pot, tour.Total, flagged))
     for view in seats.values():
         view.flagged = view.seat in flagged_seats or (
             view.player is not None and view.player in flagged_players
         )
-    return HandView(seats, dict(boards), rounds)
+        view.all_in = view.folded is None and view.put > 0 and view.stack == 0
+    variant = rules_of(event.Regle)
+    hand = HandView(seats, dict(boards), rounds, log, whole=whole, split=variant.split)
+    dead = {Decimal(s): v for s, v in _dead_antes(event, shown).items()}
+    hand.pots = pots_of(
+        {v.seat: v.put - dead.get(v.seat, Decimal(0)) for v in seats.values()},
+        {v.seat for v in seats.values() if v.folded is None and v.player is not None},
+        {v.seat for v in seats.values() if v.all_in},
+        sum(dead.values(), Decimal(0)),
+    )
+    hand.has_button = variant.kind != "stud"
+    if hand.has_button:
+        hand.button = button_of(event)
+        if hand.button in seats:
+            seats[hand.button].button = True
+    if whole:
+        _name_hands(event, hand)
+        _award(event, hand)
+    return hand
+
+
+def _dead_antes(event: POJEU, shown: set[str]) -> dict[int, Decimal]:
+    """Per seat, its ante when antes are posted by some seats only: dead money (TDA RP-11's big-blind
+    ante), in the main pot whoever wins it, as coffre's engine plays them. Antes posted by every seat
+    count as bets (empty)."""
+    antes = [
+        a
+        for t in event.Jeu.Tour
+        if t.name in shown
+        for a in t.Action
+        if isinstance(a, Bet) and a.name == "ante"
+    ]
+    if len({a.Siege for a in antes}) == len(event.Participants.Joueur):
+        return {}
+    dead: dict[int, Decimal] = defaultdict(Decimal)
+    for a in antes:
+        dead[a.Siege] += a.Valeur
+    return dict(dead)
+
+
+def pots_of(
+    put: dict[Decimal, Decimal], live: set[Decimal], all_in: set[Decimal], dead: Decimal = Decimal(0)
+) -> list[PotView]:
+    """The main pot and the side pots as they stand (TDA 21), from what each seat has put in (``put``,
+    net of what came back uncalled, dead antes apart): a pot is closed at each level a ``live``
+    player ``all_in`` has put in; it holds what every seat put in up to that level (a folded seat's
+    chips too), and the live seats not all in for less can win it. ``dead``: the dead antes, in the
+    main pot. Two pots the same seats can win are one."""
+    levels = sorted({put[s] for s in all_in if s in live})
+    pots: list[PotView] = []
+    previous = Decimal(0)
+    for level in [*levels, None]:
+        amount = sum(
+            ((v if level is None else min(v, level)) - min(v, previous) for v in put.values()), Decimal(0)
+        )
+        if not pots and not previous:  # the first pot: the main pot
+            amount += dead
+        players = tuple(sorted(s for s in live if s not in all_in or (level is not None and put[s] >= level)))
+        while pots and pots[-1].players == players:
+            amount += pots.pop().amount
+        if amount:
+            pots.append(PotView(amount, players))
+        if level is not None:
+            previous = level
+    return pots or [PotView(dead, tuple(sorted(live)))]
+
+
+def button_of(event: POJEU) -> Decimal | None:
+    """The button's seat as the forced bets place it (a POJEU does not record the button): the seat
+    before the small blind's, in seat order round the table; heads-up the small blind's own (TDA 34B);
+    with no small blind (a dead small blind), the seat before the big blind's, as coffre's engine
+    places it. None when the hand posts no blind."""
+    blinds = {}
+    for tour in event.Jeu.Tour:
+        for action in tour.Action:
+            if isinstance(action, Bet) and action.name in ("small blind", "big blind"):
+                blinds.setdefault(action.name, Decimal(action.Siege))
+    seats = sorted(p.Siege for p in event.Participants.Joueur)
+    if "small blind" in blinds and blinds["small blind"] in seats:
+        small = blinds["small blind"]
+        return small if len(seats) == 2 else seats[seats.index(small) - 1]
+    if "big blind" in blinds and blinds["big blind"] in seats:
+        return seats[seats.index(blinds["big blind"]) - 1]
+    return None
+
+
+def _held(view: SeatView) -> list[int]:
+    return [c.code for c in view.cards if not c.discarded]
+
+
+def _name_hands(event: POJEU, hand: HandView) -> None:
+    """Each live seat whose cards are all shown at the end: its hand per half, named by coffre's
+    evaluators (ranking.py) from its cards and the board."""
+    kinds = ranking.HAND_KINDS[event.Regle]
+    board = [c for b in sorted(hand.boards) for c in hand.boards[b]]
+    for view in hand.seats.values():
+        held = [c for c in view.cards if not c.discarded]
+        if view.folded is not None or not held or not all(c.shown for c in held):
+            continue
+        try:
+            view.hands = [
+                ranking.hand_name(kind, ranking.EVALUATORS[kind]([c.code for c in held], board))
+                for kind in kinds
+            ]
+        except (ValueError, KeyError, IndexError):  # not a whole hand (the findings say why)
+            view.hands = []
+
+
+def _award(event: POJEU, hand: HandView) -> None:
+    """The pots as coffre's engine shares them by the cards (:func:`shared_pots`), with the winners' hands."""
+    shares = shared_pots(event)
+    if shares is None:
+        hand.engine_failed = True
+        return
+    kinds = ranking.HAND_KINDS[event.Regle]
+    hand.awards = []
+    for share in shares:
+        half = kinds.index(share.kind) if share.kind in kinds else None
+        winners = []
+        for seat, amount in share.winners:
+            view = hand.seats.get(Decimal(seat))
+            named = (
+                view.hands[half] if view is not None and half is not None and len(view.hands) > half else None
+            )
+            winners.append((Decimal(seat), amount, named))
+        hand.awards.append(
+            AwardView(
+                share.pot,
+                share.amount,
+                tuple(Decimal(s) for s in share.players),
+                None if not hand.split or half is None else ("high", "low")[half],
+                share.kind is not None,
+                winners,
+            )
+        )
 
 
 def _about_the_result(finding: Finding) -> bool:
