@@ -63,7 +63,8 @@ def esc(text: object) -> str:
     return escape(str(text), quote=True)
 
 
-def _amount(value: Decimal | None) -> str:
+def amount_text(value: Decimal | None) -> str:
+    """An amount as the hand writes it (0.50, 2 rather than 2.00 when whole), "–" for none."""
     if value is None:
         return "–"
     return f"{value.normalize():f}" if value == value.to_integral() else f"{value:f}"
@@ -275,7 +276,7 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
         for action in tour.Action:
             if isinstance(action, Bet):
                 pot += action.Valeur
-                tokens.append([(f"S{action.Siege} {action.name} {_amount(action.Valeur)}", None)])
+                tokens.append([(f"S{action.Siege} {action.name} {amount_text(action.Valeur)}", None)])
                 actions.append(ActionView(action.name, Decimal(action.Siege), action.Valeur))
             elif isinstance(action, Check):
                 tokens.append([(f"S{action.Siege} check", None)])
@@ -555,14 +556,14 @@ def _seat(view: SeatView, cx: float, cy: float) -> str:
     x, y = cx - SEAT_W / 2, cy - h / 2
     edge = f'stroke="{FLAGGED}" stroke-width="5"' if view.flagged else 'stroke="#16294a" stroke-width="1.5"'
     player = view.player if view.player is not None else "(not a participant)"
-    net = "" if view.net is None else f"Net {'+' if view.net > 0 else ''}{_amount(view.net)}"
+    net = "" if view.net is None else f"Net {'+' if view.net > 0 else ''}{amount_text(view.net)}"
     out = [
-        f'<g class="seat{" flagged" if view.flagged else ""}"><title>{esc(f"Siège {_amount(view.seat)}: {player}")}</title>',
+        f'<g class="seat{" flagged" if view.flagged else ""}"><title>{esc(f"Siège {amount_text(view.seat)}: {player}")}</title>',
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{SEAT_W}" height="{h}" rx="8" fill="{SEAT}" {edge}/>',
         f'<text x="{x + 7:.1f}" y="{y + 16:.1f}" fill="#fff" font-size="11.5" font-weight="bold">'
-        f"{esc(f'Siège {_amount(view.seat)} · ' + _short(player, 13))}</text>",
+        f"{esc(f'Siège {amount_text(view.seat)} · ' + _short(player, 13))}</text>",
         f'<text x="{x + 7:.1f}" y="{y + 31:.1f}" fill="#fff" font-size="11">'
-        f"{esc(f'{_amount(view.before)} → {_amount(view.after)}')}</text>",
+        f"{esc(f'{amount_text(view.before)} → {amount_text(view.after)}')}</text>",
         f'<text x="{x + 7:.1f}" y="{y + 46:.1f}" fill="#fff" font-size="11">{esc(net)}</text>',
     ]
     for i, card in enumerate(view.cards[:MAX_SEAT_CARDS]):
@@ -611,7 +612,7 @@ def hand_svg(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | 
     final_pot = view.rounds[-1][2] if view.rounds else Decimal(0)
     parts.append(
         f'<text x="0" y="{top + len(rows) * (bh + 6) + 16:.1f}" fill="#fff" font-size="13" '
-        f'text-anchor="middle">pot {esc(_amount(final_pot))}</text>'
+        f'text-anchor="middle">pot {esc(amount_text(final_pot))}</text>'
     )
     if left_out > 0:
         parts.append(
@@ -629,10 +630,10 @@ def hand_svg(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | 
                 f'<rect class="round flagged" x="{x - 6:.1f}" y="{y - 4:.1f}" width="{ROUNDS_W}" height="{height}" '
                 f'rx="5" fill="{FLAGGED_ROUND}" stroke="{FLAGGED}" stroke-width="2"/>'
             )
-        declared = "" if total is None else f" · Total {_amount(total)}"
+        declared = "" if total is None else f" · Total {amount_text(total)}"
         parts.append(
             f'<text x="{x:.1f}" y="{y + 11:.1f}" font-size="12" font-weight="bold">{esc(_short(name, 30))}'
-            f'<tspan font-weight="normal"> — pot {esc(_amount(pot))}{esc(declared)}</tspan></text>'
+            f'<tspan font-weight="normal"> — pot {esc(amount_text(pot))}{esc(declared)}</tspan></text>'
         )
         for n, line in enumerate(shown, start=1):
             parts.append(

@@ -225,9 +225,11 @@ def test_pages_show_the_record(client):
     assert status == 200 and "CARD_DEALT_TWICE" in page and "HashChaine" in page and "&lt;POJEU" in page
     status, _, body = client.get("/console/hand/0099/1/1?round=0")
     page = body.decode()
-    assert "Round 1 of 6" in page and "Next round" in page and "<svg" in page
+    assert "Round 1 of 6" in page and "Next round" in page and "Pots, as they stand" in page
+    assert "Who won what" not in page  # not before the end
+    assert 'class="card ' not in page  # the blinds: no card dealt yet
     last = client.get("/console/hand/0099/1/1?round=99")[2].decode()
-    assert "Round 6 of 6" in last
+    assert "Round 6 of 6" in last and 'class="card ' in last and "Who won what" in last
     player = client.get("/console/player?oper=0099&id=alice")[2].decode()
     assert "Balance of alice" in player and "<polyline" in player
     tech = client.get("/console/tech?oper=0099&id=T-42")[2].decode()

@@ -41,13 +41,14 @@ from cryptography.hazmat.primitives import serialization
 from lxml import etree
 
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
+from coffre.domain.audit.engine import rules_of
 from coffre.domain.audit.findings import CODES, Finding
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.codec import read_xml
 from coffre.domain.errors import Rejected
 from coffre.domain.lot import LotEvent, checkpoint_key, parse_document, read_lot
 from coffre.domain.normalize import normalize
-from coffre.hand_picture import hand_svg
+from coffre.hand_picture import amount_text, hand_view
 from coffre.plots import Series, line_plot
 
 from .archive_index import ArchiveIndex, ArchiveQueryError, parse_coffre, parse_number, parse_oper
@@ -165,6 +166,9 @@ class Console:
         )
         self.templates.globals.update(prefix=PREFIX, link=_link, codes=CODES)
         self.templates.filters["hexa"] = lambda value: value.hex() if isinstance(value, bytes) else value
+        self.templates.filters["amount"] = amount_text
+        self.templates.add_extension("jinja2.ext.i18n")
+        self.templates.install_null_translations(newstyle=True)  # type: ignore[attr-defined]
         self._lots: OrderedDict[str, list[LotEvent]] = OrderedDict()
         self._lots_lock = threading.Lock()
 
@@ -653,14 +657,15 @@ async def hand_page(request: web.Request) -> web.Response:
     rounds = [tour.name for tour in event.Jeu.Tour]
     if step is not None and rounds:
         step = min(step, len(rounds) - 1)
-    picture = hand_svg(event, tuple(findings), until_round=step)
+    view = await asyncio.to_thread(hand_view, event, tuple(findings), until_round=step)
     return console.render(
         "hand.html",
         title=f"Hand {oper}/{coffre} IDEvt {id_evt}",
         row=row,
         event=event,
         findings=findings,
-        picture=picture,
+        view=view,
+        kind=rules_of(event.Regle).kind,
         rounds=rounds,
         step=step,
     )
