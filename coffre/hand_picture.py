@@ -154,11 +154,12 @@ class AwardView:
     amount: Decimal
     players: tuple[Decimal, ...]
     half: str | None
-    """A split game's half ("high" or "low"); None in a game of one half."""
+    """The half of a halved pot ("high" or "low"); None for a whole pot."""
     contested: bool
     """False: everybody else folded, the pot is taken without a showdown."""
-    winners: list[tuple[Decimal, Decimal, HandName | None]]
-    """(seat, amount, the winning hand's name if its cards are shown)."""
+    winners: list[tuple[Decimal, Decimal, list[HandName]]]
+    """(seat, amount, the winning hand's names if its cards are shown: the half's for a halved pot,
+    every half's (high, low) for a whole pot)."""
 
 
 @dataclass
@@ -447,28 +448,32 @@ def _name_hands(event: POJEU, hand: HandView) -> None:
 
 
 def _award(event: POJEU, hand: HandView) -> None:
-    """The pots as coffre's engine shares them by the cards (:func:`shared_pots`), with the winners' hands."""
+    """The pots as coffre's engine shares them by the cards (:func:`shared_pots`), with the winners'
+    hands: the half's hand when a split pot is halved, every half's when one hand takes a whole pot."""
     shares = shared_pots(event)
     if shares is None:
         hand.engine_failed = True
         return
     kinds = ranking.HAND_KINDS[event.Regle]
+    per_pot: dict[int, int] = defaultdict(int)
+    for share in shares:
+        per_pot[share.pot] += 1
     hand.awards = []
     for share in shares:
-        half = kinds.index(share.kind) if share.kind in kinds else None
+        halved = hand.split and per_pot[share.pot] > 1 and share.kind in kinds
         winners = []
         for seat, amount in share.winners:
             view = hand.seats.get(Decimal(seat))
-            named = (
-                view.hands[half] if view is not None and half is not None and len(view.hands) > half else None
-            )
+            named = [] if view is None or share.kind is None else view.hands
+            if halved and named:
+                named = named[kinds.index(share.kind) : kinds.index(share.kind) + 1]  # type: ignore[arg-type]
             winners.append((Decimal(seat), amount, named))
         hand.awards.append(
             AwardView(
                 share.pot,
                 share.amount,
                 tuple(Decimal(s) for s in share.players),
-                None if not hand.split or half is None else ("high", "low")[half],
+                ("high", "low")[kinds.index(share.kind)] if halved else None,  # type: ignore[arg-type]
                 share.kind is not None,
                 winners,
             )

@@ -404,7 +404,8 @@ class Table:
         self.showdown_queue: deque[int] = deque()
         self.pushes: list[tuple[list[int], int, HandKind | None]] = []
         """Each share of a pot pushed: (the amount per player, the pot's index, the kind of hand that
-        won it: a half's; None when everybody else folded)."""
+        won it: a half's, the high one's when a showdown leaves one hand; None when everybody else
+        folded)."""
         self.shared: list[tuple[int, tuple[int, ...]]] = []
         """The pots as they were shared at the end (:meth:`pots`, less the hands that could win none)."""
         # the forced bets: antes (collected at once, trimmed when all post them), then the blinds
@@ -748,8 +749,8 @@ class Table:
         pots = self.pots()
         if dead := self._kill_hands(values, pots):
             pots = _without(pots, dead)
-        if self.n_live == 1:
-            self._push_to_the_last()
+        if self.n_live == 1:  # the others' hands could win nothing: the best hand takes every pot
+            self._push_to_the_last(self.rules.hands[0])
         else:
             self._push(values, pots)
 
@@ -830,8 +831,9 @@ class Table:
                 self.bets[i] += amounts[i]
         self.pushes.append((amounts, index, kind))
 
-    def _push_to_the_last(self) -> None:
-        """Everybody else folded: every pot to the last live player, who shows nothing (TDA 17B)."""
+    def _push_to_the_last(self, kind: HandKind | None = None) -> None:
+        """Everybody else folded: every pot to the last live player, who shows nothing (TDA 17B). ``kind``:
+        a showdown left one live hand (the others could win nothing), which wins with that kind."""
         self.street_index = None
         self.shared = self.pots()
         for index, (amount, players) in enumerate(self.shared):
@@ -840,7 +842,7 @@ class Table:
             amounts = [0] * self.n
             amounts[players[0]] = amount
             self.bets[players[0]] += amount
-            self.pushes.append((amounts, index, None))
+            self.pushes.append((amounts, index, kind))
         self._pull()
 
     def _pull(self) -> None:

@@ -1005,8 +1005,9 @@ class PotShare:
     players: tuple[int, ...]
     """The seats that could win it (live, and in for that much), in seat order."""
     kind: str | None
-    """The kind of hand (:data:`~.ranking.HAND_KINDS`' names) that won this share, or None: everybody
-    else folded and the last player takes the pot without a showdown."""
+    """The kind of hand (:data:`~.ranking.HAND_KINDS`' names) that won this share (the first, high,
+    kind when one hand is left at the showdown and takes the whole pot), or None: everybody else
+    folded and the last player takes the pot without a showdown."""
     winners: tuple[tuple[int, Decimal], ...]
     """(seat, amount) of each winner of this share (a tie splits it; the odd chip as the engine gives it)."""
 
