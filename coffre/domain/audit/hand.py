@@ -1003,7 +1003,8 @@ class PotShare:
     amount: Decimal
     """The whole pot (both halves of a split pot)."""
     players: tuple[int, ...]
-    """The seats that could win it (live, and in for that much), in seat order."""
+    """The seats still in for it once the showdown put out the hands that could win no part of any
+    pot (the winners and the hands that tie or win elsewhere), in seat order."""
     kind: str | None
     """The kind of hand (:data:`~.ranking.HAND_KINDS`' names) that won this share (the first, high,
     kind when one hand is left at the showdown and takes the whole pot), or None: everybody else
