@@ -406,3 +406,69 @@ def test_the_event_xml_is_indented_for_reading(client):
     text = html.unescape(xml)
     assert text.startswith("<POJEU") and text.count("\n") > 20 and "\n  <" in text
     assert "indented for reading" in page
+
+
+def test_the_hand_page_takes_its_labels_and_card_ranks_from_its_language():
+    """Issue 32: every label of the hand page goes through the page's translation, and the card
+    ranks are the language's own labels (a French page shows R, D, V, never K, Q, J beside French
+    words). Rendered with a translation that brackets every label, the page's own text holds no
+    word that is neither bracketed nor the hand's data."""
+    import types
+
+    from lxml import html as lxml_html
+    from test_hand_picture import side_pot_hand
+
+    from coffre.domain.audit.engine import rules_of
+    from coffre.domain.normalize import normalize
+    from coffre.hand_picture import hand_view
+
+    holder = types.SimpleNamespace()
+    console.Console.__post_init__(holder)  # the console's own Jinja environment
+    french_ranks = {"J": "V", "Q": "D", "K": "R", "A": "A", "D": "B"}
+    holder.templates.install_gettext_callables(
+        gettext=lambda s: f"‹{s}›",
+        ngettext=lambda s, p, n: f"‹{s if n == 1 else p}›",
+        pgettext=lambda context, s: french_ranks[s],
+        npgettext=lambda context, s, p, n: f"‹{s if n == 1 else p}›",
+        newstyle=True,
+    )
+    event = normalize(json.dumps(side_pot_hand()).encode())
+    row = types.SimpleNamespace(oper="0099", coffre=1, id_evt=1, tech="T-1", pool="1", at="2026-01-01")
+    rounds = [t.name for t in event.Jeu.Tour]
+    for step in (2, None):
+        page = holder.templates.get_template("hand.html").render(
+            title="Hand",
+            row=row,
+            event=event,
+            findings=[],
+            view=hand_view(event, (), until_round=step),
+            kind=rules_of(event.Regle).kind,
+            rounds=rounds,
+            step=step,
+        )
+        document = lxml_html.fromstring(page)
+        main = document.xpath("//main")[0]
+        ranks = {r.text_content() for r in main.xpath(".//span[@class='rank']")}
+        assert "R" in ranks and not ranks & {"J", "Q", "K"}, ranks
+        for section in main.xpath(".//section[not(@aria-labelledby='findings-h')] | .//nav | ./p"):
+            text = section.text_content()
+            while re.search(r"‹[^‹›]*›", text):  # labels, innermost first (a label's words in a label)
+                text = re.sub(r"‹[^‹›]*›", " ", text)
+            data = {
+                *rounds,
+                "j1",
+                "j2",
+                "j3",
+                "T-1",
+                "Texas",
+                "Hold'em",
+                "No",
+                "Limit",
+                "R",
+                "V",
+                "D",
+                "A",
+                "B",
+            }
+            words = set(re.findall(r"[A-Za-z][A-Za-z0-9'-]*", text)) - data
+            assert not words, (step, words)
