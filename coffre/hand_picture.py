@@ -6,6 +6,11 @@ each seat's cards as cards (annex 1.3.6.d.3; a card dealt face down and never re
 drawn, since the POJEU records it, with a dashed edge and a faded face), the board, and each
 round's actions with the pot as it grows; the seats and rounds a finding names are outlined. Every
 text that comes from an operator is untrusted and escaped where it is written.
+
+:func:`hand_view` is what both draw: the regulator's console writes it as HTML in its own
+language (services/regulator/templates/hand.html), round by round, with the pots and side pots as
+they stand, each seat's stack, fold and all-in, the button, and at the end who won each pot with
+which hand (coffre's engine sharing the pots, its evaluators naming the hands).
 """
 
 from __future__ import annotations

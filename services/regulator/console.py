@@ -7,7 +7,8 @@ and every search, with who asked). Read-only: the only POSTs are the login and t
 nothing is written to the archive.
 
 Pages are rendered on the server with Jinja2 (autoescaped: every operator's text is escaped), with
-no script and no external asset; pictures (hands, balances, chip counts) are inline SVG; the
+no script and no external asset; pictures (balances, chip counts) are inline SVG, a hand is
+HTML drawn from :func:`coffre.hand_picture.hand_view` (round by round: pots, stacks, cards); the
 Content-Security-Policy forbids anything else. Searches read the console's index
 (:mod:`.event_index`); an event's bytes come from its lot in the archive, whose SHA-256 must still
 be the one the index verified.
