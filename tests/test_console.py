@@ -230,6 +230,7 @@ def test_pages_show_the_record(client):
     assert 'class="card ' not in page  # the blinds: no card dealt yet
     last = client.get("/console/hand/0099/1/1?round=99")[2].decode()
     assert "Round 6 of 6" in last and 'class="card ' in last and "Who won what" in last
+    assert "could not replay this hand to its end" in last  # CARD_DEALT_TWICE: no pots shared
     player = client.get("/console/player?oper=0099&id=alice")[2].decode()
     assert "Balance of alice" in player and "<polyline" in player
     tech = client.get("/console/tech?oper=0099&id=T-42")[2].decode()
