@@ -6,6 +6,11 @@ each seat's cards as cards (annex 1.3.6.d.3; a card dealt face down and never re
 drawn, since the POJEU records it, with a dashed edge and a faded face), the board, and each
 round's actions with the pot as it grows; the seats and rounds a finding names are outlined. Every
 text that comes from an operator is untrusted and escaped where it is written.
+
+:func:`hand_view` is what both draw: the regulator's console writes it as HTML in its own
+language (services/regulator/templates/hand.html), round by round, with the pots and side pots as
+they stand, each seat's stack, fold and all-in, the button, and at the end who won each pot with
+which hand (coffre's engine sharing the pots, its evaluators naming the hands).
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from html import escape
 
+from coffre.domain.audit import ranking
+from coffre.domain.audit.engine import rules_of
 from coffre.domain.audit.findings import CODES, Finding
-from coffre.domain.audit.hand import event_contributions
+from coffre.domain.audit.hand import event_contributions, shared_pots
+from coffre.domain.audit.ranking import HandName
 from coffre.domain.catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, decode_card
 
 FELT = "#1f6f43"
@@ -60,7 +68,8 @@ def esc(text: object) -> str:
     return escape(str(text), quote=True)
 
 
-def _amount(value: Decimal | None) -> str:
+def amount_text(value: Decimal | None) -> str:
+    """An amount as the hand writes it (0.50, 2 rather than 2.00 when whole), "–" for none."""
     if value is None:
         return "–"
     return f"{value.normalize():f}" if value == value.to_integral() else f"{value:f}"
@@ -79,6 +88,8 @@ class CardView:
     shown: bool
     """Dealt face up (``ouverte``), or revealed later (``Reveal``, a ``Fold`` that shows)."""
     discarded: bool = False
+    up: bool = False
+    """Dealt face up (a stud up card, ``ouverte``): what the table saw from the deal on."""
 
 
 @dataclass
@@ -87,9 +98,73 @@ class SeatView:
     player: str | None = None
     before: Decimal | None = None
     after: Decimal | None = None
+    """At the end: CaveApres; stepped: the stack as it stands then (as :attr:`stack`)."""
     net: Decimal | None = None
     cards: list[CardView] = field(default_factory=list)
     flagged: bool = False
+    stack: Decimal | None = None
+    """The stack as it stands at the end of the rounds drawn, before the pots are paid: CaveAvant
+    less the seat's Bets so far, plus what came back to it uncalled."""
+    put: Decimal = Decimal(0)
+    """What the seat has in the pots (its Bets so far less what came back uncalled)."""
+    folded: str | None = None
+    """The round it folded in (it shows as folded from that round on), or None."""
+    all_in: bool = False
+    """Live, with chips in the pot and none left in front of it."""
+    button: bool = False
+    hands: list[HandName] = field(default_factory=list)
+    """At the end, for a live seat whose cards are all shown: its hand per half (high, then low),
+    named by coffre's evaluators (:func:`~coffre.domain.audit.ranking.hand_name`)."""
+
+
+@dataclass
+class PotView:
+    """A pot as it stands: the main pot first, then each side pot."""
+
+    amount: Decimal
+    players: tuple[Decimal, ...]
+    """The seats that can win it: live, and not all in for less than it asks."""
+
+
+@dataclass
+class ActionView:
+    """One line of a round's log, in parts a page writes in its own language."""
+
+    verb: str
+    """A Bet's name ("small blind", "call", "allin", …), "check", "fold", "fold shows", "deal" (cards
+    to a seat), "board", "discard" or "show"."""
+    seat: Decimal | None = None
+    amount: Decimal | None = None
+    cards: list[int] = field(default_factory=list)
+    up: bool = False
+    """``deal``: the cards are dealt face up."""
+
+
+@dataclass
+class RoundView:
+    name: str
+    actions: list[ActionView]
+    pot: Decimal
+    """The pot at the end of the round (net of what came back uncalled)."""
+    total: Decimal | None
+    flagged: bool
+
+
+@dataclass
+class AwardView:
+    """One pot, or one half of a split pot, and who won it: coffre's engine sharing it by the cards."""
+
+    pot: int
+    """0 the main pot, 1 the first side pot, …"""
+    amount: Decimal
+    players: tuple[Decimal, ...]
+    half: str | None
+    """The half of a halved pot ("high" or "low"); None for a whole pot."""
+    contested: bool
+    """False: everybody else folded, the pot is taken without a showdown."""
+    winners: list[tuple[Decimal, Decimal, list[HandName]]]
+    """(seat, amount, the winning hand's names if its cards are shown: the half's for a halved pot,
+    every half's (high, low) for a whole pot)."""
 
 
 @dataclass
@@ -98,6 +173,20 @@ class HandView:
     boards: dict[int, list[int]]
     rounds: list[tuple[str, list[list[tuple[str, str | None]]], Decimal, Decimal | None, bool]]
     """(name, lines of (text, colour) segments, pot after the round, the round's Total, flagged)."""
+    log: list[RoundView] = field(default_factory=list)
+    pots: list[PotView] = field(default_factory=list)
+    """The pots at the end of the last round drawn (:func:`pots_of`)."""
+    has_button: bool = True
+    """False in a stud game: no button (the bring-in and the showing cards decide who acts)."""
+    button: Decimal | None = None
+    """The button's seat as the forced bets place it (the seat before the small blind; heads-up the
+    small blind's; with no small blind, the seat before the big blind), None if they do not say."""
+    whole: bool = True
+    split: bool = False
+    awards: list[AwardView] | None = None
+    """With the whole hand: each pot (each half) and its winners, as coffre's engine shares them;
+    None before the end, or when the engine could not replay the hand (:attr:`engine_failed`)."""
+    engine_failed: bool = False
 
 
 def _card_text(code: int) -> list[tuple[str, str | None]]:
@@ -136,7 +225,8 @@ def _rounds_until(event: POJEU, until_round: int | None) -> int:
 
 
 def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | None = None) -> HandView:
-    """What the picture draws, read from the POJEU as declared (no replay: the findings say what is wrong).
+    """What the picture draws, read from the POJEU as declared (no replay: the findings say what is
+    wrong), but for the pots' winners at the end, which coffre's engine shares by the cards.
 
     ``until_round`` (an index into ``Jeu.Tour``) stops the hand at the end of that round: later rounds'
     cards, folds, reveals and bets are not read, and a finding naming only a later round outlines nothing.
@@ -155,19 +245,25 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
     flagged_rounds = {f.round for f in findings if f.round is not None}
     paid = event_contributions(event)
     shown = {t.name for t in tours}
+    # what came back uncalled goes back at the end of its betting street: the forced bets' round
+    # belongs with the first betting round, so what comes back out of the blinds is given back once
+    # that round is drawn
+    first = event.Jeu.Tour[0].name if event.Jeu.Tour else None
+    settled = shown if whole or len(tours) > 1 else shown - {first}
     seats: dict[Decimal, SeatView] = {}
     for p in event.Participants.Joueur:
-        if whole:
-            seats[p.Siege] = SeatView(
-                p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Net
-            )
-            continue
-        # the stack as it stands at the end of the last round shown: CaveAvant less the seat's Bets
-        # so far, plus what came back uncalled out of those rounds; no Net before the hand's end
         number = int(p.Siege) if p.Siege == p.Siege.to_integral_value() else None
         put = sum((v for name, v in paid.bets_of.get(number, ()) if name in shown), Decimal(0))  # type: ignore[arg-type]
-        back = sum((v for (s, name), v in paid.back_of.items() if s == number and name in shown), Decimal(0))
-        seats[p.Siege] = SeatView(p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveAvant - put + back)
+        back = sum(
+            (v for (s, name), v in paid.back_of.items() if s == number and name in settled), Decimal(0)
+        )
+        stack = p.Finance.CaveAvant - put + back
+        if whole:
+            view = SeatView(p.Siege, p.IDJoueur, p.Finance.CaveAvant, p.Finance.CaveApres, p.Finance.Net)
+        else:  # no CaveApres nor Net before the hand's end
+            view = SeatView(p.Siege, p.IDJoueur, p.Finance.CaveAvant, stack)
+        view.stack, view.put = stack, put - back
+        seats[p.Siege] = view
 
     def seat(number: int | None) -> SeatView:
         key = Decimal(number or 0)
@@ -175,33 +271,51 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
 
     boards: dict[int, list[int]] = defaultdict(list)
     rounds = []
+    log: list[RoundView] = []
     pot = Decimal(0)
     uncalled = paid.round_back  # given back: not in the pot
     for tour in tours:
         pot -= uncalled.get(tour.name, Decimal(0))
         tokens: list[list[tuple[str, str | None]]] = []
+        actions: list[ActionView] = []
         dealing: tuple[int | None, bool] | None = None
         for action in tour.Action:
             if isinstance(action, Bet):
                 pot += action.Valeur
-                tokens.append([(f"S{action.Siege} {action.name} {_amount(action.Valeur)}", None)])
+                tokens.append([(f"S{action.Siege} {action.name} {amount_text(action.Valeur)}", None)])
+                actions.append(ActionView(action.name, Decimal(action.Siege), action.Valeur))
             elif isinstance(action, Check):
                 tokens.append([(f"S{action.Siege} check", None)])
+                actions.append(ActionView("check", Decimal(action.Siege)))
             elif isinstance(action, Fold):
                 tokens.append([(f"S{action.Siege} fold{' (shows)' if action.Reveal else ''}", None)])
+                actions.append(ActionView("fold shows" if action.Reveal else "fold", Decimal(action.Siege)))
+                folder = seat(action.Siege)
+                if folder.folded is None:
+                    folder.folded = tour.name
                 if action.Reveal:
-                    for card in seat(action.Siege).cards:
+                    for card in folder.cards:
                         card.shown = True
             elif isinstance(action, Draw) and action.commune:
                 boards[action.board or 0].append(action.Valeur)
                 tokens.append([("board ", None), *_card_text(action.Valeur)])
+                if dealing == (None, True):
+                    actions[-1].cards.append(action.Valeur)
+                else:
+                    actions.append(ActionView("board", None, None, [action.Valeur], True))
+                dealing = (None, True)
+                continue
             elif isinstance(action, Draw):
-                seat(action.Siege).cards.append(CardView(action.Valeur, shown=action.ouverte))
+                seat(action.Siege).cards.append(CardView(action.Valeur, action.ouverte, up=action.ouverte))
                 if dealing == (action.Siege, action.ouverte):  # the same seat's next card: one token
                     tokens[-1][-1:-1] = [(" ", None), *_card_text(action.Valeur)]
+                    actions[-1].cards.append(action.Valeur)
                 else:
-                    shown = "" if action.ouverte else " (down)"
-                    tokens.append([(f"S{action.Siege} ← ", None), *_card_text(action.Valeur), (shown, None)])
+                    down = "" if action.ouverte else " (down)"
+                    tokens.append([(f"S{action.Siege} ← ", None), *_card_text(action.Valeur), (down, None)])
+                    actions.append(
+                        ActionView("deal", Decimal(action.Siege), None, [action.Valeur], action.ouverte)
+                    )
                 dealing = (action.Siege, action.ouverte)
                 continue
             elif isinstance(action, Discard | Reveal):
@@ -210,19 +324,165 @@ def hand_view(event: POJEU, findings: tuple[Finding, ...], *, until_round: int |
                 if held is None:  # not dealt to that seat: drawn anyway, the findings say so
                     held = CardView(action.Valeur, shown=False)
                     owner.cards.append(held)
+                verb = "discard" if isinstance(action, Discard) else "show"
                 if isinstance(action, Discard):
                     held.discarded = True
                     tokens.append([(f"S{action.Siege} discards ", None), *_card_text(action.Valeur)])
                 else:
                     held.shown = True
                     tokens.append([(f"S{action.Siege} shows ", None), *_card_text(action.Valeur)])
+                last = actions[-1] if actions else None
+                if last is not None and last.verb == verb and last.seat == Decimal(action.Siege):  # type: ignore[arg-type]
+                    last.cards.append(action.Valeur)
+                else:
+                    actions.append(ActionView(verb, Decimal(action.Siege), None, [action.Valeur]))  # type: ignore[arg-type]
             dealing = None
-        rounds.append((tour.name, _wrap(tokens), pot, tour.Total, tour.name in flagged_rounds))
+        flagged = tour.name in flagged_rounds
+        rounds.append((tour.name, _wrap(tokens), pot, tour.Total, flagged))
+        log.append(RoundView(tour.name, actions, pot, tour.Total, flagged))
     for view in seats.values():
         view.flagged = view.seat in flagged_seats or (
             view.player is not None and view.player in flagged_players
         )
-    return HandView(seats, dict(boards), rounds)
+        view.all_in = view.folded is None and view.put > 0 and view.stack == 0
+    variant = rules_of(event.Regle)
+    hand = HandView(seats, dict(boards), rounds, log, whole=whole, split=variant.split)
+    dead = {Decimal(s): v for s, v in _dead_antes(event, shown).items()}
+    hand.pots = pots_of(
+        {v.seat: v.put - dead.get(v.seat, Decimal(0)) for v in seats.values()},
+        {v.seat for v in seats.values() if v.folded is None and v.player is not None},
+        {v.seat for v in seats.values() if v.all_in},
+        sum(dead.values(), Decimal(0)),
+    )
+    hand.has_button = variant.kind != "stud"
+    if hand.has_button:
+        hand.button = button_of(event)
+        if hand.button in seats:
+            seats[hand.button].button = True
+    if whole:
+        _name_hands(event, hand)
+        _award(event, hand)
+    return hand
+
+
+def _dead_antes(event: POJEU, shown: set[str]) -> dict[int, Decimal]:
+    """Per seat, its ante when antes are posted by some seats only: dead money (TDA RP-11's big-blind
+    ante), in the main pot whoever wins it, as coffre's engine plays them. Antes posted by every seat
+    count as bets (empty)."""
+    antes = [
+        a
+        for t in event.Jeu.Tour
+        if t.name in shown
+        for a in t.Action
+        if isinstance(a, Bet) and a.name == "ante"
+    ]
+    if len({a.Siege for a in antes}) == len(event.Participants.Joueur):
+        return {}
+    dead: dict[int, Decimal] = defaultdict(Decimal)
+    for a in antes:
+        dead[a.Siege] += a.Valeur
+    return dict(dead)
+
+
+def pots_of(
+    put: dict[Decimal, Decimal], live: set[Decimal], all_in: set[Decimal], dead: Decimal = Decimal(0)
+) -> list[PotView]:
+    """The main pot and the side pots as they stand (TDA 21), from what each seat has put in (``put``,
+    net of what came back uncalled, dead antes apart): a pot is closed at each level a ``live``
+    player ``all_in`` has put in; it holds what every seat put in up to that level (a folded seat's
+    chips too), and the live seats not all in for less can win it. ``dead``: the dead antes, in the
+    main pot. Two pots the same seats can win are one."""
+    levels = sorted({put[s] for s in all_in if s in live})
+    pots: list[PotView] = []
+    previous = Decimal(0)
+    for level in [*levels, None]:
+        amount = sum(
+            ((v if level is None else min(v, level)) - min(v, previous) for v in put.values()), Decimal(0)
+        )
+        if not pots and not previous:  # the first pot: the main pot
+            amount += dead
+        players = tuple(sorted(s for s in live if s not in all_in or (level is not None and put[s] >= level)))
+        while pots and pots[-1].players == players:
+            amount += pots.pop().amount
+        if amount:
+            pots.append(PotView(amount, players))
+        if level is not None:
+            previous = level
+    return pots or [PotView(dead, tuple(sorted(live)))]
+
+
+def button_of(event: POJEU) -> Decimal | None:
+    """The button's seat as the forced bets place it (a POJEU does not record the button): the seat
+    before the small blind's, in seat order round the table; heads-up the small blind's own (TDA 34B);
+    with no small blind (a dead small blind), the seat before the big blind's, as coffre's engine
+    places it. None when the hand posts no blind."""
+    blinds = {}
+    for tour in event.Jeu.Tour:
+        for action in tour.Action:
+            if isinstance(action, Bet) and action.name in ("small blind", "big blind"):
+                blinds.setdefault(action.name, Decimal(action.Siege))
+    seats = sorted(p.Siege for p in event.Participants.Joueur)
+    if "small blind" in blinds and blinds["small blind"] in seats:
+        small = blinds["small blind"]
+        return small if len(seats) == 2 else seats[seats.index(small) - 1]
+    if "big blind" in blinds and blinds["big blind"] in seats:
+        return seats[seats.index(blinds["big blind"]) - 1]
+    return None
+
+
+def _held(view: SeatView) -> list[int]:
+    return [c.code for c in view.cards if not c.discarded]
+
+
+def _name_hands(event: POJEU, hand: HandView) -> None:
+    """Each live seat whose cards are all shown at the end: its hand per half, named by coffre's
+    evaluators (ranking.py) from its cards and the board."""
+    kinds = ranking.HAND_KINDS[event.Regle]
+    board = [c for b in sorted(hand.boards) for c in hand.boards[b]]
+    for view in hand.seats.values():
+        held = [c for c in view.cards if not c.discarded]
+        if view.folded is not None or not held or not all(c.shown for c in held):
+            continue
+        try:
+            view.hands = [
+                ranking.hand_name(kind, ranking.EVALUATORS[kind]([c.code for c in held], board))
+                for kind in kinds
+            ]
+        except (ValueError, KeyError, IndexError):  # not a whole hand (the findings say why)
+            view.hands = []
+
+
+def _award(event: POJEU, hand: HandView) -> None:
+    """The pots as coffre's engine shares them by the cards (:func:`shared_pots`), with the winners'
+    hands: the half's hand when a split pot is halved, every half's when one hand takes a whole pot."""
+    shares = shared_pots(event)
+    if shares is None:
+        hand.engine_failed = True
+        return
+    kinds = ranking.HAND_KINDS[event.Regle]
+    per_pot: dict[int, int] = defaultdict(int)
+    for share in shares:
+        per_pot[share.pot] += 1
+    hand.awards = []
+    for share in shares:
+        halved = hand.split and per_pot[share.pot] > 1 and share.kind in kinds
+        winners = []
+        for seat, amount in share.winners:
+            view = hand.seats.get(Decimal(seat))
+            named = [] if view is None or share.kind is None else view.hands
+            if halved and named:
+                named = named[kinds.index(share.kind) : kinds.index(share.kind) + 1]  # type: ignore[arg-type]
+            winners.append((Decimal(seat), amount, named))
+        hand.awards.append(
+            AwardView(
+                share.pot,
+                share.amount,
+                tuple(Decimal(s) for s in share.players),
+                ("high", "low")[kinds.index(share.kind)] if halved else None,  # type: ignore[arg-type]
+                share.kind is not None,
+                winners,
+            )
+        )
 
 
 def _about_the_result(finding: Finding) -> bool:
@@ -306,14 +566,14 @@ def _seat(view: SeatView, cx: float, cy: float) -> str:
     x, y = cx - SEAT_W / 2, cy - h / 2
     edge = f'stroke="{FLAGGED}" stroke-width="5"' if view.flagged else 'stroke="#16294a" stroke-width="1.5"'
     player = view.player if view.player is not None else "(not a participant)"
-    net = "" if view.net is None else f"Net {'+' if view.net > 0 else ''}{_amount(view.net)}"
+    net = "" if view.net is None else f"Net {'+' if view.net > 0 else ''}{amount_text(view.net)}"
     out = [
-        f'<g class="seat{" flagged" if view.flagged else ""}"><title>{esc(f"Siège {_amount(view.seat)}: {player}")}</title>',
+        f'<g class="seat{" flagged" if view.flagged else ""}"><title>{esc(f"Siège {amount_text(view.seat)}: {player}")}</title>',
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{SEAT_W}" height="{h}" rx="8" fill="{SEAT}" {edge}/>',
         f'<text x="{x + 7:.1f}" y="{y + 16:.1f}" fill="#fff" font-size="11.5" font-weight="bold">'
-        f"{esc(f'Siège {_amount(view.seat)} · ' + _short(player, 13))}</text>",
+        f"{esc(f'Siège {amount_text(view.seat)} · ' + _short(player, 13))}</text>",
         f'<text x="{x + 7:.1f}" y="{y + 31:.1f}" fill="#fff" font-size="11">'
-        f"{esc(f'{_amount(view.before)} → {_amount(view.after)}')}</text>",
+        f"{esc(f'{amount_text(view.before)} → {amount_text(view.after)}')}</text>",
         f'<text x="{x + 7:.1f}" y="{y + 46:.1f}" fill="#fff" font-size="11">{esc(net)}</text>',
     ]
     for i, card in enumerate(view.cards[:MAX_SEAT_CARDS]):
@@ -362,7 +622,7 @@ def hand_svg(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | 
     final_pot = view.rounds[-1][2] if view.rounds else Decimal(0)
     parts.append(
         f'<text x="0" y="{top + len(rows) * (bh + 6) + 16:.1f}" fill="#fff" font-size="13" '
-        f'text-anchor="middle">pot {esc(_amount(final_pot))}</text>'
+        f'text-anchor="middle">pot {esc(amount_text(final_pot))}</text>'
     )
     if left_out > 0:
         parts.append(
@@ -380,10 +640,10 @@ def hand_svg(event: POJEU, findings: tuple[Finding, ...], *, until_round: int | 
                 f'<rect class="round flagged" x="{x - 6:.1f}" y="{y - 4:.1f}" width="{ROUNDS_W}" height="{height}" '
                 f'rx="5" fill="{FLAGGED_ROUND}" stroke="{FLAGGED}" stroke-width="2"/>'
             )
-        declared = "" if total is None else f" · Total {_amount(total)}"
+        declared = "" if total is None else f" · Total {amount_text(total)}"
         parts.append(
             f'<text x="{x:.1f}" y="{y + 11:.1f}" font-size="12" font-weight="bold">{esc(_short(name, 30))}'
-            f'<tspan font-weight="normal"> — pot {esc(_amount(pot))}{esc(declared)}</tspan></text>'
+            f'<tspan font-weight="normal"> — pot {esc(amount_text(pot))}{esc(declared)}</tspan></text>'
         )
         for n, line in enumerate(shown, start=1):
             parts.append(

@@ -236,9 +236,12 @@ def test_pages_show_the_record(client):
     assert status == 200 and "CARD_DEALT_TWICE" in page and "HashChaine" in page and "&lt;POJEU" in page
     status, _, body = client.get("/console/hand/0099/1/1?round=0")
     page = body.decode()
-    assert "Round 1 of 6" in page and "Next round" in page and "<svg" in page
+    assert "Round 1 of 6" in page and "Next round" in page and "Pots, as they stand" in page
+    assert "Who won what" not in page  # not before the end
+    assert 'class="card ' not in page  # the blinds: no card dealt yet
     last = client.get("/console/hand/0099/1/1?round=99")[2].decode()
-    assert "Round 6 of 6" in last
+    assert "Round 6 of 6" in last and 'class="card ' in last and "Who won what" in last
+    assert "could not replay this hand to its end" in last  # CARD_DEALT_TWICE: no pots shared
     player = client.get("/console/player?oper=0099&id=alice")[2].decode()
     assert "Balance of alice" in player and "<polyline" in player
     tech = client.get("/console/tech?oper=0099&id=T-42")[2].decode()
@@ -926,3 +929,73 @@ def test_counts_over_time_fill_the_days_or_months_without_any_with_zero():
     assert console._counts_over_time([("2016-01-01", "A", 1), ("2016-04-01", "A", 1)])[1] == "day"
     assert console._counts_over_time([("2026-03", "A", 1)])[1] == "month"
     assert console._counts_over_time([]) == ([], "day")
+
+
+def test_the_hand_page_takes_its_labels_and_card_ranks_from_its_language():
+    """Issue 32: every label of the hand page goes through the page's translation, and the card
+    ranks are the language's own labels (a French page shows R, D, V, never K, Q, J beside French
+    words). Rendered with a translation that brackets every label, the page's own text holds no
+    word that is neither bracketed nor the hand's data."""
+    import types
+
+    from lxml import html as lxml_html
+    from test_hand_picture import side_pot_hand
+
+    from coffre.domain.audit.engine import rules_of
+    from coffre.domain.normalize import normalize
+    from coffre.hand_picture import hand_view
+
+    holder = types.SimpleNamespace()
+    console.Console.__post_init__(holder)  # the console's own Jinja environment
+    french_ranks = {"J": "V", "Q": "D", "K": "R", "A": "A", "D": "B"}
+    environment = holder.templates["en"]
+    environment.install_gettext_callables(
+        gettext=lambda s: f"‹{s}›",
+        ngettext=lambda s, p, n: f"‹{s if n == 1 else p}›",
+        pgettext=lambda context, s: french_ranks[s],
+        npgettext=lambda context, s, p, n: f"‹{s if n == 1 else p}›",
+        newstyle=True,
+    )
+    event = normalize(json.dumps(side_pot_hand()).encode())
+    row = types.SimpleNamespace(oper="0099", coffre=1, id_evt=1, tech="T-1", pool="1", at="2026-01-01")
+    rounds = [t.name for t in event.Jeu.Tour]
+    for step in (2, None):
+        page = environment.get_template("hand.html").render(
+            title="Hand",
+            lang="en",
+            switch={"fr": "?lang=fr", "en": "?lang=en"},
+            seats={},
+            row=row,
+            event=event,
+            findings=[],
+            view=hand_view(event, (), until_round=step),
+            kind=rules_of(event.Regle).kind,
+            rounds=rounds,
+            step=step,
+        )
+        document = lxml_html.fromstring(page)
+        main = document.xpath("//main")[0]
+        ranks = {r.text_content() for r in main.xpath(".//span[@class='rank']")}
+        assert "R" in ranks and not ranks & {"J", "Q", "K"}, ranks
+        for section in main.xpath(".//section[not(@aria-labelledby='findings-h')] | .//nav | ./p"):
+            text = section.text_content()
+            while re.search(r"‹[^‹›]*›", text):  # labels, innermost first (a label's words in a label)
+                text = re.sub(r"‹[^‹›]*›", " ", text)
+            data = {
+                *rounds,
+                "j1",
+                "j2",
+                "j3",
+                "T-1",
+                "Texas",
+                "Hold'em",
+                "No",
+                "Limit",
+                "R",
+                "V",
+                "D",
+                "A",
+                "B",
+            }
+            words = set(re.findall(r"[A-Za-z][A-Za-z0-9'-]*", text)) - data
+            assert not words, (step, words)

@@ -7,7 +7,8 @@ and every search, with who asked). Read-only: the only POSTs are the login and t
 nothing is written to the archive.
 
 Pages are rendered on the server with Jinja2 (autoescaped: every operator's text is escaped), with
-no script and no external asset; pictures (hands, balances, chip counts) are inline SVG; the
+no script and no external asset; pictures (balances, chip counts) are inline SVG, a hand is
+HTML drawn from :func:`coffre.hand_picture.hand_view` (round by round: pots, stacks, cards); the
 Content-Security-Policy forbids anything else. Searches read the console's index
 (:mod:`.event_index`); an event's bytes come from its lot in the archive, whose SHA-256 must still
 be the one the index verified.
@@ -45,13 +46,14 @@ from markupsafe import Markup, escape
 
 from coffre.adapters.storage import ArchiveStorage, ObjectMissing
 from coffre.domain.audit import rules as rule_table
+from coffre.domain.audit.engine import rules_of as variant_rules
 from coffre.domain.audit.findings import CODES, Finding
 from coffre.domain.catalogue.poker import POJEU
 from coffre.domain.codec import read_xml
 from coffre.domain.errors import Rejected
 from coffre.domain.lot import LotEvent, checkpoint_key, parse_document, read_lot
 from coffre.domain.normalize import normalize
-from coffre.hand_picture import hand_svg
+from coffre.hand_picture import hand_view
 from coffre.plots import Series, line_plot
 
 from . import i18n
@@ -1011,7 +1013,7 @@ async def hand_page(request: web.Request) -> web.Response:
     rounds = [tour.name for tour in event.Jeu.Tour]
     if step is not None and rounds:
         step = min(step, len(rounds) - 1)
-    picture = hand_svg(event, tuple(findings), until_round=step)
+    view = await asyncio.to_thread(hand_view, event, tuple(findings), until_round=step)
     return console.render(
         request,
         "hand.html",
@@ -1020,7 +1022,8 @@ async def hand_page(request: web.Request) -> web.Response:
         event=event,
         findings=findings,
         seats=hand_seats(event),
-        picture=picture,
+        view=view,
+        kind=variant_rules(event.Regle).kind,
         rounds=rounds,
         step=step,
     )

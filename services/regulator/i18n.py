@@ -177,6 +177,16 @@ class Language:
         pattern = "#,##0" + ("." + "0" * decimals if decimals else "")
         return format_decimal(amount, format=pattern, locale=self.code)
 
+    def amount(self, value: Decimal | int | None) -> str:
+        """A hand's amount or seat as the language writes it, whole amounts without decimals
+        (``2`` rather than ``2.00``, as the hand page shows them); ``–`` for none."""
+        if value is None:
+            return "–"
+        amount = Decimal(value)
+        if amount == amount.to_integral():
+            amount = amount.quantize(Decimal(1))
+        return self.number(amount)
+
 
 def environment(language: str, loader: jinja2.BaseLoader, globals_: dict[str, object]) -> jinja2.Environment:
     """The console's Jinja2 environment for one language: its catalogue, and filters that write
@@ -200,4 +210,5 @@ def environment(language: str, loader: jinja2.BaseLoader, globals_: dict[str, ob
     env.filters["when"] = spoken.when
     env.filters["day"] = spoken.day
     env.filters["number"] = spoken.number
+    env.filters["amount"] = spoken.amount
     return env

@@ -113,6 +113,29 @@ def round_counter(page: Any) -> tuple[int, int]:
     return int(found[1]), int(found[2])
 
 
+def picture(page: Any) -> str:
+    """The hand's table and its log, as the page draws them."""
+    return page.locator("section.hand").inner_html() + page.locator("ol.log").inner_html()
+
+
+def pots_text(page: Any) -> list[str]:
+    return [" ".join(t.split()) for t in page.locator("ul.pots li").all_inner_texts()]
+
+
+def seat_text(page: Any, seat: int) -> dict[str, str]:
+    """A seat's box: its figures by their label, its status line ("All in", "✕ Folded (flop)") and
+    its hand's name."""
+    box = page.locator(f"li.seat[data-seat='{seat}']")
+    labels = box.locator("dl.chips dt").all_inner_texts()
+    values = box.locator("dl.chips dd").all_inner_texts()
+    out = dict(zip(labels, values, strict=True))
+    status = box.locator("p.status:not(.flag)")
+    out["status"] = " ".join(status.inner_text().split()) if status.count() else ""
+    hand = box.locator("p.hand-name")
+    out["hand"] = " ".join(hand.first.inner_text().split()) if hand.count() else ""
+    return out
+
+
 def test_the_console_in_chromium(tmp_path):
     executable = chromium()
     root, cert, coffres = build_archive(tmp_path)
@@ -188,15 +211,15 @@ def scenario(browser: Any, base: str, token: str, cash: Any, mixed: Any, tmp: Pa
         hand_row.get_by_role("link", name="hand", exact=True).click()
     assert urllib.parse.urlsplit(page.url).path == f"/console/hand/{mixed[0]}/{mixed[1]}/{hand_id}"
     assert page.locator("h1").inner_text() == f"Hand {mixed[0]}/{mixed[1]} IDEvt {hand_id}"
-    assert "gaelle" in page.locator("figure.hand svg").inner_html()
+    assert "gaelle" in page.locator("section.hand ul.seats").inner_text()
 
     # 4. step through its rounds: the counter advances and the picture changes, to the last round
     with page.expect_navigation():
         page.get_by_role("link", name="Step through, from round 1").click()
     step, total = round_counter(page)
     assert step == 1 and total >= 2
-    pictures = [page.locator("figure.hand svg").inner_html()]
-    texts = [page.locator("figure.hand svg text").count()]
+    pictures = [picture(page)]
+    texts = [page.locator("section.hand .card").count()]
     assert page.locator("nav.rounds a[accesskey=p]").count() == 0  # no previous round on the first
     while step < total:
         following = page.get_by_role("link", name="Next round →")
@@ -210,15 +233,77 @@ def scenario(browser: Any, base: str, token: str, cash: Any, mixed: Any, tmp: Pa
         now, of = round_counter(page)
         assert (now, of) == (step + 1, total)
         step = now
-        pictures.append(page.locator("figure.hand svg").inner_html())
-        texts.append(page.locator("figure.hand svg text").count())
+        pictures.append(picture(page))
+        texts.append(page.locator("section.hand .card").count())
         assert pictures[-1] != pictures[-2], f"round {step}: the picture did not change"
         assert page.get_by_role("link", name="← Previous round").get_attribute("accesskey") == "p"
         if step == 2:
             shots(page, "hand")
     assert page.get_by_role("link", name="Next round →").count() == 0  # the last round
     assert page.locator("nav.rounds span.off").inner_text() == "Next round →"
-    assert texts[-1] >= texts[0], texts
+    assert texts == sorted(texts) and texts[-1] > texts[0], texts  # cards are dealt, none taken back
+
+    # 4b. the mixed table's hand 2 (IDEvt 7), stepped with the keyboard alone; its numbers are the
+    # record's: blinds 10 (seat 3, ines) and 20 (seat 4, jules), the button seat 2 (hugo) before the
+    # small blind; pre-flop hugo folds and gaelle, ines, karim (980 each) and jules (1070) are all in
+    # for 980: one pot of 4 × 980 = 3920, jules keeps 90; gaelle's two pair (9♠ 3♠ with the board's
+    # 5♠ 9♦ 9♣ 8♣ 8♥) wins it all
+    hand_at = f"{base}/console/hand/{mixed[0]}/{mixed[1]}/7"
+    page.goto(hand_at + "?round=0")
+    assert round_counter(page) == (1, 6)
+    assert pots_text(page) == ["Main pot: 30 · seats 1, 2, 3, 4, 5 can win it"]
+    assert seat_text(page, 3)["Stack"] == "970" and seat_text(page, 4)["Stack"] == "1,050"
+    assert "button" in page.locator("li.seat[data-seat='2'] h3").inner_text()
+    assert "Button: seat 2" in page.locator(".dealer-note").inner_text()
+    page.locator("a[accesskey=n]").focus()
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert round_counter(page) == (2, 6)
+    assert pots_text(page) == ["Main pot: 3,920 · seats 1, 3, 4, 5 can win it"]
+    gaelle = seat_text(page, 1)
+    assert (gaelle["Stack"], gaelle["In the pots"], gaelle["status"]) == ("0", "980", "● All in")
+    assert seat_text(page, 4)["Stack"] == "90"
+    assert seat_text(page, 2)["status"] == "✕ Folded (pre-flop)"
+    assert "folded" in (page.locator("li.seat[data-seat='2']").get_attribute("class") or "")
+    assert page.locator("section[aria-labelledby=result-h]").count() == 0  # no winner before the end
+    # the cards are big enough to read at 1280 px, the log's text at least 14 px
+    heights = [page.locator("section.hand .card").nth(i).bounding_box()["height"] for i in range(10)]
+    assert min(heights) >= 40, heights
+    sizes = page.locator("ol.log ul li").evaluate_all(
+        "items => items.map(i => parseFloat(getComputedStyle(i).fontSize))"
+    )
+    assert sizes and min(sizes) >= 14, sizes
+    for _ in range(4):  # to the last round, by the keyboard
+        page.locator("a[accesskey=n]").focus()
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+    assert round_counter(page) == (6, 6)
+    rows_won = page.locator("table.awards tbody tr")
+    assert rows_won.count() == 1
+    assert rows_won.first.locator("td").all_inner_texts() == [
+        "Main pot",
+        "3,920",
+        "Seat 1 · gaelle",
+        "3,920",
+        "Two pair, nines and eights (9-9-8-8-5)",
+    ]
+    assert seat_text(page, 1)["hand"] == "Hand: Two pair, nines and eights (9-9-8-8-5)"
+    shots(page, "hand-end")
+    # at 125 % zoom of a 1280 px window (1024 CSS px), the page needs no sideways scrolling
+    zoomed = browser.new_context(
+        ignore_https_errors=True, viewport={"width": 1024, "height": 720}, device_scale_factor=1.25
+    )
+    try:
+        zoomed.add_cookies(context.cookies())
+        other = zoomed.new_page()
+        other.goto(hand_at + "?round=2")
+        assert round_counter(other) == (3, 6)
+        assert other.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert (
+            min(other.locator("section.hand .card").nth(i).bounding_box()["height"] for i in range(5)) >= 40
+        )
+    finally:
+        zoomed.close()
 
     # 5. the demo's flagged hand, found by its finding code: the code is on the hand's page
     page.goto(f"{base}/console/search")
@@ -315,4 +400,4 @@ def scenario(browser: Any, base: str, token: str, cash: Any, mixed: Any, tmp: Pa
         assert "root:" not in content and "import" not in content, path
     assert dialogs == []
     context.close()
-    assert len(shots.taken) == 7
+    assert len(shots.taken) == 8

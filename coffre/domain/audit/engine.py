@@ -328,6 +328,7 @@ class Table:
         "raises",
         "round_players",
         "rules",
+        "shared",
         "showdown_queue",
         "small_bet",
         "stacks",
@@ -401,8 +402,12 @@ class Table:
         self.raise_size = self.raises = self.round_players = 0
         self.all_in = False
         self.showdown_queue: deque[int] = deque()
-        self.pushes: list[tuple[list[int], int]] = []
-        """Each share of a pot pushed: (the amount per player, the pot's index)."""
+        self.pushes: list[tuple[list[int], int, HandKind | None]] = []
+        """Each share of a pot pushed: (the amount per player, the pot's index, the kind of hand that
+        won it: a half's, the high one's when a showdown leaves one hand; None when everybody else
+        folded)."""
+        self.shared: list[tuple[int, tuple[int, ...]]] = []
+        """The pots as they were shared at the end (:meth:`pots`, less the hands that could win none)."""
         # the forced bets: antes (collected at once, trimmed when all post them), then the blinds
         paid = self.ante_paid
         if any(paid):
@@ -744,8 +749,8 @@ class Table:
         pots = self.pots()
         if dead := self._kill_hands(values, pots):
             pots = _without(pots, dead)
-        if self.n_live == 1:
-            self._push_to_the_last()
+        if self.n_live == 1:  # the others' hands could win nothing: the best hand takes every pot
+            self._push_to_the_last(self.rules.hands[0])
         else:
             self._push(values, pots)
 
@@ -801,6 +806,7 @@ class Table:
 
     def _push(self, values: list[list[int | None]], pots: list[tuple[int, tuple[int, ...]]]) -> None:
         halves = [k for k, half in enumerate(values) if any(v is not None for v in half)]
+        self.shared = pots
         for index, (amount, players) in enumerate(pots):
             share, rest = divmod(amount, len(halves)) if halves else (0, 0)
             for k in halves:
@@ -823,18 +829,20 @@ class Table:
             for i in winners:
                 amounts[i] = share + (rest if i == first else 0)
                 self.bets[i] += amounts[i]
-        self.pushes.append((amounts, index))
+        self.pushes.append((amounts, index, kind))
 
-    def _push_to_the_last(self) -> None:
-        """Everybody else folded: every pot to the last live player, who shows nothing (TDA 17B)."""
+    def _push_to_the_last(self, kind: HandKind | None = None) -> None:
+        """Everybody else folded: every pot to the last live player, who shows nothing (TDA 17B). ``kind``:
+        a showdown left one live hand (the others could win nothing), which wins with that kind."""
         self.street_index = None
-        for index, (amount, players) in enumerate(self.pots()):
+        self.shared = self.pots()
+        for index, (amount, players) in enumerate(self.shared):
             if len(players) != 1:
                 raise Illegal("a pot nobody live can win")
             amounts = [0] * self.n
             amounts[players[0]] = amount
             self.bets[players[0]] += amount
-            self.pushes.append((amounts, index))
+            self.pushes.append((amounts, index, kind))
         self._pull()
 
     def _pull(self) -> None:

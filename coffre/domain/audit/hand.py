@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from ..catalogue.poker import POJEU, Bet, Check, Discard, Draw, Fold, Reveal, Round
+from . import ranking
 from .engine import BETTING, DEALING, OVER, Illegal, Table, VariantRules, rules_of
 from .findings import Finding, register
 from .house import DEFAULT_RULES, HouseRules, Reopening, scale_of
@@ -919,7 +920,7 @@ class _Replay:
             return  # money is created or lost: NOT_ZERO_SUM / WINNINGS_NEGATIVE say so, per-seat blame would be noise
         tolerance = [0] * table.n  # per player, the odd chips it may be owed or owe
         halves: dict[int, set[int]] = {}
-        for amounts, pot_index in table.pushes:
+        for amounts, pot_index, _ in table.pushes:
             winners = [i for i, a in enumerate(amounts) if a]
             if len(winners) > 1:
                 for i in winners:
@@ -988,3 +989,62 @@ _HANDLERS: dict[type, Callable[[_Replay, object], None]] = {
     Reveal: _Replay._reveal,  # type: ignore[dict-item]
 }
 """The actions that only say what the cards are: kept until the engine deals or shows them."""
+
+
+# --------------------------------------------------------------------------- the pots, as the engine shares them
+
+
+@dataclass(frozen=True, slots=True)
+class PotShare:
+    """One pot, or one half of a split pot, as coffre's engine shares it by the cards."""
+
+    pot: int
+    """0 the main pot, 1 the first side pot, …"""
+    amount: Decimal
+    """The whole pot (both halves of a split pot)."""
+    players: tuple[int, ...]
+    """The seats still in for it once the showdown put out the hands that could win no part of any
+    pot (the winners and the hands that tie or win elsewhere), in seat order."""
+    kind: str | None
+    """The kind of hand (:data:`~.ranking.HAND_KINDS`' names) that won this share (the first, high,
+    kind when one hand is left at the showdown and takes the whole pot), or None: everybody else
+    folded and the last player takes the pot without a showdown."""
+    winners: tuple[tuple[int, Decimal], ...]
+    """(seat, amount) of each winner of this share (a tie splits it; the odd chip as the engine gives it)."""
+
+
+def shared_pots(event: POJEU, rules: HouseRules = DEFAULT_RULES) -> list[PotShare] | None:
+    """How coffre's engine shares the pots of ``event`` by its cards: :func:`audit_hand`'s replay, run
+    to the end. None when the replay does not reach the end of the hand (the audit's findings say
+    why: the structure, the cards or an illegal action). Amounts before any rake."""
+    if audit_table(event).unreadable:
+        return None
+    hand = _Hand(event)
+    try:
+        _structure(hand)
+        _cards(hand)
+        _money(hand)
+        if hand.blocking:
+            return None
+        replay = _Replay(hand, rules)
+        replay.run()
+    except Exception:  # audit_hand reports it as REPLAY_FAILED
+        return None
+    table = replay.table
+    if table is None or table.phase != OVER:
+        return None
+    kinds = dict(zip(hand.variant.hands, ranking.HAND_KINDS[hand.variant.regle], strict=True))
+    order, scale = replay.order, replay.scale
+    shares = []
+    for amounts, index, kind in table.pushes:
+        amount, players = table.shared[index]
+        shares.append(
+            PotShare(
+                index,
+                Decimal(amount) / scale,
+                tuple(sorted(order[i] for i in players)),
+                None if kind is None else kinds[kind],
+                tuple(sorted((order[i], Decimal(a) / scale) for i, a in enumerate(amounts) if a)),
+            )
+        )
+    return shares

@@ -90,6 +90,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import combinations, combinations_with_replacement, product, starmap
 from math import prod
 from operator import mul
@@ -568,3 +569,57 @@ def describe(kind: str, value: int | None) -> str:
     if name == "no pair":
         return f"{_dashed(ranks)} low"
     return _grouped_words(name, ranks)
+
+
+# --------------------------------------------------------------------------- a hand's name, for a page
+
+
+@dataclass(frozen=True, slots=True)
+class HandName:
+    """A hand's name in parts a page can put in its own language: its category and its five ranks.
+    ``str()`` writes it in English ("Full house, kings over tens", "Eight low (8-6-4-3-A)")."""
+
+    category: str
+    """A high hand: one of :data:`HIGH_CATEGORIES`. A low hand: ``"low"`` (five different ranks), or
+    one of :data:`LOW_CATEGORIES` but "no pair" (a razz or 2-7 hand with pairs); ``"no low"``: no
+    eight-or-better low qualifies."""
+    ranks: tuple[int, ...]
+    """The five ranks in the order they are compared (grouped by count, then by rank): 2 … 13 the
+    king, the ace 14 (high hands, 2-7) or 1 (ace-to-five lows). Empty for "no low"."""
+    low: bool
+    """The hand is a low one (eight or better, razz, 2-7)."""
+
+    def __str__(self) -> str:
+        r = self.ranks
+        name = {
+            "no low": "No low",
+            "low": f"{_SINGULAR[r[0]].capitalize()} low ({_dashed(r)})" if r else "",
+            "high card": f"{_SINGULAR[r[0]].capitalize()} high ({_dashed(r)})" if r else "",
+        }.get(self.category)
+        if name is not None:
+            return name
+        if self.category in ("straight", "flush", "straight flush"):
+            return f"{self.category.capitalize()}, {_SINGULAR[r[0]]} high"
+        if self.category == "pair":
+            return f"Pair of {_PLURAL[r[0]]}"
+        if self.category == "two pair":
+            return f"Two pair, {_PLURAL[r[0]]} and {_PLURAL[r[2]]}"
+        if self.category == "full house":
+            return f"Full house, {_PLURAL[r[0]]} over {_PLURAL[r[3]]}"
+        return f"{self.category.capitalize()}, {_PLURAL[r[0]]}"  # three, four of a kind
+
+
+def hand_name(kind: str, value: int | None) -> HandName:
+    """The name of a value of ``kind`` (one of :data:`EVALUATORS`' kinds), decoded from the value as
+    :func:`describe` decodes it: "full house" with the ranks (13, 13, 13, 10, 10) is "Full house,
+    kings over tens"; a ``None`` low is "no low"."""
+    if kind not in EVALUATORS:
+        raise ValueError(f"no such kind of hand: {kind!r}")
+    if value is None:
+        return HandName("no low", (), True)
+    category = value >> 20
+    digits = tuple((value >> (4 * (4 - i))) & 15 for i in range(5))
+    if kind in (HIGH, OMAHA_HIGH):
+        return HandName(HIGH_CATEGORIES[category], digits, False)
+    name = LOW_CATEGORIES[5 - category]
+    return HandName("low" if name == "no pair" else name, tuple(15 - d for d in digits), True)
