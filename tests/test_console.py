@@ -999,3 +999,39 @@ def test_the_hand_page_takes_its_labels_and_card_ranks_from_its_language():
             }
             words = set(re.findall(r"[A-Za-z][A-Za-z0-9'-]*", text)) - data
             assert not words, (step, words)
+
+
+def test_a_checkpoints_cosignature_and_token_download_as_archived(server, client):
+    """issue 32: the witness's cosignature (and a TSA's token) of the newest checkpoint, linked from
+    the overview, downloads byte for byte, named as the archive names it; the cosignature verifies
+    with the witness's key over the checkpoint downloaded beside it."""
+    from coffre.domain import witness
+    from coffre.domain.evidence import cosignature_key, timestamp_key
+
+    checkpoints = sorted((server.root / "0099" / "2" / "checkpoints").glob("0099-2-*.xml"))
+    number = int(checkpoints[-1].stem.rsplit("-", 1)[1])
+    document = checkpoints[-1].read_bytes()
+    body = witness.note_body(witness.open_checkpoint(document, server.trust))
+    signer = witness.WitnessKey.generate("witness.anj.example")
+    note = body + b"\n" + signer.cosign(body, 1_790_000_000)
+    storage = LocalStorage(server.root)
+    storage.create(cosignature_key("0099", 2, number, signer.name), note)
+    storage.create(timestamp_key("0099", 2, number, "tsa.example"), b"\x30\x03\x02\x01\x00")
+    here = f"/console/coffre/0099/2/{number}"
+    overview = client.get("/console/")[2].decode()
+    assert f'href="{here}/witness/witness.anj.example"' in overview
+    assert f'href="{here}/tsa/tsa.example"' in overview
+    status, headers, cosignature = client.get(f"{here}/witness/witness.anj.example")
+    assert status == 200 and cosignature == note
+    assert (
+        headers["Content-Disposition"]
+        == f'attachment; filename="0099-2-{number:010d}.witness-witness.anj.example.cosig"'
+    )
+    status, _, checkpoint = client.get(f"{here}/checkpoint.xml")
+    assert status == 200 and checkpoint == document
+    downloaded = witness.note_body(witness.open_checkpoint(checkpoint, server.trust))
+    assert witness.cosigned_by(cosignature, downloaded, signer.private.public_key()).name == signer.name
+    assert client.get(f"{here}/tsa/tsa.example")[2] == b"\x30\x03\x02\x01\x00"
+    assert client.get(f"{here}/witness/nobody")[0] == 404
+    assert client.get(f"{here}/witness/..%2F..%2Fsecret")[0] in (400, 404)
+    assert client.get(f"{here}/other/witness.anj.example")[0] == 404

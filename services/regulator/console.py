@@ -57,7 +57,15 @@ from coffre.hand_picture import hand_view
 from coffre.plots import Series, line_plot
 
 from . import i18n
-from .archive_index import ArchiveIndex, ArchiveQueryError, parse_coffre, parse_number, parse_oper
+from .archive_index import (
+    EVIDENCE_KINDS,
+    ArchiveIndex,
+    ArchiveQueryError,
+    parse_coffre,
+    parse_evidence_label,
+    parse_number,
+    parse_oper,
+)
 from .event_index import (
     CHOICE_LIMIT,
     PAGE_LIMIT,
@@ -847,6 +855,39 @@ async def coffre_checkpoint(request: web.Request) -> web.Response:
     )
 
 
+async def lot_checkpoint(request: web.Request) -> web.Response:
+    """The checkpoint of one lot, byte for byte: the one its time-stamp tokens and cosignatures
+    are over (the newest is ``checkpoint.xml``)."""
+    console = _console(request)
+    oper, coffre = parse_oper(request.match_info["oper"]), parse_coffre(request.match_info["coffre"])
+    number = parse_number(request.match_info["number"], "lot")
+    stored = await asyncio.to_thread(console.archive.checkpoint_at, oper, coffre, number)
+    return web.Response(
+        body=stored.data,
+        content_type="application/xml",
+        headers={"Content-Disposition": f'attachment; filename="{stored.key.rsplit("/", 1)[-1]}"'},
+    )
+
+
+async def checkpoint_evidence(request: web.Request) -> web.Response:
+    """A time-stamp token (``tsa``) or a witness's cosignature (``witness``) of the checkpoint of
+    one lot, byte for byte, named as the archive names it (docs/archive-format.md)."""
+    console = _console(request)
+    info = request.match_info
+    oper, coffre = parse_oper(info["oper"]), parse_coffre(info["coffre"])
+    number, kind = parse_number(info["number"], "lot"), info["kind"]
+    if kind not in EVIDENCE_KINDS:
+        raise NotFound(N_("no evidence of kind {kind}: tsa or witness"), kind=kind)
+    name = parse_evidence_label(info["name"], "the name")
+    stored = await asyncio.to_thread(console.archive.evidence, oper, coffre, number, kind, name)
+    return web.Response(
+        body=stored.data,
+        content_type="application/timestamp-reply" if kind == "tsa" else "text/plain",
+        charset=None if kind == "tsa" else "utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{stored.key.rsplit("/", 1)[-1]}"'},
+    )
+
+
 async def certificates(request: web.Request) -> web.Response:
     console = _console(request)
     pem = b"".join(cert.public_bytes(serialization.Encoding.PEM) for cert in console.archive.trust)
@@ -1135,6 +1176,8 @@ def add_console(app: web.Application, console: Console, check_token: Callable[[s
         ("/event/{oper}/{coffre}/{id_evt}/proof.json", event_proof),
         ("/hand/{oper}/{coffre}/{id_evt}", hand_page),
         ("/coffre/{oper}/{coffre}/checkpoint.xml", coffre_checkpoint),
+        ("/coffre/{oper}/{coffre}/{number:[0-9]+}/checkpoint.xml", lot_checkpoint),
+        ("/coffre/{oper}/{coffre}/{number:[0-9]+}/{kind}/{name}", checkpoint_evidence),
         ("/certificates.pem", certificates),
         ("/player", player_page),
         ("/tech", tech_page),
