@@ -1035,3 +1035,41 @@ def test_a_checkpoints_cosignature_and_token_download_as_archived(server, client
     assert client.get(f"{here}/witness/nobody")[0] == 404
     assert client.get(f"{here}/witness/..%2F..%2Fsecret")[0] in (400, 404)
     assert client.get(f"{here}/other/witness.anj.example")[0] == 404
+
+
+def test_the_player_page_gives_each_hands_net_and_totals_per_tech(server, client):
+    """issue 32: a Net per hand, and totals of the period (hands, won, lost and net per Tech, never
+    added across Techs: a tournament's chips are not money) equal to the index's own figures."""
+    search = server.runner.app[console._CONSOLE].search
+    parties = [p for p in search.player_parties("alice", None, None, 5000) if p.oper == "0099"]
+    hands = [p for p in parties if p.type == "POJEU"]
+    assert hands, "the demo's alice plays hands"
+    page = lxml.html.fromstring(client.get("/console/player?oper=0099&id=alice")[2])
+    table = page.xpath("//section[@aria-labelledby='hands-h']//tbody/tr")
+    assert len(table) == len(hands)
+    nets = [tr.xpath("string(td[6])").strip() for tr in table]
+    english = console.i18n.Language("en")
+    expected = [("+" if p.after > p.before else "") + english.number(p.after - p.before) for p in hands]
+    assert nets == expected
+    rows = page.xpath("//table[@class='per-tech']/tbody/tr")
+    techs = sorted({p.tech for p in hands})
+    assert [tr.xpath("string(td[1])") for tr in rows] == techs
+    for tr, tech in zip(rows, techs, strict=True):
+        mine = [p.after - p.before for p in hands if p.tech == tech]
+        cells = [td.text_content().strip() for td in tr.xpath("td")]
+        total = sum(mine)
+        assert cells[2:] == [
+            str(len(mine)),
+            str(sum(n > 0 for n in mine)),
+            str(sum(n < 0 for n in mine)),
+            ("+" if total > 0 else "") + english.number(total),
+        ]
+    facts = dict(
+        zip(
+            page.xpath("//section[@aria-labelledby='totals-h']//dt/text()"),
+            [dd.text_content() for dd in page.xpath("//section[@aria-labelledby='totals-h']//dd")],
+            strict=True,
+        )
+    )
+    assert facts["Hands"] == str(len(hands))
+    assert facts["Registrations"] == str(sum(p.type == "POINSCRIT" for p in parties))

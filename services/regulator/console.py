@@ -933,6 +933,7 @@ async def player_page(request: web.Request) -> web.Response:
             )
         raise NotFound(N_("no event of player {player} is in the index"), player=player)
     money = [p for p in parties if p.type != "POJEU" and p.after is not None]
+    hands = [p for p in parties if p.type == "POJEU"]
     words = i18n.Language(language(request))
     plot = line_plot(
         [
@@ -953,8 +954,12 @@ async def player_page(request: web.Request) -> web.Response:
         oper=oper,
         plot=plot,
         registrations=[p for p in parties if p.type == "POINSCRIT"],
-        hands=[p for p in parties if p.type == "POJEU"],
+        hands=hands,
         money=money,
+        per_tech=_hands_per_tech(hands),
+        balance=(money[0].before if money[0].before is not None else None, money[-1].after)
+        if money
+        else None,
         hashes=sorted({p.hash_joueur for p in parties if p.hash_joueur}),
         findings=data["findings"],
         seats={
@@ -967,6 +972,36 @@ async def player_page(request: web.Request) -> web.Response:
         truncated=len(parties) >= PAGE_LIMIT,
         page_limit=PAGE_LIMIT,
     )
+
+
+@dataclass
+class TechTotals:
+    """A player's hands at one table or tournament over the period: chips are a table's own (a
+    tournament's are not money), so nets are added up per ``Tech``, never across."""
+
+    tech: str | None
+    oper: str
+    hands: int = 0
+    won: int = 0
+    lost: int = 0
+    net: Decimal = Decimal(0)
+    unknown: int = 0
+    """Hands whose chips before or after are not recorded (their net is not counted)."""
+
+
+def _hands_per_tech(hands: list[Any]) -> list[TechTotals]:
+    totals: dict[tuple[str, str | None], TechTotals] = {}
+    for hand in hands:
+        total = totals.setdefault((hand.oper, hand.tech), TechTotals(hand.tech, hand.oper))
+        total.hands += 1
+        if hand.before is None or hand.after is None:
+            total.unknown += 1
+            continue
+        net = hand.after - hand.before
+        total.net += net
+        total.won += net > 0
+        total.lost += net < 0
+    return [totals[key] for key in sorted(totals, key=lambda k: (k[0], k[1] or ""))]
 
 
 async def tech_page(request: web.Request) -> web.Response:
