@@ -35,6 +35,12 @@ class Party:
     """The balance (``SoldeAvant``) or, in a hand, the chips (``CaveAvant``) before."""
     after: Decimal | None = None
     """The balance (``SoldeApres``) or, in a hand, the chips (``CaveApres``) after."""
+    ip: str | None = None
+    """``IPJoueur``: the address the player played from (a hand's participant, a player event)."""
+    session: str | None = None
+    """``IDSession`` of a player event (a hand records none)."""
+    place: int | None = None
+    """``Classement``: the player's place in a tournament's result (``POBILAN``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +56,8 @@ class Facets:
     """A hand's forced bets as declared (the blind level), such as ``10/20``; None elsewhere."""
     text: str
     """Free text of the event (``Description``, ``Info``…), for the full-text search."""
+    game: str | None = None
+    """A hand's variant (``Regle``, such as ``THNL``): a table may change game between hands."""
 
 
 def utc(moment: datetime) -> datetime:
@@ -106,10 +114,20 @@ def event_facets(event: Event) -> Facets:
     text = " ".join(str(v) for name in _TEXT_FIELDS if (v := getattr(event, name, None)) is not None)
     if isinstance(event, POJEU):
         parties = tuple(
-            Party(p.IDJoueur, None, p.Inscription, p.Siege, p.Finance.CaveAvant, p.Finance.CaveApres)
+            Party(
+                p.IDJoueur,
+                None,
+                p.Inscription,
+                p.Siege,
+                p.Finance.CaveAvant,
+                p.Finance.CaveApres,
+                ip=_optional_text(p.IPJoueur),
+            )
             for p in event.Participants.Joueur
         )
-        return Facets(tag, at, event.Tech, event.Pool, None, parties, _forced_bets(event), text[:MAX_TEXT])
+        return Facets(
+            tag, at, event.Tech, event.Pool, None, parties, _forced_bets(event), text[:MAX_TEXT], event.Regle
+        )
     parties = ()
     player = getattr(event, "IDJoueur", None)
     if player is not None:
@@ -126,6 +144,9 @@ def event_facets(event: Event) -> Facets:
                 None,
                 before,
                 after,
+                ip=_optional_text(getattr(event, "IPJoueur", None)),
+                session=_optional_text(getattr(event, "IDSession", None)),
+                place=getattr(event, "Classement", None),
             ),
         )
     return Facets(
