@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from contextlib import closing
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -461,3 +461,251 @@ def test_workers_index_what_one_process_indexes(archive, tmp_path, index_at):
         states = {c.coffre: c for c in EventSearch(path).coffres()}
         assert states[2].lots == 2 and "lot 3 does not verify" in (states[2].refused or "")
     assert list(EventSearch(at_bad1).dump()) == list(EventSearch(at_bad2).dump())
+
+
+# -- PostgreSQL beside SQLite (docs/console.md, "PostgreSQL") -------------------------------------
+
+
+def test_seconds_are_the_dates_of_the_index():
+    """The index stores dates as whole seconds since 1970 UTC, floored; shown as before."""
+    moment = datetime(2026, 3, 1, 21, 0, 5, 999_999, tzinfo=UTC)
+    assert event_index.seconds(moment) == 1772398805
+    assert event_index.at_text(1772398805) == "2026-03-01T21:00:05Z"
+    assert event_index.seconds(datetime(1970, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=1)))) == 0
+
+
+def test_both_backends_hold_the_same_rows_and_answer_alike(archive, tmp_path, postgres_server):
+    """One archive indexed in SQLite and in PostgreSQL: the same rows (keyed as ``dump`` keys them),
+    and every kind of question answered alike, page by page, cursors and drivers included."""
+    root, trust = archive
+    lite, pg = tmp_path / "index.sqlite", postgres_server.create_database("alike")
+    for target in (lite, pg):
+        assert index_all(root, trust, target).events == 22
+    a, b = EventSearch(lite), EventSearch(pg)
+    assert list(a.dump()) == list(b.dump())
+    alice = a.search(Query(player="alice"), page_size=100).rows
+    day = datetime.fromisoformat(alice[0].at.replace("Z", "+00:00"))
+    hashed = a.player_parties("alice", None, None)[0].hash_joueur
+    queries = [
+        Query(),
+        Query(oper="0099"),
+        Query(player="alice"),
+        Query(player="alice", type="POJEU"),
+        Query(tech="T-42"),
+        Query(finding="CARD_DEALT_TWICE"),
+        Query(oper="0099", coffre=2, first_id=5, last_id=9),
+        Query(since=day, until=day),
+        Query(since=day),
+        Query(hash_joueur=hashed),
+        Query(inscription=alice[1].inscription or next(r.inscription for r in alice if r.inscription)),
+        Query(text="alice"),
+        Query(text="ALICE t-42"),
+        Query(text="T-42", type="POJEU"),
+        Query(text="42 T"),
+        Query(text="POJEU", player="bruno"),
+        Query(text="nobody"),
+        Query(text="' OR 1=1 --"),
+        Query(player="alice", text="CARD_DEALT_TWICE"),
+    ]
+    for query in queries:
+        for size in (1, 3, 1000):
+            after: str | None = None
+            while True:
+                first, second = (
+                    a.search(query, after=after, page_size=size),
+                    b.search(query, after=after, page_size=size),
+                )
+                assert first == second, (query, size, after)
+                if first.next is None:
+                    break
+                after = first.next
+    assert a.search(Query(text="T-42"), page_size=100).rows, "the words of a Tech are found"
+    assert a.coffres() == b.coffres()
+    assert a.lots_by_day() == b.lots_by_day() and a.lots_by_day()[0][0] == "2026-03-02"
+    assert a.findings_by_day() == b.findings_by_day() and a.findings_by_day()
+    assert a.finding_codes() == b.finding_codes() and a.event_types() == b.event_types()
+    for player in ("alice", "bruno"):
+        assert a.player_parties(player, day, None) == b.player_parties(player, day, None)
+        assert a.player_findings(player, None, None) == b.player_findings(player, None, None)
+    assert a.tech_events("T-42") == b.tech_events("T-42") and a.tech_parties("T-42") == b.tech_parties("T-42")
+    row = alice[2]
+    assert a.event("0099", row.coffre, row.id_evt) == b.event("0099", row.coffre, row.id_evt)
+    assert a.neighbours("0099", "alice", row.at, row.row) == b.neighbours("0099", "alice", row.at, row.row)
+    assert a.neighbours("0099", "alice", row.at, row.row)[0] is not None
+
+
+def test_the_full_text_finds_the_same_on_both_databases(postgres_server):
+    """The words are cut by :func:`event_index.words` for both databases; FTS5 (SQLite) and a
+    tsvector with a GIN index (PostgreSQL) then match the same events: each typed word a phrase of
+    its parts, one after the other, every typed word in the event, accents and case aside."""
+    import sqlite3
+
+    import psycopg
+
+    bodies = [
+        "POJEU Chloé-2 paid at T-42",
+        "POJEU t then 42, not T-42 as one",
+        "CPTEALIM 42 T",
+        "CPTEMODIF Ünïcode ÉTÉ offre",
+        "alice.b@example.fr don't",
+        "POINSCRIT T-420 ali",
+    ]
+    typed = [
+        "T-42",
+        "42 t",
+        "t-42 paid",
+        "chloe",
+        "CHLOÉ-2",
+        "ete",
+        "unicode",
+        "alice.b",
+        "b@example",
+        "don't",
+        "ali",
+        "T-420",
+        "42",
+        "paid T-42 Chloé",
+        "nothing",
+        "T 42 then",
+    ]
+    lite = sqlite3.connect(":memory:")
+    lite_db = event_index.IndexDB(lite, event_index.SQLITE, ":memory:")
+    for statement in event_index.SQLITE.schema():
+        if "event_text" in statement:
+            lite.execute(statement)
+    pg = event_index.IndexDB(
+        psycopg.connect(postgres_server.create_database("words"), autocommit=True), event_index.POSTGRESQL, ""
+    )
+    for statement in event_index.POSTGRESQL.schema():
+        if "event_text" in statement:
+            pg.execute(statement)
+    for db in (lite_db, pg):
+        db.executemany(
+            f"INSERT INTO event_text ({db.dialect.text_row}, body) VALUES (?, ?)",
+            [(n, db.dialect.text_body(event_index.words(body))) for n, body in enumerate(bodies, start=1)],
+        )
+    found: dict[str, list[int]] = {}
+    for text in typed:
+        answers = []
+        for db in (lite_db, pg):
+            match, args = event_index._text_match(text, db.dialect, "t")
+            sql = f"SELECT t.{db.dialect.text_row} FROM event_text t WHERE {match} ORDER BY 1"
+            answers.append([n for (n,) in db.execute(sql, args)])
+        assert answers[0] == answers[1], text
+        found[text] = answers[0]
+    assert found["T-42"] == [1, 2] and found["42 t"] == [1, 2, 3] and found["t-42 paid"] == [1]
+    assert found["chloe"] == found["CHLOÉ-2"] == [1] and found["ete"] == found["unicode"] == [4]
+    assert (
+        found["ali"] == [6] and found["T-420"] == [6] and found["nothing"] == [] and found["T 42 then"] == [2]
+    )
+    pg.close()
+
+
+def test_two_indexers_on_one_postgresql_database_write_each_lot_once(archive, tmp_path, postgres_server):
+    """Two API replicas' indexers over one archive and one PostgreSQL database, verifying each lot
+    at the same moment (a barrier before each write): each lot is written by one of them, the other
+    skips it, and the index is the one a single indexer makes, the findings and the trail's state
+    included."""
+    import threading
+
+    root, trust = archive
+    shared, single = postgres_server.create_database("shared"), tmp_path / "single.sqlite"
+    index_all(root, trust, single)
+    barrier = threading.Barrier(2, timeout=30)
+    real = Indexer._write
+
+    def together(self, lot, done):
+        barrier.wait()
+        return real(self, lot, done)
+
+    results: dict[int, event_index.CatchUp] = {}
+    errors: list[BaseException] = []
+
+    def replica(n: int) -> None:
+        try:
+            with closing(connect(shared)) as db:
+                results[n] = Indexer(db, LocalStorage(root), trust).catch_up()
+        except BaseException as exc:  # reported by the test below
+            errors.append(exc)
+            barrier.abort()
+
+    Indexer._write = together  # type: ignore[method-assign]
+    try:
+        threads = [threading.Thread(target=replica, args=(n,)) for n in (1, 2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        Indexer._write = real  # type: ignore[method-assign]
+    assert not errors, errors
+    assert sorted((r.lots + r.skipped, r.refused) for r in results.values()) == [(7, []), (7, [])]
+    assert sum(r.lots for r in results.values()) == 7 and sum(r.events for r in results.values()) == 22
+    assert list(EventSearch(shared).dump()) == list(EventSearch(single).dump())
+
+
+def test_indexers_taking_turns_read_what_the_other_wrote(archive, tmp_path, index_at):
+    """Two indexers writing lots in turn (one lot each pass): each reads the money trail's state the
+    other left (its own cache is dropped when another wrote), so the findings are a single one's."""
+    root, trust = archive
+    shared, single = index_at("shared"), tmp_path / "single.sqlite"
+    index_all(root, trust, single)
+    with closing(connect(shared)) as one, closing(connect(shared)) as two:
+        indexers = [Indexer(one, LocalStorage(root), trust), Indexer(two, LocalStorage(root), trust)]
+        written = [indexers[n % 2].catch_up(max_lots=1).lots for n in range(8)]
+    assert written == [1] * 7 + [0]
+    assert list(EventSearch(shared).dump()) == list(EventSearch(single).dump())
+
+
+def test_two_commands_at_once_on_one_postgresql_database(archive, tmp_path, postgres_server, built):
+    """Two ``coffre console-index`` processes started together on one PostgreSQL index (as two
+    replicas starting on an empty one): between them every event once, as one alone writes it."""
+    import subprocess
+    import sys
+
+    root, _ = archive
+    shared, single = postgres_server.create_database("commands"), tmp_path / "single.sqlite"
+    index_all(root, TrustStore.from_pem_files([built[1]]), single)
+    argv = [sys.executable, "-m", "coffre.cli", "console-index", str(root), "--cert", str(built[1])]
+    children = [
+        subprocess.Popen([*argv, "--index", shared], stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    outputs = [child.communicate(timeout=120)[0] for child in children]
+    assert [child.returncode for child in children] == [0, 0], outputs
+    assert "postgresql://coffre@/" in outputs[0] and "host=" in outputs[0]
+    assert sum(int(out.split(" lot(s)")[0].rsplit(" ", 1)[1]) for out in outputs) == 7, outputs
+    dump = list(EventSearch(shared).dump())
+    assert dump == list(EventSearch(single).dump())
+    assert len([row for table, row in dump if table == "events"]) == 22
+
+
+def test_the_api_refuses_a_postgresql_index_of_another_schema(archive, postgres_server):
+    """A PostgreSQL index of another schema version is not moved aside nor dropped (other replicas
+    may read it): the API does not start, and says how to rebuild it."""
+    root, trust = archive
+    url = postgres_server.create_database("other")
+    with closing(connect(url)) as db:
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    with pytest.raises(event_index.OtherSchema, match=r"an index of schema 1.*rebuild it") as refused:
+        event_index.IndexThread(url, LocalStorage(root), trust, interval=0.1)
+    assert refused.value.found == "1"
+    done = rebuild(url, LocalStorage(root), trust)  # coffre console-index --rebuild
+    assert done.events == 22 and EventSearch(url).search(Query(oper="0099"), page_size=100).rows
+
+
+def test_the_index_setting_is_a_file_or_a_postgresql_url(tmp_path, archive):
+    """COFFRE_CONSOLE_INDEX: a postgresql:// URL is the database (kept as written), anything else
+    the SQLite file; SQLite by default. A database that does not answer is said without its password."""
+    from coffre.config import Settings
+
+    url = "postgresql://coffre:secret@/nowhere?host=/nonexistent&port=1"
+    assert Settings(data_dir=tmp_path, console_index=url).console_index_path == url
+    assert (
+        Settings(data_dir=tmp_path, console_index="postgres://h/db").console_index_path == "postgres://h/db"
+    )
+    assert Settings(data_dir=tmp_path, console_index="x/i.sqlite").console_index_path == Path("x/i.sqlite")
+    assert Settings(data_dir=tmp_path).console_index_path == tmp_path / "console" / "index.sqlite"
+    root, trust = archive
+    with pytest.raises(OSError) as refused:
+        event_index.IndexThread(url, LocalStorage(root), trust)
+    assert "coffre:***@" in str(refused.value) and "secret" not in str(refused.value)

@@ -1263,7 +1263,10 @@ class EventSearch:
     def _with_players(self, values: Sequence[Any]) -> EventRow:
         row = _event_row(values)
         players = tuple(
-            p for (p,) in self.db.execute("SELECT player FROM parties WHERE row = ? LIMIT 13", (row.row,))
+            p
+            for (p,) in self.db.execute(
+                "SELECT player FROM parties WHERE row = ? ORDER BY player LIMIT 13", (row.row,)
+            )
         )
         codes: tuple[str, ...] = ()
         if row.findings:
@@ -1430,7 +1433,7 @@ class EventSearch:
         """The seats of every hand of a Tech: chips before and after, by date."""
         return self._parties(
             "FROM events e JOIN parties d ON d.row = e.row WHERE e.tech = ? AND e.type = 'POJEU' "
-            "ORDER BY e.at, e.row LIMIT ?",
+            "ORDER BY e.at, e.row, d.player LIMIT ?",
             (tech, limit),
         )
 
