@@ -709,3 +709,59 @@ def test_the_index_setting_is_a_file_or_a_postgresql_url(tmp_path, archive):
     with pytest.raises(OSError) as refused:
         event_index.IndexThread(url, LocalStorage(root), trust)
     assert "coffre:***@" in str(refused.value) and "secret" not in str(refused.value)
+
+
+def test_without_postgresql_its_tests_skip_saying_how_but_fail_under_ci(monkeypatch):
+    import postgres
+
+    monkeypatch.setattr(postgres, "bindir", lambda: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install postgresql"):
+        postgres.require_postgresql()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the PostgreSQL tests"):
+        postgres.require_postgresql()
+
+
+def test_the_tests_postgresql_server_dies_with_the_test_process(tmp_path):
+    """tests/postgres.py's server is tied to the process that started it: SIGKILLed, that process
+    takes the server with it (no server left holding its port and folder)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import postgres
+
+    postgres.require_postgresql()
+    code = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from postgres import LocalPostgres, require_postgresql\n"
+        "server = LocalPostgres(require_postgresql()).start()\n"
+        "print(server.process.pid, server.folder, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid, folder = child.stdout.readline().split()  # type: ignore[union-attr]
+        os.kill(int(pid), 0)  # the server (the lifeline's shim became postgres) runs
+    finally:
+        child.kill()
+        child.wait(10)
+
+    def alive() -> bool:  # a zombie is dead: it waits for its new parent to reap it
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return not stat.read().rsplit(") ", 1)[1].startswith("Z")
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 20
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive():
+        os.kill(int(pid), signal.SIGKILL)
+        pytest.fail("the PostgreSQL server outlived the process that started it")
+    subprocess.run(["rm", "-rf", folder], check=False)
