@@ -78,11 +78,20 @@ def _runnable_by_all(path: Path) -> bool:
 
 
 class LocalPostgres:
-    """One PostgreSQL cluster in a temporary folder, running until :meth:`stop`."""
+    """One PostgreSQL cluster in a temporary folder, running until :meth:`stop`. Given a ``folder``
+    (bench/console_search.py's ``--path``), the cluster is made there, or used again when it is
+    there already; ``settings`` add to or replace the server's (``-c``)."""
 
-    def __init__(self, programs: Path) -> None:
+    def __init__(
+        self, programs: Path, folder: Path | None = None, settings: dict[str, str] | None = None
+    ) -> None:
         self.programs = programs
-        self.folder = Path(tempfile.mkdtemp(prefix="coffre-postgres-"))
+        if folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="coffre-postgres-"))
+        else:
+            self.folder = folder
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.extra = dict(settings or {})
         self.data = self.folder / "data"
         self.log = self.folder / "postgres.log"
         self.port = free_port_block(1)
@@ -101,6 +110,37 @@ class LocalPostgres:
                 self._python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 
     def start(self) -> LocalPostgres:
+        """Make the cluster (unless it is there) and start its server; ready when this returns."""
+        if not (self.data / "PG_VERSION").exists():
+            self._initdb()
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": str(self.folder),
+            "port": str(self.port),
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "max_connections": "200",
+            **self.extra,
+        }
+        argv = [str(self.programs / "postgres"), "-D", str(self.data)]
+        for name, value in settings.items():
+            argv += ["-c", f"{name}={value}"]
+        with open(self.log, "ab") as out:
+            self.process = lifeline.popen(
+                argv,
+                python=self._python,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.folder,
+                start_new_session=True,  # a Ctrl-C to pytest is not the server's
+                **self._as,
+            )
+        self._wait_ready()
+        return self
+
+    def _initdb(self) -> None:
         initdb = subprocess.run(
             [
                 str(self.programs / "initdb"),
@@ -121,31 +161,6 @@ class LocalPostgres:
         )
         if initdb.returncode != 0:
             raise RuntimeError(f"initdb failed ({initdb.returncode}): {initdb.stdout}{initdb.stderr}")
-        settings = {
-            "listen_addresses": "127.0.0.1",
-            "unix_socket_directories": str(self.folder),
-            "port": str(self.port),
-            "fsync": "off",
-            "synchronous_commit": "off",
-            "full_page_writes": "off",
-            "max_connections": "200",
-        }
-        argv = [str(self.programs / "postgres"), "-D", str(self.data)]
-        for name, value in settings.items():
-            argv += ["-c", f"{name}={value}"]
-        with open(self.log, "ab") as out:
-            self.process = lifeline.popen(
-                argv,
-                python=self._python,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.folder,
-                start_new_session=True,  # a Ctrl-C to pytest is not the server's
-                **self._as,
-            )
-        self._wait_ready()
-        return self
 
     def _wait_ready(self) -> None:
         import psycopg
@@ -190,7 +205,8 @@ class LocalPostgres:
         with psycopg.connect(self.url("postgres"), autocommit=True) as db:
             db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    def stop(self) -> None:
+    def stop(self, *, remove: bool = True) -> None:
+        """Stop the server (a fast shutdown: a checkpoint, then exit); its folder removed unless not ``remove``."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)  # fast shutdown
             try:
@@ -198,4 +214,5 @@ class LocalPostgres:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if remove:
+            shutil.rmtree(self.folder, ignore_errors=True)
