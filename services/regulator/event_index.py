@@ -1249,7 +1249,7 @@ class EventSearch:
             f"WHERE {' AND '.join(where + residual) or '1 = 1'} ORDER BY {key} LIMIT ?",
             [*args, *residual_args, page_size + 1],
         ).fetchall()
-        rows = [self._with_players(values) for values in found[:page_size]]
+        rows = self._with_players_all(found[:page_size])
         width = len(driver.key)
         if len(found) > page_size:
             following, stopped = _cursor(driver.order, *found[page_size - 1][-width:]), None
@@ -1261,22 +1261,30 @@ class EventSearch:
         return Page(rows, following, driver.name, stopped)
 
     def _with_players(self, values: Sequence[Any]) -> EventRow:
-        row = _event_row(values)
-        players = tuple(
-            p
-            for (p,) in self.db.execute(
-                "SELECT player FROM parties WHERE row = ? ORDER BY player LIMIT 13", (row.row,)
-            )
-        )
-        codes: tuple[str, ...] = ()
-        if row.findings:
-            codes = tuple(
-                c
-                for (c,) in self.db.execute(
-                    "SELECT DISTINCT code FROM findings WHERE row = ? ORDER BY code", (row.row,)
-                )
-            )
-        return replace(row, players=players, codes=codes)
+        return self._with_players_all([values])[0]
+
+    def _with_players_all(self, found: Sequence[Sequence[Any]]) -> list[EventRow]:
+        """Rows with their players (the first 13 by name) and finding codes: two queries for a
+        whole page, not two per row (each a round trip to a PostgreSQL server)."""
+        rows = [_event_row(values) for values in found]
+        players: dict[int, list[str]] = {row.row: [] for row in rows}
+        codes: dict[int, list[str]] = {row.row: [] for row in rows}
+        for start in range(0, len(rows), 500):  # a bounded number of arguments per statement
+            chunk = rows[start : start + 500]
+            for row, player in self.db.execute(
+                f"SELECT row, player FROM parties WHERE row IN ({', '.join('?' * len(chunk))}) ORDER BY row, player",
+                [r.row for r in chunk],
+            ):
+                players[row].append(player)
+            flagged = [r.row for r in chunk if r.findings]
+            if flagged:
+                for row, code in self.db.execute(
+                    f"SELECT DISTINCT row, code FROM findings WHERE row IN ({', '.join('?' * len(flagged))}) "
+                    "ORDER BY row, code",
+                    flagged,
+                ):
+                    codes[row].append(code)
+        return [replace(r, players=tuple(players[r.row][:13]), codes=tuple(codes[r.row])) for r in rows]
 
     def _choose(self, q: Query) -> _Driver:
         """The index to drive ``q`` from: among those ``q`` can use, the one with the fewest matching
@@ -1425,8 +1433,7 @@ class EventSearch:
             (tech, limit),
         ).fetchall()
         return [
-            (row, self._findings(row.row) if row.findings else [])
-            for row in (self._with_players(values) for values in found)
+            (row, self._findings(row.row) if row.findings else []) for row in self._with_players_all(found)
         ]
 
     def tech_parties(self, tech: str, limit: int = 4 * PAGE_LIMIT) -> list[PartyRow]:
