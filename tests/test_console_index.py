@@ -765,3 +765,36 @@ def test_the_tests_postgresql_server_dies_with_the_test_process(tmp_path):
         os.kill(int(pid), signal.SIGKILL)
         pytest.fail("the PostgreSQL server outlived the process that started it")
     subprocess.run(["rm", "-rf", folder], check=False)
+
+
+def test_connections_lost_to_postgresql_are_made_again(archive, postgres_server):
+    """The server ends a connection (a restart, a failover, the network): the search that met it
+    fails, the next one connects again; the index thread connects again and goes on indexing."""
+    import time
+
+    import psycopg
+
+    root, trust = archive
+    url = postgres_server.create_database("lost")
+    search = EventSearch(url)
+    thread = event_index.IndexThread(url, LocalStorage(root), trust, interval=0.1)
+    thread.start()
+    try:
+        assert thread.caught_up.wait(30)
+        assert len(search.search(Query(oper="0099"), page_size=100).rows) == 22
+        with psycopg.connect(url, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()[0]
+        assert ended == 2  # the search's connection and the thread's
+        with pytest.raises(psycopg.OperationalError):
+            search.search(Query(oper="0099"))
+        assert len(search.search(Query(oper="0099"), page_size=100).rows) == 22
+        passes = thread.passes
+        deadline = time.monotonic() + 30
+        while thread.passes < passes + 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert thread.last is not None and thread.last.failed == [] and thread.passes >= passes + 3
+    finally:
+        thread.stop()

@@ -537,6 +537,12 @@ class IndexDB:
                 self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
                 yield
 
+    @property
+    def broken(self) -> bool:
+        """Whether the connection is lost (PostgreSQL's: the server restarted, the network cut);
+        an SQLite file's never is."""
+        return bool(getattr(self.raw, "broken", False) or getattr(self.raw, "closed", False) is True)
+
     def close(self) -> None:
         self.raw.close()
 
@@ -1206,7 +1212,7 @@ class EventSearch:
     @property
     def db(self) -> IndexDB:
         db = getattr(self._local, "db", None)
-        if db is None:
+        if db is None or db.broken:  # a PostgreSQL connection lost (the query that met it failed): anew
             db = self._local.db = connect(self.path, readonly=True)
         return db
 
@@ -1580,11 +1586,17 @@ class IndexThread(threading.Thread):
             connect(path).close()
 
     def run(self) -> None:
-        with closing(connect(self.path)) as db:
-            indexer = Indexer(db, self.storage, self.trust)
+        db: IndexDB | None = None
+        try:
             while not self._halt.is_set():
                 started = time.monotonic()
                 try:
+                    if db is None or db.broken:  # PostgreSQL restarted, the network cut: connect again
+                        if db is not None:
+                            db.close()
+                        db = None
+                        db = connect(self.path)
+                        indexer = Indexer(db, self.storage, self.trust)
                     done = indexer.catch_up(max_lots=200)
                 except Exception:
                     log.warning("console index: a pass failed; trying again", exc_info=True)
@@ -1600,6 +1612,9 @@ class IndexThread(threading.Thread):
                 if done.lots and done.behind:
                     continue  # more to index: no wait
                 self._halt.wait(max(0.0, self.interval - (time.monotonic() - started)))
+        finally:
+            if db is not None:
+                db.close()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._halt.set()
