@@ -1,7 +1,10 @@
 """The console's index: every sealed event of the archive by the fields an investigator searches.
 
-An SQLite database (docs/console.md, "The index") that the regulator API keeps beside the archive
-and can rebuild from the archive alone at any time (``coffre console-index``). It holds no event's
+An SQLite database (docs/console.md, "The index"), or a PostgreSQL one that API replicas share
+(``COFFRE_CONSOLE_INDEX=postgresql://…``, docs/console.md, "PostgreSQL"), that the regulator API
+keeps beside the archive and can rebuild from the archive alone at any time (``coffre
+console-index``). One SQL serves both, written in SQLite's words; :class:`Dialect` says it in the
+other's. It holds no event's
 bytes: an event's page reads its lot from the archive, and checks that lot's SHA-256 against the
 one recorded here.
 
@@ -315,7 +318,7 @@ def _event_row(values: Sequence[Any]) -> EventRow:
     return EventRow(*values[:4], at_text(values[4]), *values[5:12])
 
 
-# -- the SQLite side: a trail store, the writer, the readers -------------------------------------
+# -- a trail store, the writer, the readers --------------------------------------------------------
 
 
 _UNREAD = object()
@@ -407,9 +410,9 @@ def words(text: str) -> list[str]:
 class Dialect:
     """What SQLite and PostgreSQL say differently. The index's SQL is written once, in SQLite's
     words (``?`` placeholders, ``rowid`` of the full text's table aside): every statement goes
-    through :meth:`sql` (:class:`IndexDB` does it), the schema through :meth:`schema`, and the full
-    text through :meth:`text_match`, :meth:`text_query` and :meth:`text_body`. The rest is SQL both
-    read alike (``INSERT … ON CONFLICT … DO UPDATE`` with the table's name for the old row,
+    through :meth:`sql` (:class:`IndexDB` does it), the schema through :meth:`schema`, a page's
+    driving index through :meth:`driven`, and the full text through :meth:`text_match`,
+    :meth:`text_query` and :meth:`text_body`. The rest is SQL both read alike (``INSERT … ON CONFLICT … DO UPDATE`` with the table's name for the old row,
     ``1 = 1`` for true, an alias on each subquery)."""
 
     name = "sqlite"
