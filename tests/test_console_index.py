@@ -53,11 +53,11 @@ def every_page(search: EventSearch, query: Query, size: int) -> list[tuple[int, 
 
 
 def test_every_sealed_event_is_found_by_each_field(archive, tmp_path, index_at):
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
-    done = index_all(root, trust, at_index)
+    done = index_all(root, trust, index)
     assert (done.lots, done.events, done.refused, done.behind) == (7, 22, [], 0)
-    search = EventSearch(at_index)
+    search = EventSearch(index)
     assert [(c.oper, c.coffre, c.lots, c.events, c.refused) for c in search.coffres()] == [
         ("0099", 1, 1, 1, None),
         ("0099", 2, 6, 21, None),
@@ -103,10 +103,10 @@ def test_every_sealed_event_is_found_by_each_field(archive, tmp_path, index_at):
 
 
 def test_pages_cover_the_results_once_and_cursors_are_checked(archive, tmp_path, index_at):
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
-    index_all(root, trust, at_index)
-    search = EventSearch(at_index)
+    index_all(root, trust, index)
+    search = EventSearch(index)
     for query in (
         Query(oper="0099"),
         Query(player="alice"),
@@ -129,10 +129,10 @@ def test_pages_cover_the_results_once_and_cursors_are_checked(archive, tmp_path,
 )
 def test_words_are_only_words(archive, tmp_path, words, index_at):
     """Full-text words are matched as words: no FTS5 syntax, no SQL, no error."""
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
-    index_all(root, trust, at_index)
-    found = EventSearch(at_index).search(Query(text=words))
+    index_all(root, trust, index)
+    found = EventSearch(index).search(Query(text=words))
     assert found.driver == "text"
     if words == "ali*":
         assert found.rows == []  # the star is not a prefix query: "ali" is no word of the index
@@ -141,10 +141,9 @@ def test_words_are_only_words(archive, tmp_path, words, index_at):
 def test_a_live_index_resumed_lot_by_lot_equals_a_rebuild(archive, tmp_path, index_at):
     """The index as the API builds it (a few lots per pass, a new connection each time: a restart)
     holds exactly what a rebuild from the archive alone holds, the money trail's state included."""
-    at_live = index_at("live")
-    at_rebuilt = index_at("rebuilt")
+    live = index_at("live")
+    rebuilt = index_at("rebuilt")
     root, trust = archive
-    live = at_live
     passes = 0
     while True:
         done = index_all(root, trust, live, max_lots=1)
@@ -152,7 +151,6 @@ def test_a_live_index_resumed_lot_by_lot_equals_a_rebuild(archive, tmp_path, ind
         if done.lots == 0:
             break
     assert passes == 8
-    rebuilt = at_rebuilt
     assert rebuild(rebuilt, LocalStorage(root), trust).events == 22
     dump_live, dump_rebuilt = list(EventSearch(live).dump()), list(EventSearch(rebuilt).dump())
     assert dump_live == dump_rebuilt
@@ -160,10 +158,9 @@ def test_a_live_index_resumed_lot_by_lot_equals_a_rebuild(archive, tmp_path, ind
 
 
 def test_a_crash_inside_a_lot_leaves_whole_lots(archive, tmp_path, monkeypatch, index_at):
-    at_index = index_at("index")
-    at_rebuilt = index_at("rebuilt")
+    path = index_at("index")
+    rebuilt = index_at("rebuilt")
     root, trust = archive
-    path = at_index
     real = Indexer._add_event
     seen = []
 
@@ -181,20 +178,19 @@ def test_a_crash_inside_a_lot_leaves_whole_lots(archive, tmp_path, monkeypatch, 
     assert [r.id_evt for r in search.search(Query(oper="0099", coffre=2), page_size=100).rows] == [1, 2, 3, 4]
     monkeypatch.setattr(Indexer, "_add_event", real)
     index_all(root, trust, path)
-    rebuilt = at_rebuilt
     rebuild(rebuilt, LocalStorage(root), trust)
     assert list(EventSearch(path).dump()) == list(EventSearch(rebuilt).dump())
 
 
 def test_a_lot_that_does_not_verify_stops_its_coffre_only(archive, tmp_path, index_at):
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
     lots = sorted((root / "0099" / "2").rglob("0099-2-0000000003.xml"))
     lot = next(p for p in lots if p.parent.name != "checkpoints")
     lot.write_bytes(lot.read_bytes().replace(b"alice", b"alicf", 1))
-    done = index_all(root, trust, at_index)
+    done = index_all(root, trust, index)
     assert len(done.refused) == 1 and done.refused[0].startswith("0099/2: ")
-    search = EventSearch(at_index)
+    search = EventSearch(index)
     states = {c.coffre: c for c in search.coffres()}
     assert states[1].lots == 1 and states[1].refused is None
     assert states[2].lots == 2 and "lot 3 does not verify" in (states[2].refused or "")
@@ -205,21 +201,20 @@ def test_a_lot_that_does_not_verify_stops_its_coffre_only(archive, tmp_path, ind
 def test_an_event_this_version_cannot_read_is_indexed_with_a_finding(tmp_path, index_at):
     """Whatever a lot holds is found: an event the catalogue cannot read again is indexed by its
     root element with AUDIT_FAILED, and the next events are indexed as usual."""
-    at_index = index_at("index")
+    index = index_at("index")
     strange = b"<ZZUNKNOWN><IDOper>0099</IDOper><IDCoffre>7</IDCoffre><IDEvt>1</IDEvt></ZZUNKNOWN>"
     root, _ = seal_archive(tmp_path, {7: [strange]})
     trust = TrustStore.from_pem_files([tmp_path / "cert.pem"])
-    done = index_all(root, trust, at_index)
+    done = index_all(root, trust, index)
     assert done.events == 1 and not done.refused
-    row, _, findings = EventSearch(at_index).event("0099", 7, 1)
+    row, _, findings = EventSearch(index).event("0099", 7, 1)
     assert row.type == "ZZUNKNOWN" and [f.code for f in findings] == ["AUDIT_FAILED"]
     assert row.at == "1970-01-01T00:00:00Z"
 
 
 def test_the_command_builds_and_rebuilds(archive, tmp_path, capsys, built, index_at):
-    at_cli = index_at("cli")
+    index = index_at("cli")
     root, _ = archive
-    index = at_cli
     assert main(["console-index", str(root), "--cert", str(built[1]), "--index", str(index)]) == 0
     assert "7 lot(s), 22 event(s) added" in capsys.readouterr().out
     assert main(["console-index", str(root), "--cert", str(built[1]), "--index", str(index)]) == 0
@@ -233,8 +228,7 @@ def test_the_command_builds_and_rebuilds(archive, tmp_path, capsys, built, index
 
 
 def test_an_index_of_another_schema_is_refused(tmp_path, index_at):
-    at_index = index_at("index")
-    path = at_index
+    path = index_at("index")
     with closing(connect(path)) as db:
         db.execute("UPDATE meta SET value = '0' WHERE key = 'schema'")
     with pytest.raises(ValueError, match="rebuild it"):
@@ -248,10 +242,10 @@ def test_dates_are_stamped_in_utc():
 def test_a_page_reads_a_bounded_window_and_the_next_goes_on(archive, tmp_path, monkeypatch, index_at):
     """A sparse combination (alice's few POBILAN among her events) answers pages that are not full
     when the window is small, each saying where it stopped; together they hold every match once."""
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
-    index_all(root, trust, at_index)
-    search = EventSearch(at_index)
+    index_all(root, trust, index)
+    search = EventSearch(index)
     query = Query(player="alice", type="POJEU", oper="0099")
     whole = ids(search.search(query, page_size=1000))
     assert len(whole) >= 2
@@ -269,10 +263,10 @@ def test_a_page_reads_a_bounded_window_and_the_next_goes_on(archive, tmp_path, m
 
 
 def test_the_index_with_the_fewest_rows_drives(archive, tmp_path, index_at):
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
-    index_all(root, trust, at_index)
-    search = EventSearch(at_index)
+    index_all(root, trust, index)
+    search = EventSearch(index)
     assert search.search(Query(player="alice", finding="CARD_DEALT_TWICE")).driver == "finding"
     assert search.search(Query(player="alice", type="CPTEALIM")).driver == "type"
     hands = len(search.search(Query(type="POJEU"), page_size=1000).rows)
@@ -285,13 +279,13 @@ def test_the_index_with_the_fewest_rows_drives(archive, tmp_path, index_at):
 def test_the_findings_are_coffre_audits(archive, tmp_path, capsys, built, index_at):
     """Each event's findings in the index are those ``coffre audit`` reports on the same archive (one
     engine of checks, the money trail fed in the same order)."""
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
-    index_all(root, trust, at_index)
+    index_all(root, trust, index)
     main(["audit", str(root), "--cert", str(built[1]), "--json"])
     report = json.loads(capsys.readouterr().out)
     audited = sorted((f["id_coffre"], f["id_evt"], f["code"], f["message"]) for f in report["findings"])
-    search = EventSearch(at_index)
+    search = EventSearch(index)
     indexed = sorted(
         (row.coffre, row.id_evt, finding.code, finding.message)
         for row in search.search(Query(oper="0099"), page_size=1000).rows
@@ -303,8 +297,8 @@ def test_the_findings_are_coffre_audits(archive, tmp_path, capsys, built, index_
 def test_kill_9_while_indexing_then_resume(tmp_path, index_at):
     """``coffre console-index`` SIGKILLed while it writes: the index it left holds whole lots, and
     the next run ends with exactly what a rebuild holds."""
-    at_index = index_at("index")
-    at_rebuilt = index_at("rebuilt")
+    index = index_at("index")
+    rebuilt = index_at("rebuilt")
     import os
     import signal
     import subprocess
@@ -317,7 +311,6 @@ def test_kill_9_while_indexing_then_resume(tmp_path, index_at):
 
     raws = [raw for _, raw in inputs([str(DEMO / "mixed")])]
     root, _ = seal_archive(tmp_path, {3: normalized(raws * 40)}, lot_events=50)
-    index = at_index
     argv = [
         sys.executable,
         "-m",
@@ -349,7 +342,6 @@ def test_kill_9_while_indexing_then_resume(tmp_path, index_at):
     total = 40 * len(raws)
     assert held[0] < total // 50 and events == held[1], "killed after the end, or a lot half written"
     assert subprocess.run([*argv, "--index", str(index)], capture_output=True).returncode == 0
-    rebuilt = at_rebuilt
     assert (
         rebuild(rebuilt, LocalStorage(root), TrustStore.from_pem_files([tmp_path / "cert.pem"])).events
         == total
@@ -360,10 +352,10 @@ def test_kill_9_while_indexing_then_resume(tmp_path, index_at):
 def test_a_pass_with_nothing_new_lists_no_lot(archive, tmp_path, index_at):
     """Once caught up, a pass asks each coffre for its next seal note and lists no lot: its cost does
     not grow with the history."""
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
     storage = RecordingStorage(root)
-    with closing(connect(at_index)) as db:
+    with closing(connect(index)) as db:
         indexer = Indexer(db, storage, trust)
         assert indexer.catch_up().events == 22
         storage.calls.clear()
@@ -373,12 +365,12 @@ def test_a_pass_with_nothing_new_lists_no_lot(archive, tmp_path, index_at):
 
 
 def test_an_archive_from_before_seal_notes(archive, tmp_path, index_at):
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
     for notes in root.rglob("seals"):
         shutil.rmtree(notes)
     assert not list(root.rglob("*.json"))
-    done = index_all(root, trust, at_index)
+    done = index_all(root, trust, index)
     assert (done.lots, done.events, done.refused) == (7, 22, [])
 
 
@@ -403,7 +395,7 @@ def test_the_api_rebuilds_an_index_of_another_schema(archive, tmp_path):
 def test_a_defect_on_one_coffre_stops_only_that_coffre(archive, tmp_path, monkeypatch, index_at):
     """An unexpected error while indexing one coffre (a storage fault, a defect) leaves that coffre
     for the next pass; the other coffres are indexed in this one."""
-    at_index = index_at("index")
+    index = index_at("index")
     root, trust = archive
     real = Indexer._add_event
 
@@ -413,12 +405,12 @@ def test_a_defect_on_one_coffre_stops_only_that_coffre(archive, tmp_path, monkey
         return real(self, oper, coffre, *rest)
 
     monkeypatch.setattr(Indexer, "_add_event", fails_on_coffre_1)
-    done = index_all(root, trust, at_index)
+    done = index_all(root, trust, index)
     assert (done.lots, done.events) == (6, 21)
     assert len(done.failed) == 1 and done.failed[0].startswith("0099/1: RuntimeError")
     assert done.behind == 1  # coffre 1's lot is sealed, not indexed
     monkeypatch.setattr(Indexer, "_add_event", real)
-    done = index_all(root, trust, at_index)
+    done = index_all(root, trust, index)
     assert (done.lots, done.events, done.failed) == (1, 1, [])
 
 
@@ -426,18 +418,14 @@ def test_workers_index_what_one_process_indexes(archive, tmp_path, index_at):
     """With --jobs 2 the next lot is verified and checked by the workers while the one before is
     written: the same rows as one process, lot by lot or whole, and a lot that does not verify is
     refused after the lots before it are written."""
-    at_bad1 = index_at("bad1")
-    at_bad2 = index_at("bad2")
-    at_one = index_at("one")
-    at_passes = index_at("passes")
-    at_two = index_at("two")
+    one = index_at("one")
+    passes = index_at("passes")
+    two = index_at("two")
     root, trust = archive
-    one, two = at_one, at_two
     assert rebuild(one, LocalStorage(root), trust).events == 22
     done = rebuild(two, LocalStorage(root), trust, jobs=2)
     assert (done.lots, done.events, done.refused, done.failed) == (7, 22, [], [])
     assert list(EventSearch(one).dump()) == list(EventSearch(two).dump())
-    passes = at_passes
     with closing(connect(passes)) as db:
         indexer = Indexer(db, LocalStorage(root), trust, jobs=2)
         try:
@@ -450,7 +438,8 @@ def test_workers_index_what_one_process_indexes(archive, tmp_path, index_at):
     lots = sorted((root / "0099" / "2").rglob("0099-2-0000000003.xml"))
     lot = next(p for p in lots if p.parent.name != "checkpoints")
     lot.write_bytes(lot.read_bytes().replace(b"alice", b"alicf", 1))
-    for jobs, path in ((1, at_bad1), (2, at_bad2)):
+    bad1, bad2 = index_at("bad1"), index_at("bad2")
+    for jobs, path in ((1, bad1), (2, bad2)):
         with closing(connect(path)) as db:
             indexer = Indexer(db, LocalStorage(root), trust, jobs=jobs)
             try:
@@ -460,7 +449,7 @@ def test_workers_index_what_one_process_indexes(archive, tmp_path, index_at):
         assert (done.lots, len(done.refused), done.behind) == (3, 1, 1), jobs
         states = {c.coffre: c for c in EventSearch(path).coffres()}
         assert states[2].lots == 2 and "lot 3 does not verify" in (states[2].refused or "")
-    assert list(EventSearch(at_bad1).dump()) == list(EventSearch(at_bad2).dump())
+    assert list(EventSearch(bad1).dump()) == list(EventSearch(bad2).dump())
 
 
 # -- PostgreSQL beside SQLite (docs/console.md, "PostgreSQL") -------------------------------------
