@@ -94,7 +94,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -104,16 +104,27 @@ from typing import Any
 from _page_cache import evict
 from coffre_regulator.event_index import (
     _SCHEMA,
+    POSTGRESQL,
+    SQLITE,
+    TABLES,
+    Dialect,
     EventSearch,
+    IndexDB,
     Query,
+    at_text,
     connect,
+    seconds,
+    words,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from postgres import LocalPostgres, bindir  # the tests' server (tests/postgres.py)
 
 TARGET_MS = 200.0
 OPER = "BENCHOP"
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 LOT = 1000
-SHAPE = "1"
+SHAPE = "2"
 """Bumped when the synthetic data changes: an index kept with --path of another shape is rebuilt."""
 
 TYPES = (
@@ -144,10 +155,21 @@ WORDS = ["virement", "carte", "bancaire", "bonus", "bienvenue", "retrait", "plaf
 RARE_WORD = "chargeback"
 FINDING_RATE = 0.005
 
+COLUMNS = {
+    "events": "row, oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, findings",
+    "parties": "row, player, hash, inscription, seat, before, after, at",
+    "findings": "row, n, code, message, round, seat, player",
+    "flags": "code, at, row",
+    "lots": "oper, coffre, number, first_id, last_id, key, digest, sealed_at",
+    "lot_days": "day, oper, coffre, lots, events",
+    "finding_days": "day, code, count",
+    "coffres": "oper, coffre, lots, events, lot_digest, chain, frontier, sealed_at, refused",
+}
+
 
 @dataclass
 class Built:
-    path: Path
+    target: Path | str
     events: int
     seconds: float
     reused: bool
@@ -161,38 +183,77 @@ def _index_names() -> list[str]:
     return [line.split()[5] for line in _SCHEMA.splitlines() if line.startswith("CREATE INDEX IF NOT EXISTS")]
 
 
-def _stamps(days: int) -> tuple[list[str], list[str]]:
-    day_text = [(T0 + timedelta(days=d)).strftime("%Y-%m-%d") for d in range(days + 1)]
-    clock = [f"T{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}Z" for s in range(86400)]
-    return day_text, clock
+class Sink:
+    """Where the synthetic rows go: the index's own tables, through :class:`IndexDB` (SQLite:
+    ``executemany`` with the build's pragmas; PostgreSQL: ``COPY``). The secondary indexes are
+    dropped for the build and made again at its end by the schema's own statements."""
+
+    def __init__(self, db: IndexDB) -> None:
+        self.db, self.dialect = db, db.dialect
+        if self.dialect is SQLITE:
+            for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -524288"):
+                db.raw.execute(f"PRAGMA {pragma}")
+        names = _index_names() + (["event_text_body"] if self.dialect is POSTGRESQL else [])
+        for name in names:
+            db.execute(f"DROP INDEX IF EXISTS {name}")
+
+    def write(self, tables: dict[str, list[tuple[Any, ...]]]) -> None:
+        """Rows of each table (``text``: (row, the event's words as one string)), in one transaction."""
+        dialect: Dialect = self.dialect
+        text = [(row, dialect.text_body(words(body))) for row, body in tables.pop("text", [])]
+        if self.dialect is SQLITE:
+            raw = self.db.raw
+            raw.execute("BEGIN")
+            for table, rows in tables.items():
+                marks = ", ".join("?" * len(COLUMNS[table].split(",")))
+                raw.executemany(f"INSERT INTO {table} ({COLUMNS[table]}) VALUES ({marks})", rows)
+            raw.executemany("INSERT INTO event_text (rowid, body) VALUES (?, ?)", text)
+            raw.execute("COMMIT")
+            return
+        raw = self.db.raw
+        with raw.transaction(), raw.cursor() as cursor:
+            for table, rows in [*tables.items(), ("event_text", text)]:
+                columns = COLUMNS.get(table, "row, body")
+                with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                    for values in rows:
+                        copy.write_row(values)
+
+    def finish(self) -> None:
+        """The secondary indexes made over all the rows; PostgreSQL's statistics and visibility map
+        made as autovacuum would (its index-only scans need the map)."""
+        for statement in self.dialect.schema():
+            if statement.strip().startswith("CREATE INDEX"):
+                self.db.execute(statement)
+        if self.dialect is POSTGRESQL:
+            self.db.raw.execute("VACUUM (ANALYZE)")
 
 
-def build(path: Path, events: int, coffres: int, days: int, players: int, seed: int = 7) -> Built:
-    """The synthetic index at ``path`` (reused when it already holds this shape)."""
+def _read_meta(target: Path | str) -> dict[str, Any] | None:
+    try:
+        with closing(connect(target, readonly=True)) as db:
+            found = db.execute("SELECT value FROM meta WHERE key = 'bench'").fetchone()
+    except Exception:
+        return None
+    return None if found is None else json.loads(found[0])
+
+
+def build(target: Path | str, events: int, coffres: int, days: int, players: int, seed: int = 7) -> Built:
+    """The synthetic index at ``target`` (reused when it already holds this shape)."""
+    from coffre_regulator.event_index import drop
+
     shape = json.dumps(
         {"shape": SHAPE, "events": events, "coffres": coffres, "days": days, "players": players, "seed": seed}
     )
-    if path.exists():
-        with closing(sqlite3.connect(path)) as db:
-            try:
-                found = db.execute("SELECT value FROM meta WHERE key = 'bench'").fetchone()
-            except sqlite3.Error:
-                found = None
-        if found is not None:
-            stored = json.loads(found[0])
-            if stored["shape"] == shape:
-                return Built(path, events, stored["seconds"], True, stored["probes"])
-        for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-            stale.unlink(missing_ok=True)
+    if isinstance(target, str) or target.exists():
+        stored = _read_meta(target)
+        if stored is not None and stored["shape"] == shape:
+            return Built(target, events, stored["seconds"], True, stored["probes"])
+        drop(target)
     started = time.monotonic()
     rng = random.Random(seed)
-    db = connect(path)
-    db.execute("PRAGMA journal_mode = OFF")
-    db.execute("PRAGMA synchronous = OFF")
-    db.execute("PRAGMA cache_size = -524288")  # 512 MiB for the build
-    for name in _index_names():
-        db.execute(f"DROP INDEX IF EXISTS {name}")
-    day_text, clock = _stamps(days)
+    db = connect(target)
+    sink = Sink(db)
+    t0 = seconds(T0)
     hashes = [""] + [hashlib.sha256(f"joueur {k}".encode()).hexdigest()[:32] for k in range(1, players + 1)]
     span = days * 86400
     techs = max(events // 200, 4)
@@ -201,14 +262,14 @@ def build(path: Path, events: int, coffres: int, days: int, players: int, seed: 
     next_id = [0] * (coffres + 1)
     lot_of = [1] * (coffres + 1)
     in_lot = [0] * (coffres + 1)
-    lot_days: Counter[tuple[str, int]] = Counter()
-    lot_day_events: Counter[tuple[str, int]] = Counter()
-    finding_days: Counter[tuple[str, str]] = Counter()
+    lot_days: Counter[tuple[int, int]] = Counter()
+    lot_day_events: Counter[tuple[int, int]] = Counter()
+    finding_days: Counter[tuple[int, str]] = Counter()
     ev_rows: list[tuple[Any, ...]] = []
     party_rows: list[tuple[Any, ...]] = []
     finding_rows: list[tuple[Any, ...]] = []
     flag_rows: list[tuple[Any, ...]] = []
-    text_rows: list[tuple[int, str]] = []
+    text_rows: list[tuple[Any, ...]] = []
     lot_rows: list[tuple[Any, ...]] = []
     probes: dict[str, Any] = {}
     log_players = players  # k = int(players ** u): P(k) ~ 1/k
@@ -217,24 +278,22 @@ def build(path: Path, events: int, coffres: int, days: int, players: int, seed: 
         return min(int(log_players ** rng.random()), players)
 
     def flush() -> None:
-        db.execute("BEGIN")
-        db.executemany(
-            "INSERT INTO events (row, oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, "
-            "findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            ev_rows,
+        sink.write(
+            {
+                "events": ev_rows,
+                "parties": party_rows,
+                "findings": finding_rows,
+                "flags": flag_rows,
+                "lots": lot_rows,
+                "text": text_rows,
+            }
         )
-        db.executemany("INSERT INTO parties VALUES (?, ?, ?, ?, ?, ?, ?, ?)", party_rows)
-        db.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", finding_rows)
-        db.executemany("INSERT INTO flags VALUES (?, ?, ?)", flag_rows)
-        db.executemany("INSERT INTO event_text (rowid, body) VALUES (?, ?)", text_rows)
-        db.executemany("INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)", lot_rows)
-        db.execute("COMMIT")
         for rows in (ev_rows, party_rows, finding_rows, flag_rows, text_rows, lot_rows):
             rows.clear()
 
     for row in range(1, events + 1):
-        second = (row - 1) * span // events + rng.randrange(max(span // events, 1))
-        at = day_text[second // 86400] + clock[second % 86400]
+        at = t0 + (row - 1) * span // events + rng.randrange(max(span // events, 1))
+        day = at - at % 86400
         coffre = rng.randrange(coffres) + 1
         next_id[coffre] += 1
         id_evt = next_id[coffre]
@@ -242,7 +301,7 @@ def build(path: Path, events: int, coffres: int, days: int, players: int, seed: 
         # a Tech is played over a stretch of the archive: ~200 events each
         tech_n = min(row * techs // events + rng.randrange(40), techs - 1)
         tech = pool = inscription = forced = None
-        words = [kind, OPER, str(coffre), str(id_evt)]
+        said = [kind, OPER, str(coffre), str(id_evt)]
         if kind == "POJEU":
             tech = f"C{tech_n}" if tech_n % 4 else f"T{tech_n}"
             pool = f"P{row}"
@@ -258,7 +317,7 @@ def build(path: Path, events: int, coffres: int, days: int, players: int, seed: 
                 reg = f"{tech}-{name}" if tech[0] == "T" else None
                 before = rng.randrange(100, 10000)
                 party_rows.append((row, name, None, reg, str(seat), f"{before}.00", f"{before - 20}.00", at))
-                words += [name, reg or ""]
+                said += [name, reg or ""]
         else:
             k = player()
             party_count[k] += 1
@@ -270,26 +329,26 @@ def build(path: Path, events: int, coffres: int, days: int, players: int, seed: 
             party_rows.append(
                 (row, name, hashes[k], inscription, None, f"{before}.00", f"{before + 10}.00", at)
             )
-            words += [name, hashes[k], inscription or ""]
-        words += [tech or "", pool or "", inscription or ""]
+            said += [name, hashes[k], inscription or ""]
+        said += [tech or "", pool or "", inscription or ""]
         if kind.startswith("CPTE"):
-            words += rng.sample(WORDS, 3)
+            said += rng.sample(WORDS, 3)
             if rng.random() < 0.001:
-                words.append(RARE_WORD)
+                said.append(RARE_WORD)
         found = 0
         if rng.random() < FINDING_RATE:
             codes = {CODE_DRAW[rng.randrange(len(CODE_DRAW))] for _ in range(rng.choice((1, 1, 1, 2)))}
             for n, code in enumerate(sorted(codes)):
                 finding_rows.append((row, n, code, f"{code.lower()} (synthetic)", None, None, None))
                 flag_rows.append((code, at, row))
-                finding_days[(at[:10], code)] += 1
+                finding_days[(day, code)] += 1
                 codes_count[code] += 1
-                words.append(code)
+                said.append(code)
             found = len(codes)
         ev_rows.append(
             (row, OPER, coffre, id_evt, kind, at, lot_of[coffre], tech, pool, inscription, forced, found)
         )
-        text_rows.append((row, " ".join(w for w in words if w)))
+        text_rows.append((row, " ".join(w for w in said if w)))
         in_lot[coffre] += 1
         if in_lot[coffre] == LOT:
             number = lot_of[coffre]
@@ -305,35 +364,28 @@ def build(path: Path, events: int, coffres: int, days: int, players: int, seed: 
                     at,
                 )
             )
-            lot_days[(at[:10], coffre)] += 1
-            lot_day_events[(at[:10], coffre)] += LOT
+            lot_days[(day, coffre)] += 1
+            lot_day_events[(day, coffre)] += LOT
             lot_of[coffre] += 1
             in_lot[coffre] = 0
         if row == events // 2:
-            probes["middle_day"] = at[:10]
+            probes["middle_day"] = at_text(at)[:10]
         if len(ev_rows) >= 200_000:
             flush()
     # the last, open lot of each coffre is not sealed: its events are not in the index (as the real
     # index holds sealed lots only) - but kept here so N is N; they carry a lot number all the same
     flush()
-    db.execute("BEGIN")
-    db.executemany(
-        "INSERT INTO lot_days VALUES (?, ?, ?, ?, ?)",
-        [(day, OPER, c, n, lot_day_events[(day, c)]) for (day, c), n in sorted(lot_days.items())],
+    sink.write(
+        {
+            "lot_days": [(d, OPER, c, n, lot_day_events[(d, c)]) for (d, c), n in sorted(lot_days.items())],
+            "finding_days": [(d, code, n) for (d, code), n in sorted(finding_days.items())],
+            "coffres": [
+                (OPER, c, lot_of[c] - 1, next_id[c], b"\0" * 32, b"\0" * 32, b"", None, None)
+                for c in range(1, coffres + 1)
+            ],
+        }
     )
-    db.executemany(
-        "INSERT INTO finding_days VALUES (?, ?, ?)",
-        [(day, code, n) for (day, code), n in sorted(finding_days.items())],
-    )
-    db.executemany(
-        "INSERT INTO coffres VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-        [
-            (OPER, c, lot_of[c] - 1, next_id[c], b"\0" * 32, b"\0" * 32, b"", None)
-            for c in range(1, coffres + 1)
-        ],
-    )
-    db.execute("COMMIT")
-    db.executescript(_SCHEMA)  # the secondary indexes, made once over all the rows
+    sink.finish()
     busy = party_count.most_common(1)[0][0]
     rare = min(range(players, players // 2, -1), key=lambda k: party_count[k] or events)  # fewest parties
     mid = next(k for k in range(players // 100, players) if party_count[k] >= 3)
@@ -357,21 +409,31 @@ def build(path: Path, events: int, coffres: int, days: int, players: int, seed: 
     )
     # an Inscription that exists: the busy player's to the middle tournament, else any
     found_reg = db.execute(
-        "SELECT inscription FROM events WHERE type = 'POINSCRIT' AND row > ? LIMIT 1", (events // 2,)
+        "SELECT inscription FROM events WHERE type = 'POINSCRIT' AND row > ? ORDER BY row LIMIT 1",
+        (events // 2,),
     ).fetchone()
     probes["inscription"] = found_reg[0] if found_reg else None
     found_pool = db.execute(
-        "SELECT pool FROM events WHERE pool IS NOT NULL AND row > ? LIMIT 1", (events // 2,)
-    )
-    probes["pool"] = (found_pool.fetchone() or (None,))[0]
-    seconds = time.monotonic() - started
+        "SELECT pool FROM events WHERE pool IS NOT NULL AND row > ? ORDER BY row LIMIT 1", (events // 2,)
+    ).fetchone()
+    probes["pool"] = (found_pool or (None,))[0]
+    seconds_taken = time.monotonic() - started
     db.execute(
         "INSERT INTO meta VALUES ('bench', ?)",
-        (json.dumps({"shape": shape, "seconds": seconds, "probes": probes}),),
+        (json.dumps({"shape": shape, "seconds": seconds_taken, "probes": probes}),),
     )
-    db.execute("PRAGMA journal_mode = WAL")
+    if db.dialect is SQLITE:
+        db.raw.execute("PRAGMA journal_mode = WAL")
     db.close()
-    return Built(path, events, time.monotonic() - started, False, probes)
+    return Built(target, events, time.monotonic() - started, False, probes)
+
+
+def index_bytes(target: Path | str) -> int:
+    """The index's size: the SQLite file (and its WAL), or PostgreSQL's tables with their indexes."""
+    if isinstance(target, Path):
+        return sum(p.stat().st_size for p in (target, Path(f"{target}-wal")) if p.exists())
+    with closing(connect(target, readonly=True)) as db:
+        return sum(db.execute("SELECT pg_total_relation_size(?)", (t,)).fetchone()[0] for t in TABLES)
 
 
 # -- measuring ------------------------------------------------------------------------------------
@@ -419,25 +481,33 @@ def kinds(p: dict[str, Any]) -> Iterator[tuple[str, Query, bool]]:
     yield "type + word (none)", Query(type="POJEU", text="virement"), True
 
 
-def measure(path: Path, probes: dict[str, Any], repeats: int) -> list[dict[str, Any]]:
+def measure(
+    target: Path | str, probes: dict[str, Any], repeats: int, cold: Callable[[], None]
+) -> list[dict[str, Any]]:
+    """Every kind of search on the index at ``target``: the first page cold (``cold()`` first: the
+    index's pages out of every cache, then a new connection), then warm."""
     results = []
     for name, query, second in kinds(probes):
-        evict([path, Path(f"{path}-wal")])  # the index's pages: the first page reads the disk
-        search = EventSearch(path)
+        cold()
+        search = EventSearch(target)
+        search.db  # noqa: B018 - the connection opened before the clock starts (a replica's is open)
         started = time.perf_counter()
         page = search.search(query, page_size=50)
-        cold = (time.perf_counter() - started) * 1000
+        cold_ms = (time.perf_counter() - started) * 1000
         warm_times = []
         for _ in range(repeats):
             started = time.perf_counter()
             search.search(query, page_size=50)
             warm_times.append((time.perf_counter() - started) * 1000)
         warm = statistics.median(warm_times)
-        results.append(_result(name, page.driver, len(page.rows), cold, warm, page.stopped_at))
+        results.append(_result(name, page.driver, len(page.rows), cold_ms, warm, page.stopped_at))
         if second and page.next is not None:
+            again = EventSearch(target)
+            again.db  # noqa: B018
             started = time.perf_counter()
-            nxt = EventSearch(path).search(query, after=page.next, page_size=50)
+            nxt = again.search(query, after=page.next, page_size=50)
             cold2 = (time.perf_counter() - started) * 1000
+            again.db.close()
             warm_times = []
             for _ in range(repeats):
                 started = time.perf_counter()
@@ -481,6 +551,81 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def side_by_side(lite: list[dict[str, Any]], pg: list[dict[str, Any]]) -> str:
+    """Both backends' results, kind by kind ("!" where the two answered differently)."""
+    lines = [
+        f"{'search':<26} {'driver':<12} {'rows':>5}  {'SQLite cold':>11} {'warm':>6}  {'PG cold':>9} {'warm':>6}"
+        "  < 200 ms"
+    ]
+    for a, b in zip(lite, pg, strict=True):
+        same = (a["kind"], a["driver"], a["rows"]) == (b["kind"], b["driver"], b["rows"])
+        both = a["under_200ms"] and b["under_200ms"]
+        lines.append(
+            f"{a['kind']:<26} {a['driver']:<12} {a['rows']:>5}{' ' if same else '!'} {a['cold_ms']:>11.1f} "
+            f"{a['warm_ms']:>6.1f}  {b['cold_ms']:>9.1f} {b['warm_ms']:>6.1f}  {'yes' if both else 'NO'}"
+        )
+    return "\n".join(lines)
+
+
+def run_sqlite(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    built = build(path, args.events, args.coffres, args.days, args.players)
+    results = measure(path, built.probes, args.repeats, lambda: evict([path, Path(f"{path}-wal")]))
+    return {
+        "backend": "sqlite",
+        "build_seconds": round(built.seconds, 1),
+        "reused": built.reused,
+        "index_bytes": index_bytes(path),
+        "version": sqlite3.sqlite_version,
+        "probes": built.probes,
+        "results": results,
+    }
+
+
+def run_postgresql(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The index in a PostgreSQL server of its own (tests/postgres.py) in ``folder``: cold is the
+    server restarted (its shared buffers empty) after its files' pages were dropped from the OS
+    cache, as SQLite's file's are."""
+    programs = bindir()
+    if programs is None:
+        raise SystemExit("PostgreSQL not found: apt-get install postgresql (or set COFFRE_POSTGRES_BIN)")
+    server = LocalPostgres(programs, folder, {"shared_buffers": "256MB", "maintenance_work_mem": "512MB"})
+    server.start()
+    try:
+        import psycopg
+
+        with psycopg.connect(server.url("postgres"), autocommit=True) as admin:
+            if admin.execute("SELECT 1 FROM pg_database WHERE datname = 'bench'").fetchone() is None:
+                admin.execute("CREATE DATABASE bench")
+        url = server.url("bench")
+        built = build(url, args.events, args.coffres, args.days, args.players)
+        version = _pg_version(url)
+
+        def cold() -> None:
+            server.stop(remove=False)
+            os.sync()  # the checkpoint's writes on the disk (fsync is off): clean pages can go
+            evict(p for p in server.data.rglob("*") if p.is_file())
+            server.start()
+
+        results = measure(url, built.probes, args.repeats, cold)
+        size = index_bytes(url)
+    finally:
+        server.stop(remove=False)
+    return {
+        "backend": "postgresql",
+        "build_seconds": round(built.seconds, 1),
+        "reused": built.reused,
+        "index_bytes": size,
+        "version": version,
+        "probes": built.probes,
+        "results": results,
+    }
+
+
+def _pg_version(url: str) -> str:
+    with closing(connect(url, readonly=True)) as db:
+        return str(db.execute("SHOW server_version").fetchone()[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -488,40 +633,64 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=730)
     parser.add_argument("--players", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--path", type=Path, help="keep the index here (reused when of the same shape)")
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgresql", "both"),
+        default="sqlite",
+        help="the index in SQLite, in PostgreSQL (a server of its own), or both side by side",
+    )
+    parser.add_argument(
+        "--path",
+        type=Path,
+        help="keep the index here (reused when of the same shape); PostgreSQL's cluster in PATH.pgdata/",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     scratch = None
     path = args.path
     if path is None:
         scratch = Path(tempfile.mkdtemp(prefix="coffre-console-bench-"))
+        os.chmod(scratch, 0o755)  # PostgreSQL's own user (as root) reaches its folder inside
         path = scratch / "console.sqlite"
+    runs: dict[str, dict[str, Any]] = {}
     try:
-        built = build(path, args.events, args.coffres, args.days, args.players)
-        size = path.stat().st_size + sum(p.stat().st_size for p in (Path(f"{path}-wal"),) if p.exists())
-        results = measure(path, built.probes, args.repeats)
+        if args.backend in ("sqlite", "both"):
+            runs["sqlite"] = run_sqlite(path, args)
+        if args.backend in ("postgresql", "both"):
+            runs["postgresql"] = run_postgresql(path.with_name(path.name + ".pgdata"), args)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+    first = next(iter(runs.values()))
     summary = {
         "events": args.events,
-        "build_seconds": round(built.seconds, 1),
-        "reused": built.reused,
-        "index_bytes": size,
+        "build_seconds": first["build_seconds"],
+        "reused": first["reused"],
+        "index_bytes": first["index_bytes"],
         "sqlite": sqlite3.sqlite_version,
-        "probes": built.probes,
-        "results": results,
+        "probes": first["probes"],
+        "results": first["results"],
+        "backends": runs,
     }
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     print(
-        f"{args.events:,} events, {args.coffres} coffres, {args.days} days, {args.players:,} players: "
-        f"index {size / 1e6:,.0f} MB, built in {built.seconds:.0f} s"
-        f"{' (reused)' if built.reused else ''}; SQLite {sqlite3.sqlite_version}, pid {os.getpid()}"
+        f"{args.events:,} events, {args.coffres} coffres, {args.days} days, {args.players:,} players; pid {os.getpid()}"
     )
-    print(table(results))
-    slow = [r["kind"] for r in results if not r["under_200ms"]]
+    for name, run in runs.items():
+        print(
+            f"{name} {run['version']}: index {run['index_bytes'] / 1e6:,.0f} MB "
+            f"({run['index_bytes'] / args.events:,.0f} bytes an event), built in {run['build_seconds']:.0f} s"
+            f"{' (reused)' if run['reused'] else ''}"
+        )
+    if len(runs) == 2:
+        print(side_by_side(runs["sqlite"]["results"], runs["postgresql"]["results"]))
+    else:
+        print(table(first["results"]))
+    slow = [
+        f"{name}: {r['kind']}" for name, run in runs.items() for r in run["results"] if not r["under_200ms"]
+    ]
     print(f"over 200 ms: {', '.join(slow) if slow else 'none'}")
     return 0
 

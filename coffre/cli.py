@@ -128,9 +128,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cert", action="append", default=[], metavar="PEM", help="a trusted certificate (repeatable)"
     )
-    p.add_argument("--index", required=True, metavar="FILE", help="the index (an SQLite file)")
     p.add_argument(
-        "--rebuild", action="store_true", help="a new index from the archive alone, put in place of FILE"
+        "--index",
+        required=True,
+        metavar="FILE|URL",
+        help="the index: an SQLite file, or a PostgreSQL database (postgresql://user@host/db)",
+    )
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="a new index from the archive alone, put in place of FILE (PostgreSQL: its tables made again)",
     )
     p.add_argument(
         "--jobs",

@@ -254,10 +254,11 @@ class Settings(BaseSettings):
     console: bool = Field(
         True, description="regulator API: serve the regulator's console under /console/ (docs/console.md)"
     )
-    console_index: Path | None = Field(
+    console_index: str | None = Field(
         None,
-        description="the console's SQLite index (default <COFFRE_DATA_DIR>/console/index.sqlite): a writable "
-        "file, rebuilt from the archive alone with coffre console-index",
+        description="the console's index: an SQLite file (default <COFFRE_DATA_DIR>/console/index.sqlite), "
+        "or a PostgreSQL database as a postgresql:// URL (API replicas may share one); rebuilt from the "
+        "archive alone with coffre console-index",
     )
     console_index_interval_seconds: float = Field(
         2.0, gt=0, le=3600, description="how often the console's index looks for new lots in the archive"
@@ -491,8 +492,15 @@ class Settings(BaseSettings):
         return Path(self.data_dir) / "vault" / "journal"
 
     @property
-    def console_index_path(self) -> Path:
-        return self.console_index or Path(self.data_dir) / "console" / "index.sqlite"
+    def console_index_path(self) -> Path | str:
+        """The console's index: the SQLite file's path, or the PostgreSQL database's URL (a str)."""
+        if self.console_index and self.console_index.startswith(("postgresql://", "postgres://")):
+            return self.console_index
+        return (
+            Path(self.console_index)
+            if self.console_index
+            else Path(self.data_dir) / "console" / "index.sqlite"
+        )
 
     @property
     def archive_root(self) -> Path:

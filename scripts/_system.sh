@@ -15,3 +15,10 @@ need_kafka() {
   need java default-jre-headless "coffre up falls back to the memory-only broker; the pipeline tests fail under CI"
   need mvn maven "Apache Kafka's jars cannot be fetched (or set COFFRE_KAFKA_HOME to an unpacked release)"
 }
+# PostgreSQL's server programs (initdb, postgres), for the tests of the console's index on PostgreSQL
+# (tests/postgres.py runs its own server): Debian keeps them off the PATH, in /usr/lib/postgresql/*/bin.
+need_postgresql() {
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && return 0
+  command -v initdb >/dev/null 2>&1 && return 0
+  need initdb postgresql "the console index's PostgreSQL tests are skipped (they fail under CI)"
+}

@@ -141,3 +141,37 @@ def s3_client(s3_endpoint: str) -> Any:
         # No retries: a local server either answers or the test should fail fast.
         config=Config(retries={"max_attempts": 1, "mode": "standard"}),
     )
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL server (tests/postgres.py) for the session, stopped at its end (and killed
+    with the test process); a skip that says how to get PostgreSQL where it is missing (a failure
+    under CI)."""
+    from postgres import LocalPostgres, require_postgresql
+
+    server = LocalPostgres(require_postgresql()).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def index_at(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Where a test's console indexes go, on each backend in turn: ``index_at("name")`` is an SQLite
+    file of ``tmp_path``, or the URL of a new database of the session's PostgreSQL server (dropped
+    after the test). ``index_at.backend`` says which."""
+    made: list[str] = []
+    server = request.getfixturevalue("postgres_server") if request.param == "postgresql" else None
+
+    def at(name: str = "index") -> Path | str:
+        if server is None:
+            return tmp_path / f"{name}.sqlite"
+        made.append(server.create_database(name.replace("-", "_")))
+        return made[-1]
+
+    at.backend = request.param  # type: ignore[attr-defined]
+    yield at
+    for url in made:
+        server.drop_database(url)

@@ -36,13 +36,18 @@ from console_server import ConsoleServer
 TOKEN = "console-test-token-0123456789"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request, tmp_path_factory):
+    """The API and its console, its index in SQLite (the default) or in PostgreSQL (the session's
+    server, tests/postgres.py): every test of the console runs on both."""
     tmp = tmp_path_factory.mktemp("console")
     built, cert = build_archive(tmp)
     root = tmp / "served"  # a copy: a test changes a lot of it
     shutil.copytree(built, root)
-    served = ConsoleServer(tmp, root, cert, tokens=f"inspector:{TOKEN}\n")
+    settings = {}
+    if request.param == "postgresql":
+        settings["console_index"] = request.getfixturevalue("postgres_server").create_database("console")
+    served = ConsoleServer(tmp, root, cert, tokens=f"inspector:{TOKEN}\n", **settings)
     yield served
     served.stop()
 

@@ -86,3 +86,28 @@ def test_a_tiny_console_index_answers_every_kind_of_search(tmp_path: Path) -> No
     again = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["reused"]
+
+
+def test_the_bench_answers_alike_on_sqlite_and_postgresql() -> None:
+    """``--backend both``: the same synthetic index in SQLite and in a PostgreSQL server of the
+    bench's own, every kind of search driven by the same index and answering as many rows."""
+    from postgres import require_postgresql
+
+    require_postgresql()
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / "console_search.py"),
+        "--events",
+        "5000",
+        "--backend",
+        "both",
+    ]
+    argv += ["--players", "2000", "--repeats", "1", "--json"]  # in a folder of its own, removed after
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    backends = json.loads(done.stdout)["backends"]
+    assert set(backends) == {"sqlite", "postgresql"}
+    lite, pg = backends["sqlite"], backends["postgresql"]
+    assert lite["probes"] == pg["probes"] and lite["index_bytes"] > 0 and pg["index_bytes"] > 0
+    answers = [[(r["kind"], r["driver"], r["rows"]) for r in run["results"]] for run in (lite, pg)]
+    assert answers[0] == answers[1] and len(answers[0]) >= len(KINDS) - len(SECOND_PAGES)

@@ -42,12 +42,16 @@ _SHIM = (
 """prctl option 1 is PR_SET_PDEATHSIG, signal 9 SIGKILL; a parent already gone: exit as if killed."""
 
 
-def tied(argv: Sequence[str]) -> list[str]:
-    """``argv`` run so that it is SIGKILLed when this process (the thread that starts it) ends."""
+def tied(argv: Sequence[str], *, python: str | None = None) -> list[str]:
+    """``argv`` run so that it is SIGKILLed when this process (the thread that starts it) ends.
+
+    ``python`` runs the shim instead of this interpreter: one that the command's user can run when
+    it runs as another user (``Popen``'s ``user=``: the kernel clears the signal when the user
+    changes, so the shim must set it after, as that user)."""
     if not SUPPORTED:
         return list(argv)
     # -I: isolated (no user site, no PYTHON* variables), -S: no site import (a few ms, not tens)
-    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *argv]
+    return [python or sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *argv]
 
 
 _requests: queue.SimpleQueue[tuple[list[str], dict[str, Any], Future[subprocess.Popen[Any]]]] = (
@@ -57,10 +61,10 @@ _forker: threading.Thread | None = None
 _forker_lock = threading.Lock()
 
 
-def popen(argv: Sequence[str], **options: Any) -> subprocess.Popen[Any]:
-    """``subprocess.Popen(tied(argv), **options)``, forked by a thread that ends only with this process:
-    the main thread, or the one :func:`popen` keeps for calls from other threads."""
-    command = tied(argv)
+def popen(argv: Sequence[str], *, python: str | None = None, **options: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(tied(argv, python=python), **options)``, forked by a thread that ends only
+    with this process: the main thread, or the one :func:`popen` keeps for calls from other threads."""
+    command = tied(argv, python=python)
     if not SUPPORTED or threading.current_thread() is threading.main_thread():
         return subprocess.Popen(command, **options)
     global _forker

@@ -13,7 +13,7 @@ def run(args: argparse.Namespace) -> int:
     import contextlib
     import time
 
-    from coffre_regulator.event_index import Indexer, connect, rebuild
+    from coffre_regulator.event_index import Indexer, connect, is_postgresql, rebuild, shown
 
     from coffre.adapters.storage import LocalStorage
     from coffre.domain.signing import TrustStore
@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"coffre console-index: {exc}", file=sys.stderr)
         return 2
-    storage, index = LocalStorage(Path(args.path)), Path(args.index)
+    storage = LocalStorage(Path(args.path))
+    index: Path | str = args.index if is_postgresql(args.index) else Path(args.index)
     started = time.monotonic()
     try:
         if args.rebuild:
@@ -44,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"coffre console-index: {exc}", file=sys.stderr)
         return 2
-    print(f"{index}: {done.lots} lot(s), {done.events} event(s) added in {time.monotonic() - started:.1f} s")
+    print(
+        f"{shown(index)}: {done.lots} lot(s), {done.events} event(s) added in {time.monotonic() - started:.1f} s"
+    )
     for reason in done.refused:
         print(f"refused: {reason}")
     return 1 if done.refused else 0

@@ -1,7 +1,10 @@
 """The console's index: every sealed event of the archive by the fields an investigator searches.
 
-An SQLite database (docs/console.md, "The index") that the regulator API keeps beside the archive
-and can rebuild from the archive alone at any time (``coffre console-index``). It holds no event's
+An SQLite database (docs/console.md, "The index"), or a PostgreSQL one that API replicas share
+(``COFFRE_CONSOLE_INDEX=postgresql://…``, docs/console.md, "PostgreSQL"), that the regulator API
+keeps beside the archive and can rebuild from the archive alone at any time (``coffre
+console-index``). One SQL serves both, written in SQLite's words; :class:`Dialect` says it in the
+other's. It holds no event's
 bytes: an event's page reads its lot from the archive, and checks that lot's SHA-256 against the
 one recorded here.
 
@@ -21,6 +24,8 @@ one recorded here.
 
 from __future__ import annotations
 
+import calendar
+import functools
 import gc
 import hashlib
 import json
@@ -29,6 +34,7 @@ import re
 import sqlite3
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import closing, contextmanager
@@ -56,7 +62,8 @@ from .archive_index import InvalidRequest, parse_coffre, parse_oper
 log = logging.getLogger("coffre.console")
 T = TypeVar("T")
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+"""2: dates as integer seconds (1: ISO text); the full text of PostgreSQL or SQLite."""
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
 PAGE_LIMIT = 5000
@@ -70,18 +77,18 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS coffres (
   oper TEXT NOT NULL, coffre INTEGER NOT NULL, lots INTEGER NOT NULL, events INTEGER NOT NULL,
-  lot_digest BLOB NOT NULL, chain BLOB NOT NULL, frontier BLOB NOT NULL, sealed_at TEXT,
+  lot_digest BLOB NOT NULL, chain BLOB NOT NULL, frontier BLOB NOT NULL, sealed_at INTEGER,
   refused TEXT, PRIMARY KEY (oper, coffre)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lots (
   oper TEXT NOT NULL, coffre INTEGER NOT NULL, number INTEGER NOT NULL, first_id INTEGER NOT NULL,
-  last_id INTEGER NOT NULL, key TEXT NOT NULL, digest BLOB NOT NULL, sealed_at TEXT NOT NULL,
+  last_id INTEGER NOT NULL, key TEXT NOT NULL, digest BLOB NOT NULL, sealed_at INTEGER NOT NULL,
   PRIMARY KEY (oper, coffre, number)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lot_days (
-  day TEXT NOT NULL, oper TEXT NOT NULL, coffre INTEGER NOT NULL, lots INTEGER NOT NULL,
+  day INTEGER NOT NULL, oper TEXT NOT NULL, coffre INTEGER NOT NULL, lots INTEGER NOT NULL,
   events INTEGER NOT NULL, PRIMARY KEY (day, oper, coffre)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (
   row INTEGER PRIMARY KEY, oper TEXT NOT NULL, coffre INTEGER NOT NULL, id_evt INTEGER NOT NULL,
-  type TEXT NOT NULL, at TEXT NOT NULL, lot INTEGER NOT NULL, tech TEXT, pool TEXT, inscription TEXT,
+  type TEXT NOT NULL, at INTEGER NOT NULL, lot INTEGER NOT NULL, tech TEXT, pool TEXT, inscription TEXT,
   forced TEXT, findings INTEGER NOT NULL, UNIQUE (oper, coffre, id_evt));
 CREATE INDEX IF NOT EXISTS events_at ON events (at, row);
 CREATE INDEX IF NOT EXISTS events_type ON events (type, at, row);
@@ -90,7 +97,7 @@ CREATE INDEX IF NOT EXISTS events_tech ON events (tech, at, row) WHERE tech IS N
 CREATE INDEX IF NOT EXISTS events_pool ON events (pool, at, row) WHERE pool IS NOT NULL;
 CREATE TABLE IF NOT EXISTS parties (
   row INTEGER NOT NULL, player TEXT NOT NULL, hash TEXT, inscription TEXT, seat TEXT, before TEXT,
-  after TEXT, at TEXT NOT NULL, PRIMARY KEY (row, player)) WITHOUT ROWID;
+  after TEXT, at INTEGER NOT NULL, PRIMARY KEY (row, player)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS parties_player ON parties (player, at, row);
 CREATE INDEX IF NOT EXISTS parties_hash ON parties (hash, at, row) WHERE hash IS NOT NULL;
 CREATE INDEX IF NOT EXISTS parties_inscription ON parties (inscription, at, row) WHERE inscription IS NOT NULL;
@@ -98,12 +105,28 @@ CREATE TABLE IF NOT EXISTS findings (
   row INTEGER NOT NULL, n INTEGER NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL, round TEXT,
   seat INTEGER, player TEXT, PRIMARY KEY (row, n)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS flags (
-  code TEXT NOT NULL, at TEXT NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (code, at, row)) WITHOUT ROWID;
+  code TEXT NOT NULL, at INTEGER NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (code, at, row)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS finding_days (
-  day TEXT NOT NULL, code TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (day, code)) WITHOUT ROWID;
+  day INTEGER NOT NULL, code TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (day, code)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS trail (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE VIRTUAL TABLE IF NOT EXISTS event_text USING fts5 (body, content='', tokenize='unicode61');
 """
+"""The index's tables in SQLite's words; :class:`Dialect` says them in PostgreSQL's. Dates (``at``,
+``sealed_at``) are whole seconds since 1970-01-01 UTC (:func:`seconds`), days the second their day
+starts: the index has always kept dates to the second, and an integer of seconds is 4 to 6 bytes in
+SQLite where the text was 20, in each row and each index that holds the date."""
+TABLES = (
+    "meta",
+    "coffres",
+    "lots",
+    "lot_days",
+    "events",
+    "parties",
+    "findings",
+    "flags",
+    "finding_days",
+    "trail",
+    "event_text",
+)
 
 
 class OtherSchema(ValueError):
@@ -138,13 +161,32 @@ def _named(parse: Callable[[str], T], name: str) -> T | None:
 
 
 def stamp(moment: datetime) -> str:
-    """How the index writes a date: UTC, to the second, sortable as text."""
+    """How the console writes a date: UTC, to the second."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def unstamp(text: str) -> datetime:
     """A date as :func:`stamp` writes it."""
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def seconds(moment: datetime) -> int:
+    """How the index stores a date: whole seconds since 1970-01-01T00:00:00Z (UTC, floored)."""
+    return calendar.timegm(moment.astimezone(UTC).timetuple())
+
+
+def at_text(value: int) -> str:
+    """A date the index stores (:func:`seconds`) as :func:`stamp` writes it."""
+    return stamp(datetime.fromtimestamp(value, UTC))
+
+
+def _day(at: int) -> int:
+    """The second the day of ``at`` starts (UTC): how ``lot_days`` and ``finding_days`` name a day."""
+    return at - at % 86400
+
+
+def _day_text(day: int) -> str:
+    return at_text(day)[:10]
 
 
 def _decimal(text: str | None) -> Decimal | None:
@@ -285,10 +327,10 @@ _PARTY_COLUMNS = "e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.
 
 
 def _event_row(values: Sequence[Any]) -> EventRow:
-    return EventRow(*values[:12])
+    return EventRow(*values[:4], at_text(values[4]), *values[5:12])
 
 
-# -- the SQLite side: a trail store, the writer, the readers -------------------------------------
+# -- a trail store, the writer, the readers --------------------------------------------------------
 
 
 _UNREAD = object()
@@ -306,7 +348,7 @@ class _TrailTable:
 
     CACHED_KEYS = 50_000
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: IndexDB) -> None:
         self.db = db
         self._texts: dict[str, str | None] = {}
         """key -> its JSON text, None when it has no value (deleted, or absent from the table)."""
@@ -348,36 +390,269 @@ class _TrailTable:
         self._dirty.clear()
 
 
-def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
-    """A connection to the index at ``path`` (created with its schema unless ``readonly``)."""
+# -- two databases, one SQL: the dialect of each -------------------------------------------------
+
+
+POSTGRESQL_SCHEMES = ("postgresql://", "postgres://")
+_TOKEN = re.compile(r"[^\W_]+")
+_QUOTED = re.compile(r"('(?:[^']|'')*')")
+_MAX_TOKEN = 200
+"""Characters of a word the full text keeps (PostgreSQL's lexemes are at most 2,047 bytes)."""
+
+
+def is_postgresql(target: Path | str) -> bool:
+    """Whether ``target`` names a PostgreSQL database (a ``postgresql://`` URL) rather than an SQLite file."""
+    return isinstance(target, str) and target.startswith(POSTGRESQL_SCHEMES)
+
+
+def shown(target: Path | str) -> str:
+    """``target`` as a message may show it: a URL's password left out."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", str(target))
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` as the full text indexes and searches them, on both databases: runs of
+    letters and digits, lower case, without accents (``Chloé-2`` is ``chloe`` then ``2``), as
+    SQLite's ``unicode61`` tokenizer splits them. Made here rather than by either database, so that
+    both index the very same words and answer a search alike."""
+    folded = "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
+    return [word[:_MAX_TOKEN] for word in _TOKEN.findall(folded)]
+
+
+class Dialect:
+    """What SQLite and PostgreSQL say differently. The index's SQL is written once, in SQLite's
+    words (``?`` placeholders, ``rowid`` of the full text's table aside): every statement goes
+    through :meth:`sql` (:class:`IndexDB` does it), the schema through :meth:`schema`, a page's
+    driving index through :meth:`driven`, and the full text through :meth:`text_match`,
+    :meth:`text_query` and :meth:`text_body`. The rest is SQL both read alike (``INSERT … ON CONFLICT … DO UPDATE`` with the table's name for the old row,
+    ``1 = 1`` for true, an alias on each subquery)."""
+
+    name = "sqlite"
+    text_row = "rowid"
+    """The full text's column holding the event's row."""
+
+    def sql(self, text: str) -> str:
+        return text
+
+    def schema(self) -> list[str]:
+        """The statements that make the index's tables (each ``IF NOT EXISTS``)."""
+        return [
+            *(statement for statement in _SCHEMA.split(";") if statement.strip()),
+            "CREATE VIRTUAL TABLE IF NOT EXISTS event_text USING fts5 (body, content='', tokenize='unicode61')",
+        ]
+
+    def driven(self, table: str, columns: str, where: str, key: str) -> tuple[str, list[str]]:
+        """The ``FROM`` of a page's driving index (as ``d``, its ``columns`` at least: ``where`` in
+        it, by ``key``; at most :data:`SCAN_WINDOW` rows: the page's window), and the conditions
+        left to the outer ``WHERE``. SQLite reads the driver's index first, then each event by
+        its row: the table, and ``where`` outside."""
+        return f"{table} d", [where]
+
+    def text_match(self, alias: str) -> str:
+        """The condition that the full text's table (as ``alias``) matches the query given as ``?``."""
+        return "event_text MATCH ?"
+
+    def text_query(self, phrases: list[list[str]]) -> str:
+        """The query of :meth:`text_match`: every phrase (a word the investigator typed, as
+        :func:`words` splits it) in the event, its words one after the other. A quoted FTS5 string
+        each: nothing typed is read as FTS5 syntax."""
+        return " ".join('"' + " ".join(phrase) + '"' for phrase in phrases)
+
+    def text_body(self, tokens: list[str]) -> str:
+        """What the full text's ``body`` gets for an event of these words."""
+        return " ".join(tokens)
+
+
+class PostgreSQL(Dialect):
+    """The index in a PostgreSQL database: ``?`` as ``%s`` (psycopg), BLOB as ``bytea``, every
+    integer ``bigint`` (seconds after 2038, rows past 2**31), text in the ``C`` collation (ordered
+    by code point as SQLite orders it), no ``WITHOUT ROWID``; the full text a ``tsvector`` of the
+    very words SQLite's FTS5 gets, with their positions, in a GIN index, searched with a
+    ``tsquery`` (``<->`` for the words of one phrase, ``&`` between phrases)."""
+
+    name = "postgresql"
+    text_row = "row"
+
+    def sql(self, text: str) -> str:
+        return _pg_sql(text)
+
+    def schema(self) -> list[str]:
+        found = []
+        for statement in _SCHEMA.split(";"):
+            if not statement.strip():
+                continue
+            statement = statement.replace("WITHOUT ROWID", "").replace(" BLOB", " BYTEA")
+            statement = re.sub(r"\bINTEGER\b", "BIGINT", statement)
+            statement = re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', statement)
+            indexed = re.search(r"ON events \(([^)]*)\)", statement)
+            if indexed and indexed.group(1).split(",")[-1].strip() != "row":
+                # SQLite's index of events ends with the rowid, which ``row`` is: said here
+                statement = f"{statement[: indexed.end(1)]}, row{statement[indexed.end(1) :]}"
+            found.append(statement)
+        return [
+            *found,
+            "CREATE TABLE IF NOT EXISTS event_text (row BIGINT PRIMARY KEY, body TSVECTOR NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS event_text_body ON event_text USING gin (body)",
+        ]
+
+    def driven(self, table: str, columns: str, where: str, key: str) -> tuple[str, list[str]]:
+        """The window as a subquery, read first and in order (its ``LIMIT``): the events' own
+        conditions are then checked on each event of the window, read by its row (see
+        :func:`_connect_postgresql`)."""
+        return f"(SELECT {columns} FROM {table} d WHERE {where} ORDER BY {key} LIMIT {SCAN_WINDOW}) d", []
+
+    def text_match(self, alias: str) -> str:
+        return f"{alias}.body @@ CAST(? AS tsquery)"
+
+    def text_query(self, phrases: list[list[str]]) -> str:
+        return " & ".join("(" + " <-> ".join(_lexeme(w) for w in phrase) + ")" for phrase in phrases)
+
+    def text_body(self, tokens: list[str]) -> str:
+        """A ``tsvector`` written out: each word with its positions (1, 2…, as FTS5 counts them)."""
+        places: dict[str, list[int]] = {}
+        for position, token in enumerate(tokens[:16_000], start=1):
+            places.setdefault(token, []).append(position)
+        return " ".join(f"{_lexeme(t)}:{','.join(map(str, p[:256]))}" for t, p in places.items())
+
+
+def _lexeme(word: str) -> str:
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+@functools.lru_cache(maxsize=1024)
+def _pg_sql(text: str) -> str:
+    """``text`` with psycopg's placeholders: ``?`` as ``%s``, ``%`` as ``%%`` (outside quotes)."""
+    parts = _QUOTED.split(text)
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("%", "%%").replace("?", "%s")
+    return "".join(parts)
+
+
+SQLITE, POSTGRESQL = Dialect(), PostgreSQL()
+
+
+class IndexDB:
+    """A connection to the index, SQLite's or PostgreSQL's, that reads the index's SQL (SQLite's
+    words) in its database's :class:`Dialect`: ``execute`` and ``executemany`` as sqlite3's
+    (psycopg's cursors answer ``fetchone``, ``fetchall``, ``rowcount`` and iteration alike)."""
+
+    def __init__(self, raw: Any, dialect: Dialect, target: Path | str) -> None:
+        self.raw, self.dialect, self.target = raw, dialect, target
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        return self.raw.execute(self.dialect.sql(sql), args)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        if self.dialect is SQLITE:
+            self.raw.executemany(sql, rows)
+        else:
+            with self.raw.cursor() as cursor:
+                cursor.executemany(self.dialect.sql(sql), rows)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """A transaction that writes, one at a time over the whole index: SQLite's ``BEGIN
+        IMMEDIATE`` (its one writer), PostgreSQL's transaction-scoped advisory lock :data:`WRITER_LOCK`
+        (every replica's writer waits for it). Whatever the transaction reads is then what the
+        other writers committed."""
+        if self.dialect is SQLITE:
+            self.raw.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.raw.execute("ROLLBACK")
+                raise
+            self.raw.execute("COMMIT")
+        else:
+            with self.raw.transaction():
+                self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+                yield
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection is lost (PostgreSQL's: the server restarted, the network cut);
+        an SQLite file's never is."""
+        return bool(getattr(self.raw, "broken", False) or getattr(self.raw, "closed", False) is True)
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+WRITER_LOCK = 0x636F66667265  # "coffre"
+"""PostgreSQL's advisory lock key of the index's writers (one writes at a time, in its transaction)."""
+
+
+def connect(target: Path | str, *, readonly: bool = False) -> IndexDB:
+    """A connection to the index at ``target``: an SQLite file, or a PostgreSQL database named by a
+    ``postgresql://`` URL; its schema made unless ``readonly`` (:class:`OtherSchema` when the index
+    is of another schema version)."""
+    if is_postgresql(target):
+        return _connect_postgresql(str(target), readonly)
+    path = Path(target)
     if readonly:
-        db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True, check_same_thread=False)
+        raw = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     else:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
-        db.executescript(_SCHEMA)
-        found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if found is None:
-            db.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,))
-        elif found[0] != SCHEMA_VERSION:
-            db.close()
-            raise OtherSchema(path, found[0])
-    db.execute("PRAGMA query_only = 1" if readonly else "PRAGMA foreign_keys = 0")
-    db.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        raw.execute("PRAGMA journal_mode = WAL")
+        raw.execute("PRAGMA synchronous = NORMAL")
+        raw.executescript(";\n".join(SQLITE.schema()))
+        _check_schema(IndexDB(raw, SQLITE, path))
+    raw.execute("PRAGMA query_only = 1" if readonly else "PRAGMA foreign_keys = 0")
+    raw.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
+    return IndexDB(raw, SQLITE, path)
+
+
+def _connect_postgresql(url: str, readonly: bool) -> IndexDB:
+    import psycopg  # the maintained PostgreSQL driver (psycopg 3), only where an index is in PostgreSQL
+
+    try:
+        raw = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise OSError(f"{shown(url)}: {str(exc).strip()}") from None
+    db = IndexDB(raw, POSTGRESQL, url)
+    if readonly:
+        raw.execute("SET default_transaction_read_only = on")
+        # Every search is a nested loop by design: a bounded window of one index (the driver), then
+        # each event by its row. From its estimates PostgreSQL's planner may prefer reading events
+        # by their own indexes over the whole table and joining by hash (a type and a coffre: 514
+        # ms cold at 1M events, where the driven plan takes tens); parallel workers only add
+        # their start to so short a read.
+        raw.execute("SET enable_hashjoin = off")
+        raw.execute("SET enable_mergejoin = off")
+        raw.execute("SET max_parallel_workers_per_gather = 0")
+        return db
+    with raw.transaction():  # replicas starting together: one makes the tables, the others wait
+        raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+        for statement in POSTGRESQL.schema():
+            raw.execute(statement)
+    _check_schema(db)
     return db
 
 
-@contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+def _check_schema(db: IndexDB) -> None:
+    db.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING", (SCHEMA_VERSION,)
+    )
+    found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if found[0] != SCHEMA_VERSION:
+        db.close()
+        raise OtherSchema(shown(db.target), found[0])
+
+
+def drop(target: Path | str) -> None:
+    """Remove the index at ``target``: the file (with its WAL), or the tables in PostgreSQL."""
+    if not is_postgresql(target):
+        for path in (Path(target), Path(f"{target}-wal"), Path(f"{target}-shm")):
+            path.unlink(missing_ok=True)
+        return
+    with closing(_connect_postgresql(str(target), readonly=True)) as db:
+        db.raw.execute("SET default_transaction_read_only = off")
+        with db.raw.transaction():
+            db.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+            db.raw.execute(f"DROP TABLE IF EXISTS {', '.join(TABLES)}")
 
 
 # -- building: verified lots in, rows out ---------------------------------------------------------
@@ -395,6 +670,8 @@ class CatchUp:
     while the other coffres are indexed."""
     lag_seconds: float = 0.0
     behind: int = 0
+    skipped: int = 0
+    """Lots verified here that another writer (a replica) wrote first: not written twice."""
 
 
 class Indexer:
@@ -402,7 +679,7 @@ class Indexer:
 
     def __init__(
         self,
-        db: sqlite3.Connection,
+        db: IndexDB,
         storage: ArchiveStorage,
         trust: TrustStore,
         *,
@@ -417,6 +694,9 @@ class Indexer:
         self._listings: dict[tuple[str, int], dict[int, str]] = {}
         self._noted: set[tuple[str, int]] = set()
         self._notes: dict[tuple[str, int, int], SealNote | None] = {}
+        self._last_row: int | None = None
+        """The index's last row as this indexer last wrote it: another value at the next write means
+        another writer (a replica) wrote since, and the trail's cached state is read again."""
 
     def close(self) -> None:
         if self._pool is not None:
@@ -613,26 +893,39 @@ class Indexer:
         return _Checked(oper, coffre, number, key, h, events, lot_digest, b"".join(frontier), gather, after)
 
     def _write(self, lot: _Checked, done: CatchUp) -> None:
-        """Write a verified lot's rows, its findings and the trail's state after it, in one transaction."""
+        """Write a verified lot's rows, its findings and the trail's state after it, in one
+        transaction, unless another writer (an API replica on the same PostgreSQL database, a
+        ``coffre console-index`` beside the API) wrote that lot already: the transaction takes the
+        index's write lock (:meth:`IndexDB.writing`), then reads the coffre's lots as committed.
+        The lot is written once whoever verified it; the one that lost skips it and goes on."""
         oper, coffre, number, h = lot.oper, lot.coffre, lot.number, lot.header
         outcomes = lot.gather()
         store: _TrailTable = self.trail.store  # type: ignore[assignment]
         try:
-            with _transaction(self.db):
-                rows = _LotRows(self.db.execute("SELECT coalesce(max(row), 0) FROM events").fetchone()[0])
+            with self.db.writing():
+                indexed = self.db.execute(
+                    "SELECT lots FROM coffres WHERE oper = ? AND coffre = ?", (oper, coffre)
+                ).fetchone()
+                if (indexed[0] if indexed else 0) >= number:
+                    done.skipped += 1
+                    return
+                last = self.db.execute("SELECT coalesce(max(row), 0) FROM events").fetchone()[0]
+                if last != self._last_row:
+                    store.discard()  # written by another since: the trail's state is read again
+                rows = _LotRows(last)
                 for (id_evt, canonical), checked in zip(lot.events, outcomes, strict=True):
                     self._add_event(oper, coffre, number, id_evt, canonical, checked, rows)
                 rows.write(self.db)
                 store.flush()
-                sealed = stamp(h.sealed_at)
+                sealed = seconds(h.sealed_at)
                 self.db.execute(
                     "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (oper, coffre, number, h.first_id_evt, h.last_id_evt, lot.key, lot.digest, sealed),
                 )
                 self.db.execute(
                     "INSERT INTO lot_days VALUES (?, ?, ?, 1, ?) ON CONFLICT (day, oper, coffre) DO UPDATE "
-                    "SET lots = lots + 1, events = events + excluded.events",
-                    (sealed[:10], oper, coffre, h.count),
+                    "SET lots = lot_days.lots + 1, events = lot_days.events + excluded.events",
+                    (_day(sealed), oper, coffre, h.count),
                 )
                 self.db.execute(
                     "INSERT INTO coffres VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (oper, coffre) DO UPDATE SET "
@@ -649,8 +942,10 @@ class Indexer:
                         sealed,
                     ),
                 )
+                self._last_row = rows.row
         except BaseException:
             store.discard()  # what the lot's trail wrote was rolled back with it
+            self._last_row = None
             raise
         metrics.CONSOLE_INDEX_EVENTS.inc(len(lot.events))
         done.events += len(lot.events)
@@ -667,7 +962,7 @@ class Indexer:
                 reason,
             )
         text = f"lot {number} does not verify: {reason}"[:2000]
-        with _transaction(self.db):
+        with self.db.writing():
             updated = self.db.execute(
                 "UPDATE coffres SET refused = ? WHERE oper = ? AND coffre = ?", (text, oper, coffre)
             ).rowcount
@@ -710,7 +1005,7 @@ class Indexer:
         rows: _LotRows,
     ) -> None:
         facets, kind, findings = self._read_event(canonical, checked)
-        at = stamp(facets.at) if facets else "1970-01-01T00:00:00Z"
+        at = seconds(facets.at) if facets else 0
         rows.row += 1
         row = rows.row
         rows.events.append(
@@ -729,7 +1024,7 @@ class Indexer:
                 len(findings),
             )
         )
-        words = [kind, oper, str(coffre), str(id_evt)]
+        words_of_event = [kind, oper, str(coffre), str(id_evt)]
         if facets is not None:
             seen: set[str] = set()
             for party in facets.parties:
@@ -748,8 +1043,8 @@ class Indexer:
                         at,
                     )
                 )
-                words += [party.player, party.hash_joueur or "", party.inscription or ""]
-            words += [facets.tech or "", facets.pool or "", facets.inscription or "", facets.text]
+                words_of_event += [party.player, party.hash_joueur or "", party.inscription or ""]
+            words_of_event += [facets.tech or "", facets.pool or "", facets.inscription or "", facets.text]
         codes: set[str] = set()
         for n, finding in enumerate(findings):
             rows.findings.append(
@@ -758,9 +1053,9 @@ class Indexer:
             codes.add(finding.code)
         for code in sorted(codes):
             rows.flags.append((code, at, row))
-            rows.finding_days.append((at[:10], code))
-            words.append(code)
-        rows.text.append((row, " ".join(w for w in words if w)))
+            rows.finding_days.append((_day(at), code))
+            words_of_event.append(code)
+        rows.text.append((row, words(" ".join(words_of_event))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -796,7 +1091,7 @@ class _LotRows:
     finding_days: list[tuple[Any, ...]] = field(default_factory=list)
     text: list[tuple[Any, ...]] = field(default_factory=list)
 
-    def write(self, db: sqlite3.Connection) -> None:
+    def write(self, db: IndexDB) -> None:
         db.executemany(
             "INSERT INTO events (row, oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, "
             "findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -806,50 +1101,66 @@ class _LotRows:
         db.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", self.findings)
         db.executemany("INSERT INTO flags VALUES (?, ?, ?)", self.flags)
         db.executemany(
-            "INSERT INTO finding_days VALUES (?, ?, 1) ON CONFLICT (day, code) DO UPDATE SET count = count + 1",
+            "INSERT INTO finding_days VALUES (?, ?, 1) ON CONFLICT (day, code) DO UPDATE "
+            "SET count = finding_days.count + 1",
             self.finding_days,
         )
-        db.executemany("INSERT INTO event_text (rowid, body) VALUES (?, ?)", self.text)
+        body = db.dialect.text_body
+        db.executemany(
+            f"INSERT INTO event_text ({db.dialect.text_row}, body) VALUES (?, ?)",
+            [(row, body(tokens)) for row, tokens in self.text],
+        )
 
 
-def rebuild(path: Path, storage: ArchiveStorage, trust: TrustStore, *, jobs: int = 1) -> CatchUp:
-    """A new index at ``path`` from the archive alone (written beside it, then moved in place)."""
-    fresh = path.with_name(path.name + ".rebuild")
-    for leftover in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
-        leftover.unlink(missing_ok=True)
+def rebuild(target: Path | str, storage: ArchiveStorage, trust: TrustStore, *, jobs: int = 1) -> CatchUp:
+    """A new index at ``target`` from the archive alone. An SQLite file is written beside it, then
+    moved in place; a PostgreSQL index's tables are dropped and made again (the console shows the
+    index growing meanwhile)."""
+    if is_postgresql(target):
+        drop(target)
+        fresh: Path | str = target
+    else:
+        fresh = Path(target).with_name(Path(target).name + ".rebuild")
+        drop(fresh)
     with closing(connect(fresh)) as db:
         indexer = Indexer(db, storage, trust, jobs=jobs)
         try:
             done = indexer.catch_up()
         finally:
             indexer.close()
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    fresh.replace(path)
-    for stale in (Path(f"{path}-wal"), Path(f"{path}-shm")):
-        stale.unlink(missing_ok=True)
+        if db.dialect is SQLITE:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if not is_postgresql(target):
+        Path(fresh).replace(target)
+        for stale in (Path(f"{target}-wal"), Path(f"{target}-shm")):
+            stale.unlink(missing_ok=True)
     return done
 
 
 # -- reading ----------------------------------------------------------------------------------------
 
 
-def _period(column: str, since: datetime | None, until: datetime | None) -> tuple[str, list[str]]:
+def _period(column: str, since: datetime | None, until: datetime | None) -> tuple[str, list[int]]:
     """The SQL (`` AND …``) and arguments of a period on ``column``."""
     sql, args = "", []
     for moment, comparison in ((since, ">="), (until, "<=")):
         if moment is not None:
             sql += f" AND {column} {comparison} ?"
-            args.append(stamp(moment))
+            args.append(seconds(moment))
     return sql, args
 
 
-def _fts_words(text: str) -> str:
-    """Every word of ``text`` as a quoted FTS5 string: all must be in the event, and nothing the
-    investigator types is read as FTS5 syntax."""
-    words = text.split()
-    if not words:
+def _text_match(text: str, dialect: Dialect, alias: str) -> tuple[str, tuple[Any, ...]]:
+    """The condition (and its argument) that the full text (``alias``) holds every word the
+    investigator typed (up to 16), each as :func:`words` splits it: nothing typed is read as the
+    database's syntax. Typed words without a letter or a digit match no event."""
+    typed = text.split()
+    if not typed:
         raise IndexQueryError("the text to search is empty")
-    return " ".join('"' + word.replace('"', '""') + '"' for word in words[:16])
+    phrases = [split for word in typed[:16] if (split := words(word))]
+    if not phrases:
+        return "1 = 0", ()
+    return dialect.text_match(alias), (dialect.text_query(phrases),)
 
 
 def _cursor(kind: str, *parts: object) -> str:
@@ -882,22 +1193,20 @@ class _Driver:
     args: tuple[Any, ...]
     order: str = "a"
     """``a``: by date (``d.at, d.row``); ``i``: by IDEvt (``d.id_evt, d.row``); ``r``: by row."""
+    row: str = "row"
+    """The table's column holding the event's row (the full text's: :attr:`Dialect.text_row`)."""
 
     @property
     def key(self) -> tuple[str, ...]:
-        return {"a": ("d.at", "d.row"), "i": ("d.id_evt", "d.row"), "r": ("d.rowid",)}[self.order]
-
-    @property
-    def row(self) -> str:
-        return "rowid" if self.table == "event_text" else "row"
+        return {"a": ("d.at", "d.row"), "i": ("d.id_evt", "d.row"), "r": (f"d.{self.row}",)}[self.order]
 
 
-def _drivers(q: Query, *, dated: bool = False) -> list[_Driver]:
+def _drivers(q: Query, dialect: Dialect, *, dated: bool = False) -> list[_Driver]:
     """The indexes ``q`` can be driven from, the most selective by nature first (a Pool is one hand,
     an Inscription one registration); the dates bound every index ordered by date. ``dated``: only
     those ordered by date (the words and a coffre's IDEvt are then checked on each event)."""
-    dates: tuple[tuple[str, str], ...] = tuple(
-        (condition, stamp(moment))
+    dates: tuple[tuple[str, int], ...] = tuple(
+        (condition, seconds(moment))
         for moment, condition in ((q.since, "d.at >= ?"), (q.until, "d.at <= ?"))
         if moment is not None
     )
@@ -914,7 +1223,8 @@ def _drivers(q: Query, *, dated: bool = False) -> list[_Driver]:
         if value is not None
     ]
     if q.text is not None and not dated:
-        found.append(_Driver("text", "event_text", ("event_text MATCH ?",), (_fts_words(q.text),), "r"))
+        match, args = _text_match(q.text, dialect, "d")
+        found.append(_Driver("text", "event_text", (match,), args, "r", dialect.text_row))
     if q.coffre is not None and not dated:
         where, args = ["d.coffre = ?"], [q.coffre]
         for value, condition in ((q.first_id, "d.id_evt >= ?"), (q.last_id, "d.id_evt <= ?")):
@@ -936,16 +1246,21 @@ def _drivers(q: Query, *, dated: bool = False) -> list[_Driver]:
 class EventSearch:
     """Queries on the index, from any thread (one read-only connection per thread)."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+    def __init__(self, target: Path | str) -> None:
+        self.path: Path | str = target if is_postgresql(target) else Path(target)
+        """The SQLite file, or the PostgreSQL database's URL."""
         self._local = threading.local()
 
     @property
-    def db(self) -> sqlite3.Connection:
+    def db(self) -> IndexDB:
         db = getattr(self._local, "db", None)
-        if db is None:
+        if db is None or db.broken:  # a PostgreSQL connection lost (the query that met it failed): anew
             db = self._local.db = connect(self.path, readonly=True)
         return db
+
+    @property
+    def dialect(self) -> Dialect:
+        return POSTGRESQL if is_postgresql(self.path) else SQLITE
 
     def search(
         self,
@@ -975,7 +1290,7 @@ class EventSearch:
                 raise IndexQueryError(
                     "sorting by IDEvt needs a coffre: IDEvt numbers the events of one coffre"
                 )
-            driver = next(d for d in _drivers(query) if d.name == "IDEvt")
+            driver = next(d for d in _drivers(query, self.dialect) if d.name == "IDEvt")
         else:
             driver = self._choose(query, dated=sort is not None)
         backwards = before is not None
@@ -988,7 +1303,7 @@ class EventSearch:
             where.append(f"({key}) {'<' if reverse else '>'} ({', '.join('?' * len(cursor))})")
             args += cursor
         ending = self.db.execute(
-            f"SELECT {key} FROM {driver.table} d WHERE {' AND '.join(where) or '1'} "
+            f"SELECT {key} FROM {driver.table} d WHERE {' AND '.join(where) or '1 = 1'} "
             f"ORDER BY {order} LIMIT 1 OFFSET {SCAN_WINDOW - 1}",
             args,
         ).fetchone()
@@ -996,9 +1311,11 @@ class EventSearch:
             where.append(f"({key}) {'>=' if reverse else '<='} ({', '.join('?' * len(ending))})")
             args += list(ending)
         residual, residual_args = self._residual(query, driver)
+        columns = ", ".join(dict.fromkeys([*driver.key, f"d.{driver.row}"]))
+        source, outer = self.dialect.driven(driver.table, columns, " AND ".join(where) or "1 = 1", order)
         found = self.db.execute(
-            f"SELECT {_EVENT_COLUMNS}, {key} FROM {driver.table} d JOIN events e ON e.row = d.{driver.row} "
-            f"WHERE {' AND '.join(where + residual) or '1'} ORDER BY {order} LIMIT ?",
+            f"SELECT {_EVENT_COLUMNS}, {key} FROM {source} JOIN events e ON e.row = d.{driver.row} "
+            f"WHERE {' AND '.join(outer + residual) or '1 = 1'} ORDER BY {order} LIMIT ?",
             [*args, *residual_args, page_size + 1],
         ).fetchall()
         width = len(driver.key)
@@ -1007,7 +1324,8 @@ class EventSearch:
         if len(found) > page_size:
             onward, stopped = _cursor(kind, *found[page_size - 1][-width:]), None
         elif ending is not None:  # the window ends before the page is full: the next one goes on
-            onward, stopped = _cursor(kind, *ending), str(ending[0])
+            onward = _cursor(kind, *ending)
+            stopped = at_text(ending[0]) if driver.order == "a" else str(ending[0])
         else:
             onward, stopped = None, None
         if backwards:
@@ -1017,7 +1335,7 @@ class EventSearch:
         else:
             following = onward
             previous = _cursor(kind, *shown[0][-width:]) if shown and after is not None else None
-        rows = [self._with_players(values) for values in shown]
+        rows = self._with_players_all(shown)
         total, exact = self._total(driver, residual, residual_args)
         effective = {"a": "date", "i": "id", "r": "words"}[driver.order]
         return Page(
@@ -1039,7 +1357,7 @@ class EventSearch:
         if kind != expected or len(parts) != len(driver.key):
             raise IndexQueryError("the page cursor belongs to another search")
         try:
-            return [parts[0] if driver.order == "a" else int(parts[0]), *(int(p) for p in parts[1:])]
+            return [int(p) for p in parts]
         except ValueError:
             raise IndexQueryError("the page cursor is not one this console gave") from None
 
@@ -1048,14 +1366,14 @@ class EventSearch:
         whether that is all of them (the index held no more rows for the driver's conditions)."""
         window = self.db.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM {driver.table} d "
-            f"WHERE {' AND '.join(driver.where) or '1'} LIMIT {CHOICE_LIMIT + 1}) w",
+            f"WHERE {' AND '.join(driver.where) or '1 = 1'} LIMIT {CHOICE_LIMIT + 1}) w",
             driver.args,
         ).fetchone()[0]
         if not residual:
             return min(window, CHOICE_LIMIT), window <= CHOICE_LIMIT
         matched = self.db.execute(
             f"SELECT count(*) FROM (SELECT d.{driver.row} AS r FROM {driver.table} d "
-            f"WHERE {' AND '.join(driver.where) or '1'} ORDER BY {', '.join(driver.key)} LIMIT {CHOICE_LIMIT}) w "
+            f"WHERE {' AND '.join(driver.where) or '1 = 1'} ORDER BY {', '.join(driver.key)} LIMIT {CHOICE_LIMIT}) w "
             f"JOIN events e ON e.row = w.r WHERE {' AND '.join(residual)}",
             [*driver.args, *residual_args],
         ).fetchone()[0]
@@ -1081,32 +1399,43 @@ class EventSearch:
         return found
 
     def _with_players(self, values: Sequence[Any]) -> EventRow:
-        row = _event_row(values)
-        players = tuple(
-            p for (p,) in self.db.execute("SELECT player FROM parties WHERE row = ? LIMIT 13", (row.row,))
-        )
-        codes: tuple[str, ...] = ()
-        if row.findings:
-            codes = tuple(
-                c
-                for (c,) in self.db.execute(
-                    "SELECT DISTINCT code FROM findings WHERE row = ? ORDER BY code", (row.row,)
-                )
-            )
-        return replace(row, players=players, codes=codes)
+        return self._with_players_all([values])[0]
+
+    def _with_players_all(self, found: Sequence[Sequence[Any]]) -> list[EventRow]:
+        """Rows with their players (the first 13 by name) and finding codes: two queries for a
+        whole page, not two per row (each a round trip to a PostgreSQL server)."""
+        rows = [_event_row(values) for values in found]
+        players: dict[int, list[str]] = {row.row: [] for row in rows}
+        codes: dict[int, list[str]] = {row.row: [] for row in rows}
+        for start in range(0, len(rows), 500):  # a bounded number of arguments per statement
+            chunk = rows[start : start + 500]
+            for row, player in self.db.execute(
+                f"SELECT row, player FROM parties WHERE row IN ({', '.join('?' * len(chunk))}) ORDER BY row, player",
+                [r.row for r in chunk],
+            ):
+                players[row].append(player)
+            flagged = [r.row for r in chunk if r.findings]
+            if flagged:
+                for row, code in self.db.execute(
+                    f"SELECT DISTINCT row, code FROM findings WHERE row IN ({', '.join('?' * len(flagged))}) "
+                    "ORDER BY row, code",
+                    flagged,
+                ):
+                    codes[row].append(code)
+        return [replace(r, players=tuple(players[r.row][:13]), codes=tuple(codes[r.row])) for r in rows]
 
     def _choose(self, q: Query, *, dated: bool = False) -> _Driver:
         """The index to drive ``q`` from: among those ``q`` can use, the one with the fewest matching
         rows, each counted up to :data:`CHOICE_LIMIT` (a few milliseconds); on a tie, the first of
         :func:`_drivers`' order (the most selective by nature first)."""
-        candidates = _drivers(q, dated=dated)
+        candidates = _drivers(q, self.dialect, dated=dated)
         if len(candidates) == 1:
             return candidates[0]
         best, fewest = candidates[0], None
         for candidate in candidates:
             count = self.db.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM {candidate.table} d "
-                f"WHERE {' AND '.join(candidate.where) or '1'} LIMIT {CHOICE_LIMIT})",
+                f"WHERE {' AND '.join(candidate.where) or '1 = 1'} LIMIT {CHOICE_LIMIT}) AS c",
                 candidate.args,
             ).fetchone()[0]
             if fewest is None or count < fewest:
@@ -1115,8 +1444,7 @@ class EventSearch:
                 break
         return best
 
-    @staticmethod
-    def _residual(q: Query, driver: _Driver) -> tuple[list[str], list[Any]]:
+    def _residual(self, q: Query, driver: _Driver) -> tuple[list[str], list[Any]]:
         """Every condition of ``q`` the driver does not check itself, on the event (``e``)."""
         where: list[str] = []
         args: list[Any] = []
@@ -1125,8 +1453,8 @@ class EventSearch:
             (q.coffre, "e.coffre = ?"),
             (q.first_id, "e.id_evt >= ?"),
             (q.last_id, "e.id_evt <= ?"),
-            (q.since and stamp(q.since), "e.at >= ?"),
-            (q.until and stamp(q.until), "e.at <= ?"),
+            (q.since and seconds(q.since), "e.at >= ?"),
+            (q.until and seconds(q.until), "e.at <= ?"),
             (q.type, "e.type = ?"),
             (q.tech, "e.tech = ?"),
             (q.pool, "e.pool = ?"),
@@ -1147,8 +1475,9 @@ class EventSearch:
             where.append("EXISTS (SELECT 1 FROM flags f WHERE f.row = e.row AND f.code = ?)")
             args.append(q.finding)
         if q.text is not None and driver.name != "text":
-            where.append("e.row IN (SELECT rowid FROM event_text WHERE event_text MATCH ?)")
-            args.append(_fts_words(q.text))
+            match, match_args = _text_match(q.text, self.dialect, "t")
+            where.append(f"e.row IN (SELECT t.{self.dialect.text_row} FROM event_text t WHERE {match})")
+            args += match_args
         return where, args
 
     # -- one event, one player, one Tech ---------------------------------------------------------
@@ -1177,7 +1506,7 @@ class EventSearch:
         found = self.db.execute(
             "SELECT * FROM lots WHERE oper = ? AND coffre = ? AND number = ?", (oper, coffre, number)
         ).fetchone()
-        return None if found is None else LotRow(*found[:6], bytes(found[6]), found[7])
+        return None if found is None else LotRow(*found[:6], bytes(found[6]), at_text(found[7]))
 
     def neighbours(
         self, oper: str, player: str, at: str, row: int
@@ -1189,7 +1518,7 @@ class EventSearch:
                 f"SELECT {_EVENT_COLUMNS} FROM parties d JOIN events e ON e.row = d.row "
                 f"WHERE d.player = ? AND e.oper = ? AND (d.at, d.row) {comparison} (?, ?) "
                 f"ORDER BY d.at {direction}, d.row {direction} LIMIT 1",
-                (player, oper, at, row),
+                (player, oper, seconds(unstamp(at)), row),
             ).fetchone()
             out.append(None if found is None else _event_row(found))
         return out[0], out[1]
@@ -1197,7 +1526,14 @@ class EventSearch:
     def _parties(self, sql: str, args: Sequence[Any]) -> list[PartyRow]:
         """Rows of ``_PARTY_COLUMNS`` (parties ``d`` joined to their events ``e``) as PartyRow."""
         return [
-            PartyRow(*values[:9], _decimal(values[9]), _decimal(values[10]), values[11])
+            PartyRow(
+                *values[:4],
+                at_text(values[4]),
+                *values[5:9],
+                _decimal(values[9]),
+                _decimal(values[10]),
+                values[11],
+            )
             for values in self.db.execute(f"SELECT {_PARTY_COLUMNS} {sql}", args)
         ]
 
@@ -1224,7 +1560,7 @@ class EventSearch:
             "WHERE e.findings > 0 AND (f.player IS NULL OR f.player = ?) ORDER BY d.at, d.row, f.n"
         )
         return [
-            FindingRow(*values[:5], Finding(*values[5:]))
+            FindingRow(*values[:4], at_text(values[4]), Finding(*values[5:]))
             for values in self.db.execute(sql, (player, *args, limit, player))
         ]
 
@@ -1235,15 +1571,14 @@ class EventSearch:
             (tech, limit),
         ).fetchall()
         return [
-            (row, self._findings(row.row) if row.findings else [])
-            for row in (self._with_players(values) for values in found)
+            (row, self._findings(row.row) if row.findings else []) for row in self._with_players_all(found)
         ]
 
     def tech_parties(self, tech: str, limit: int = 4 * PAGE_LIMIT) -> list[PartyRow]:
         """The seats of every hand of a Tech: chips before and after, by date."""
         return self._parties(
             "FROM events e JOIN parties d ON d.row = e.row WHERE e.tech = ? AND e.type = 'POJEU' "
-            "ORDER BY e.at, e.row LIMIT ?",
+            "ORDER BY e.at, e.row, d.player LIMIT ?",
             (tech, limit),
         )
 
@@ -1251,7 +1586,15 @@ class EventSearch:
 
     def coffres(self) -> list[CoffreState]:
         return [
-            CoffreState(oper, coffre, lots, events, bytes(chain), sealed_at, refused)
+            CoffreState(
+                oper,
+                coffre,
+                lots,
+                events,
+                bytes(chain),
+                None if sealed_at is None else at_text(sealed_at),
+                refused,
+            )
             for oper, coffre, lots, events, chain, sealed_at, refused in self.db.execute(
                 "SELECT oper, coffre, lots, events, chain, sealed_at, refused FROM coffres ORDER BY oper, coffre"
             )
@@ -1259,14 +1602,10 @@ class EventSearch:
 
     def lots_by_day(self, days: int = 90) -> list[tuple[str, int, int]]:
         """(day, lots, events) of the newest ``days`` days that have lots."""
-        return list(
-            reversed(
-                self.db.execute(
-                    "SELECT day, sum(lots), sum(events) FROM lot_days GROUP BY day ORDER BY day DESC LIMIT ?",
-                    (days,),
-                ).fetchall()
-            )
-        )
+        found = self.db.execute(
+            "SELECT day, sum(lots), sum(events) FROM lot_days GROUP BY day ORDER BY day DESC LIMIT ?", (days,)
+        ).fetchall()
+        return [(_day_text(day), int(lots), int(events)) for day, lots, events in reversed(found)]
 
     def findings_by_day(self, days: int = 90) -> list[tuple[str, str, int]]:
         """(day, code, count) of the newest ``days`` days that have findings."""
@@ -1278,9 +1617,12 @@ class EventSearch:
         ]
         if not newest:
             return []
-        return self.db.execute(
-            "SELECT day, code, count FROM finding_days WHERE day >= ? ORDER BY day, code", (min(newest),)
-        ).fetchall()
+        return [
+            (_day_text(day), code, count)
+            for day, code, count in self.db.execute(
+                "SELECT day, code, count FROM finding_days WHERE day >= ? ORDER BY day, code", (min(newest),)
+            )
+        ]
 
     def finding_codes(self) -> list[str]:
         return [code for (code,) in self.db.execute("SELECT DISTINCT code FROM finding_days ORDER BY code")]
@@ -1328,7 +1670,8 @@ class EventSearch:
             "flags": "SELECT e.oper, e.coffre, e.id_evt, f.code, f.at FROM flags f JOIN events e ON e.row = f.row",
             "finding_days": "SELECT * FROM finding_days",
             "trail": "SELECT * FROM trail",
-            "text": "SELECT e.oper, e.coffre, e.id_evt FROM events e WHERE e.row IN (SELECT rowid FROM event_text)",
+            "text": "SELECT e.oper, e.coffre, e.id_evt FROM events e "
+            f"WHERE e.row IN (SELECT {self.dialect.text_row} FROM event_text)",
         }
         for table, sql in queries.items():
             for values in sorted(db.execute(sql).fetchall(), key=repr):
@@ -1345,8 +1688,8 @@ class EventSearch:
         where, args = [], []
         for value, condition in (
             (oper, "e.oper = ?"),
-            (since and stamp(since), "f.at >= ?"),
-            (until and stamp(until), "f.at <= ?"),
+            (since and seconds(since), "f.at >= ?"),
+            (until and seconds(until), "f.at <= ?"),
         ):
             if value is not None:
                 where.append(condition)
@@ -1361,7 +1704,7 @@ class EventSearch:
         the search by that code lists it."""
         where, args = self._flag_filter(oper, since, until)
         return [
-            (code, int(count), first, last)
+            (code, int(count), at_text(first), at_text(last))
             for code, count, first, last in self.db.execute(
                 "SELECT f.code, count(*), min(f.at), max(f.at) FROM flags f JOIN events e ON e.row = f.row"
                 f"{where} GROUP BY f.code ORDER BY f.code",
@@ -1394,15 +1737,15 @@ class EventSearch:
         """(day ``YYYY-MM-DD``, or month ``YYYY-MM`` when ``monthly``, of DateEvt in UTC; code;
         events), by period and code."""
         where, args = self._flag_filter(oper, since, until)
-        period = f"substr(f.at, 1, {7 if monthly else 10})"  # the stamp's YYYY-MM or YYYY-MM-DD
-        return [
-            (when, code, int(count))
-            for when, code, count in self.db.execute(
-                f"SELECT {period}, f.code, count(*) FROM flags f JOIN events e ON e.row = f.row"
-                f"{where} GROUP BY {period}, f.code ORDER BY {period}, f.code",
-                args,
-            )
-        ]
+        counts: dict[tuple[str, str], int] = {}
+        for day, code, count in self.db.execute(  # days since 1970 (dates are whole UTC seconds)
+            f"SELECT f.at / 86400 AS day, f.code, count(*) FROM flags f JOIN events e ON e.row = f.row"
+            f"{where} GROUP BY f.at / 86400, f.code",
+            args,
+        ):
+            when = at_text(int(day) * 86400)[: 7 if monthly else 10]  # YYYY-MM or YYYY-MM-DD
+            counts[(when, code)] = counts.get((when, code), 0) + int(count)
+        return [(when, code, count) for (when, code), count in sorted(counts.items())]
 
 
 # -- the background thread of the regulator API ---------------------------------------------------
@@ -1410,12 +1753,17 @@ class EventSearch:
 
 class IndexThread(threading.Thread):
     """Keeps the index up with the archive, every ``interval`` seconds, in its own thread with its
-    own connection: the API's answers read the index while it writes (SQLite's WAL), and nothing
-    here touches the recording path (the archive is only read)."""
+    own connection: the API's answers read the index while it writes (SQLite's WAL, PostgreSQL's
+    MVCC), and nothing here touches the recording path (the archive is only read). Replicas of the
+    API on one PostgreSQL index each run one: a lot is written by one of them (:meth:`Indexer._write`).
+
+    An SQLite index of another schema version is moved aside and built again from the archive; a
+    PostgreSQL one is refused (:class:`OtherSchema`: the API does not start), since other replicas
+    of another version may be using it: ``coffre console-index --rebuild`` makes it again."""
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         storage: ArchiveStorage,
         trust: TrustStore,
         *,
@@ -1430,6 +1778,8 @@ class IndexThread(threading.Thread):
         try:
             connect(path).close()  # created (or its schema checked) before the API answers
         except OtherSchema as exc:
+            if not isinstance(path, Path):
+                raise
             aside = path.with_name(f"{path.name}.schema-{exc.found}")
             log.warning("console index: %s; moved to %s, a new one is built from the archive", exc, aside)
             for suffix in ("-wal", "-shm"):
@@ -1438,11 +1788,17 @@ class IndexThread(threading.Thread):
             connect(path).close()
 
     def run(self) -> None:
-        with closing(connect(self.path)) as db:
-            indexer = Indexer(db, self.storage, self.trust)
+        db: IndexDB | None = None
+        try:
             while not self._halt.is_set():
                 started = time.monotonic()
                 try:
+                    if db is None or db.broken:  # PostgreSQL restarted, the network cut: connect again
+                        if db is not None:
+                            db.close()
+                        db = None
+                        db = connect(self.path)
+                        indexer = Indexer(db, self.storage, self.trust)
                     done = indexer.catch_up(max_lots=200)
                 except Exception:
                     log.warning("console index: a pass failed; trying again", exc_info=True)
@@ -1458,6 +1814,9 @@ class IndexThread(threading.Thread):
                 if done.lots and done.behind:
                     continue  # more to index: no wait
                 self._halt.wait(max(0.0, self.interval - (time.monotonic() - started)))
+        finally:
+            if db is not None:
+                db.close()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._halt.set()
