@@ -1078,3 +1078,53 @@ def test_the_player_page_gives_each_hands_net_and_totals_per_tech(server, client
     )
     assert facts["Hands"] == str(len(hands))
     assert facts["Registrations"] == str(sum(p.type == "POINSCRIT" for p in parties))
+
+
+def test_the_player_page_lists_the_addresses_and_sessions_of_the_period(server, client):
+    """issue 32: the IPs a player's events came from, with their sessions, counted from the index."""
+    search = server.runner.app[console._CONSOLE].search
+    parties = [p for p in search.player_parties("alice", None, None, 5000) if p.oper == "0099"]
+    expected: dict[str, list] = {}
+    for p in parties:
+        if p.ip is not None:
+            seen = expected.setdefault(p.ip, [0, []])
+            seen[0] += 1
+            if p.session is not None and p.session not in seen[1]:
+                seen[1].append(p.session)
+    assert expected and any(sessions for _, sessions in expected.values())
+    page = lxml.html.fromstring(client.get("/console/player?oper=0099&id=alice")[2])
+    shown = {
+        tr.xpath("string(td[1])"): [int(tr.xpath("string(td[2])")), tr.xpath("td[5]/code/text()")]
+        for tr in page.xpath("//table[@class='addresses']/tbody/tr")
+    }
+    assert shown == expected
+
+
+def test_the_tech_page_gives_each_hands_game_and_each_results_place_and_amount(server, client):
+    """issue 32: a table may change game between hands (its Regle per hand); a tournament's results
+    give each player's place and amount, as the index holds them."""
+    search = server.runner.app[console._CONSOLE].search
+    from coffre_regulator.event_index import Query
+
+    techs = {r.tech for r in search.search(Query(oper="0099"), page_size=1000).rows if r.tech}
+    checked_games = checked_places = 0
+    for tech in sorted(techs):
+        page = lxml.html.fromstring(client.get(f"/console/tech?oper=0099&id={tech}")[2])
+        events = {(r.coffre, r.id_evt): r for r, _ in search.tech_events(tech)}
+        for tr in page.xpath("//section[@aria-labelledby='hands-h']//tbody/tr[td[2]/a]"):
+            coffre, id_evt = tr.xpath("string(td[2]/a)").split("/")
+            assert tr.xpath("string(td[3])") == (events[(int(coffre), int(id_evt))].game or "")
+            checked_games += 1
+        parties = {(p.id_evt, p.player): p for p in search.tech_results(tech)}
+        for tr in page.xpath("//table[@class='results-of-tech']/tbody/tr[td[3]/a]"):
+            id_evt = int(tr.xpath("string(td[2]/a)").split("/")[-1])
+            party = parties[(id_evt, tr.xpath("string(td[3]/a)"))]
+            assert tr.xpath("string(td[4])") == ("" if party.place is None else str(party.place))
+            if party.place is not None:
+                checked_places += 1
+            if party.before is not None and party.after is not None:
+                net = party.after - party.before
+                assert tr.xpath("string(td[5])") == ("+" if net > 0 else "") + console.i18n.Language(
+                    "en"
+                ).number(net)
+    assert checked_games > 0 and checked_places > 0

@@ -957,6 +957,7 @@ async def player_page(request: web.Request) -> web.Response:
         hands=hands,
         money=money,
         per_tech=_hands_per_tech(hands),
+        addresses=_addresses(parties),
         balance=(money[0].before if money[0].before is not None else None, money[-1].after)
         if money
         else None,
@@ -989,6 +990,40 @@ class TechTotals:
     """Hands whose chips before or after are not recorded (their net is not counted)."""
 
 
+def _by_event(parties: list[Any]) -> dict[tuple[str, int, int], list[Any]]:
+    out: dict[tuple[str, int, int], list[Any]] = {}
+    for party in parties:
+        out.setdefault((party.oper, party.coffre, party.id_evt), []).append(party)
+    return out
+
+
+@dataclass
+class Address:
+    """An ``IPJoueur`` a player's events were recorded from, over the period."""
+
+    ip: str
+    events: int
+    first: str
+    last: str
+    sessions: list[str]
+    """The ``IDSession`` of the player events from it (a hand records none), in order, each once."""
+
+
+def _addresses(parties: list[Any]) -> list[Address]:
+    found: dict[str, Address] = {}
+    for party in parties:  # by date
+        if party.ip is None:
+            continue
+        address = found.get(party.ip)
+        if address is None:
+            address = found[party.ip] = Address(party.ip, 0, party.at, party.at, [])
+        address.events += 1
+        address.last = party.at
+        if party.session is not None and party.session not in address.sessions:
+            address.sessions.append(party.session)
+    return sorted(found.values(), key=lambda a: (a.first, a.ip))
+
+
 def _hands_per_tech(hands: list[Any]) -> list[TechTotals]:
     totals: dict[tuple[str, str | None], TechTotals] = {}
     for hand in hands:
@@ -1017,7 +1052,8 @@ async def tech_page(request: web.Request) -> web.Response:
         seats = [
             p for p in console.search.tech_parties(tech, 4 * PAGE_LIMIT) if oper is None or p.oper == oper
         ]
-        return {"events": events, "seats": seats}
+        results = [p for p in console.search.tech_results(tech, PAGE_LIMIT) if oper is None or p.oper == oper]
+        return {"events": events, "seats": seats, "results": results}
 
     data = await asyncio.to_thread(gather)
     seats_by_hand: dict[tuple[str, int, int], list[Any]] = {}
@@ -1049,6 +1085,7 @@ async def tech_page(request: web.Request) -> web.Response:
         hands=[(r, f) for r, f in events if r.type == "POJEU"],
         results=[(r, f) for r, f in events if r.type not in ("POINSCRIT", "POJEU")],
         seats=seats_by_hand,
+        result_parties=_by_event(data["results"]),
         levels=levels,
         findings=[(r, f) for r, fs in events for f in fs],
         seats_of={

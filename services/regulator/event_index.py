@@ -62,8 +62,9 @@ from .archive_index import InvalidRequest, parse_coffre, parse_oper
 log = logging.getLogger("coffre.console")
 T = TypeVar("T")
 
-SCHEMA_VERSION = "2"
-"""2: dates as integer seconds (1: ISO text); the full text of PostgreSQL or SQLite."""
+SCHEMA_VERSION = "3"
+"""3: a hand's game, each party's IPJoueur, IDSession and place; 2: dates as integer seconds (1: ISO
+text); the full text of PostgreSQL or SQLite."""
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
 PAGE_LIMIT = 5000
@@ -89,7 +90,7 @@ CREATE TABLE IF NOT EXISTS lot_days (
 CREATE TABLE IF NOT EXISTS events (
   row INTEGER PRIMARY KEY, oper TEXT NOT NULL, coffre INTEGER NOT NULL, id_evt INTEGER NOT NULL,
   type TEXT NOT NULL, at INTEGER NOT NULL, lot INTEGER NOT NULL, tech TEXT, pool TEXT, inscription TEXT,
-  forced TEXT, findings INTEGER NOT NULL, UNIQUE (oper, coffre, id_evt));
+  forced TEXT, findings INTEGER NOT NULL, game TEXT, UNIQUE (oper, coffre, id_evt));
 CREATE INDEX IF NOT EXISTS events_at ON events (at, row);
 CREATE INDEX IF NOT EXISTS events_type ON events (type, at, row);
 CREATE INDEX IF NOT EXISTS events_coffre ON events (coffre, id_evt);
@@ -97,7 +98,8 @@ CREATE INDEX IF NOT EXISTS events_tech ON events (tech, at, row) WHERE tech IS N
 CREATE INDEX IF NOT EXISTS events_pool ON events (pool, at, row) WHERE pool IS NOT NULL;
 CREATE TABLE IF NOT EXISTS parties (
   row INTEGER NOT NULL, player TEXT NOT NULL, hash TEXT, inscription TEXT, seat TEXT, before TEXT,
-  after TEXT, at INTEGER NOT NULL, PRIMARY KEY (row, player)) WITHOUT ROWID;
+  after TEXT, at INTEGER NOT NULL, ip TEXT, session TEXT, place INTEGER, PRIMARY KEY (row, player))
+  WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS parties_player ON parties (player, at, row);
 CREATE INDEX IF NOT EXISTS parties_hash ON parties (hash, at, row) WHERE hash IS NOT NULL;
 CREATE INDEX IF NOT EXISTS parties_inscription ON parties (inscription, at, row) WHERE inscription IS NOT NULL;
@@ -242,6 +244,8 @@ class EventRow:
     players: tuple[str, ...] = ()
     codes: tuple[str, ...] = ()
     """The event's finding codes, each once, in order (filled with the players for a page's rows)."""
+    game: str | None = None
+    """A hand's variant (``Regle``: a table may change game between hands)."""
 
 
 SORTS = ("date", "-date", "id", "-id")
@@ -282,6 +286,14 @@ class PartyRow:
     before: Decimal | None
     after: Decimal | None
     tech: str | None
+    ip: str | None = None
+    """``IPJoueur`` (a hand's participant, a player event)."""
+    session: str | None = None
+    """``IDSession`` of a player event."""
+    place: int | None = None
+    """``Classement`` of a tournament's result (``POBILAN``)."""
+    game: str | None = None
+    """The hand's variant (``Regle``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,15 +331,18 @@ class LotRow:
 
 _EVENT_COLUMNS = (
     "e.oper, e.coffre, e.id_evt, e.type, e.at, e.lot, e.tech, e.pool, e.inscription, e.forced, e.findings, "
-    "e.row"
+    "e.row, e.game"
 )
 
 
-_PARTY_COLUMNS = "e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.inscription, d.seat, d.before, d.after, e.tech"
+_PARTY_COLUMNS = (
+    "e.oper, e.coffre, e.id_evt, e.type, e.at, d.player, d.hash, d.inscription, d.seat, d.before, d.after, "
+    "e.tech, d.ip, d.session, d.place, e.game"
+)
 
 
 def _event_row(values: Sequence[Any]) -> EventRow:
-    return EventRow(*values[:4], at_text(values[4]), *values[5:12])
+    return EventRow(*values[:4], at_text(values[4]), *values[5:12], game=values[12])
 
 
 # -- a trail store, the writer, the readers --------------------------------------------------------
@@ -1022,6 +1037,7 @@ class Indexer:
                 facets and facets.inscription,
                 facets and facets.forced_bets,
                 len(findings),
+                facets and facets.game,
             )
         )
         words_of_event = [kind, oper, str(coffre), str(id_evt)]
@@ -1041,6 +1057,9 @@ class Indexer:
                         _text(party.before),
                         _text(party.after),
                         at,
+                        party.ip,
+                        party.session,
+                        party.place,
                     )
                 )
                 words_of_event += [party.player, party.hash_joueur or "", party.inscription or ""]
@@ -1094,10 +1113,10 @@ class _LotRows:
     def write(self, db: IndexDB) -> None:
         db.executemany(
             "INSERT INTO events (row, oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, "
-            "findings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "findings, game) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             self.events,
         )
-        db.executemany("INSERT INTO parties VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.parties)
+        db.executemany("INSERT INTO parties VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.parties)
         db.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", self.findings)
         db.executemany("INSERT INTO flags VALUES (?, ?, ?)", self.flags)
         db.executemany(
@@ -1532,7 +1551,7 @@ class EventSearch:
                 *values[5:9],
                 _decimal(values[9]),
                 _decimal(values[10]),
-                values[11],
+                *values[11:16],
             )
             for values in self.db.execute(f"SELECT {_PARTY_COLUMNS} {sql}", args)
         ]
@@ -1579,6 +1598,15 @@ class EventSearch:
         return self._parties(
             "FROM events e JOIN parties d ON d.row = e.row WHERE e.tech = ? AND e.type = 'POJEU' "
             "ORDER BY e.at, e.row, d.player LIMIT ?",
+            (tech, limit),
+        )
+
+    def tech_results(self, tech: str, limit: int = PAGE_LIMIT) -> list[PartyRow]:
+        """The players of a Tech's other events (results, buy-ins, gains, cancellations), by date:
+        each one's place and balance before and after."""
+        return self._parties(
+            "FROM events e JOIN parties d ON d.row = e.row WHERE e.tech = ? "
+            "AND e.type NOT IN ('POJEU', 'POINSCRIT') ORDER BY e.at, e.row, d.player LIMIT ?",
             (tech, limit),
         )
 
@@ -1662,9 +1690,10 @@ class EventSearch:
             "coffres": "SELECT oper, coffre, lots, events, lot_digest, chain, frontier, sealed_at, refused FROM coffres",
             "lots": "SELECT * FROM lots",
             "lot_days": "SELECT * FROM lot_days",
-            "events": "SELECT oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, findings FROM events",
+            "events": "SELECT oper, coffre, id_evt, type, at, lot, tech, pool, inscription, forced, findings, game "
+            "FROM events",
             "parties": "SELECT e.oper, e.coffre, e.id_evt, p.player, p.hash, p.inscription, p.seat, p.before, "
-            "p.after, p.at FROM parties p JOIN events e ON e.row = p.row",
+            "p.after, p.at, p.ip, p.session, p.place FROM parties p JOIN events e ON e.row = p.row",
             "findings": "SELECT e.oper, e.coffre, e.id_evt, f.n, f.code, f.message, f.round, f.seat, f.player "
             "FROM findings f JOIN events e ON e.row = f.row",
             "flags": "SELECT e.oper, e.coffre, e.id_evt, f.code, f.at FROM flags f JOIN events e ON e.row = f.row",
