@@ -1399,3 +1399,23 @@ def test_the_alerts_watch_the_plans_metrics_with_the_values_thresholds(rendered:
     if "coffre_evidence_failures" in metrics_source or "evidence_failures" in metrics_source:
         for name in EVIDENCE_METRICS:
             assert name.removeprefix("coffre_").removesuffix("_total") in metrics_source, name
+
+
+def test_the_consoles_postgresql_index_url_comes_from_a_secret(chart: Any) -> None:
+    """issue 32: the index's URL holds a password: the regulator API alone gets it, from a Secret."""
+    values = merged(
+        VALUE_SETS["s3"], {"api": {"console": {"postgresql": {"existingSecret": "coffre-index"}}}}
+    )
+    found = workloads(render(chart, values))
+    refs = [var for var in container(found["regulator"])["env"] if var["name"] == "COFFRE_CONSOLE_INDEX"]
+    assert refs == [
+        {
+            "name": "COFFRE_CONSOLE_INDEX",
+            "valueFrom": {"secretKeyRef": {"name": "coffre-index", "key": "url"}},
+        }
+    ]
+    for component, workload in found.items():
+        if component != "regulator":
+            assert all(var["name"] != "COFFRE_CONSOLE_INDEX" for var in container(workload).get("env", []))
+    plain = workloads(render(chart, VALUE_SETS["s3"]))["regulator"]
+    assert all(var["name"] != "COFFRE_CONSOLE_INDEX" for var in container(plain).get("env", []))

@@ -340,6 +340,11 @@ in local mode, it reads the vault's volume read-only and writes only in its fold
   {{- $env = append $env (dict "name" "AWS_ACCESS_KEY_ID" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.accessKeyIdKey))) }}
   {{- $env = append $env (dict "name" "AWS_SECRET_ACCESS_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $creds.existingSecret "key" $creds.secretAccessKeyKey))) }}
   {{- end }}
+  {{- $index := $ctx.Values.api.console.postgresql }}
+  {{- if and (eq $component "regulator") $index.existingSecret }}
+  {{- /* The console's index in PostgreSQL: its URL holds a password, so it comes from a Secret. */}}
+  {{- $env = append $env (dict "name" "COFFRE_CONSOLE_INDEX" "valueFrom" (dict "secretKeyRef" (dict "name" $index.existingSecret "key" $index.urlKey))) }}
+  {{- end }}
   {{- if include "coffre.usesKafka" . }}
   {{- /* This service's own principal: its user name and the files of its password or certificate. */}}
   {{- $env = concat $env (include "coffre.kafkaEnv" . | fromJsonArray) }}
