@@ -996,6 +996,7 @@ def test_the_hand_page_takes_its_labels_and_card_ranks_from_its_language():
                 "Hold'em",
                 "No",
                 "Limit",
+                *re.findall(r"[A-Za-z]+", console.i18n.Language("en").when(row.at)),  # the date, as written
                 "R",
                 "V",
                 "D",

@@ -92,74 +92,76 @@ def page_types(cash: tuple[str, int], mixed: tuple[str, int]) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize(("locale", "language"), [("fr-FR", "fr"), ("en-GB", "en")])
-def test_every_page_type_has_no_wcag_aa_violation(tmp_path, locale, language):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One archive, one regulator API and one chromium for the module's tests."""
     executable = chromium()
-    source = axe_source()
-    root, cert, coffres = build_archive(tmp_path)
-    server = ConsoleServer(tmp_path, root, cert)
+    tmp = tmp_path_factory.mktemp("console-a11y")
+    root, cert, coffres = build_archive(tmp)
+    server = ConsoleServer(tmp, root, cert)
     try:
-        token = server.development_token()
         with sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
             try:
-                context = browser.new_context(
-                    ignore_https_errors=True, viewport=VIEWPORT, locale=locale, bypass_csp=True
-                )
-                page = context.new_page()
-                found: dict[str, list[str]] = {}
-                page.goto(f"{server.base}/console/login")
-                assert page.locator("html").get_attribute("lang") == language
-                found["login"] = violations(page, source)
-                page.fill("#token", token)
-                with page.expect_navigation():
-                    page.locator("form.login button").click()
-                for name, path in page_types(coffres["cash"], coffres["mixed"]).items():
-                    page.goto(server.base + path)
-                    assert page.locator("html").get_attribute("lang") == language, name
-                    found[name] = violations(page, source)
-                bad = {name: lines for name, lines in found.items() if lines}
-                assert not bad, "\n".join(f"{name}: {line}" for name, lines in bad.items() for line in lines)
-                assert len(found) == 13
+                yield server, browser, coffres
             finally:
                 browser.close()
     finally:
         server.stop()
 
 
-def test_the_language_switch_in_the_browser(tmp_path):
+def logged_in(served: Any, locale: str, **options: Any) -> Any:
+    server, browser, _ = served
+    page = browser.new_context(
+        ignore_https_errors=True, viewport=VIEWPORT, locale=locale, **options
+    ).new_page()
+    page.goto(f"{server.base}/console/login")
+    return page
+
+
+def log_in(page: Any, served: Any) -> None:
+    page.fill("#token", served[0].development_token())
+    with page.expect_navigation():
+        page.locator("form.login button").click()
+
+
+@pytest.mark.parametrize(("locale", "language"), [("fr-FR", "fr"), ("en-GB", "en")])
+def test_every_page_type_has_no_wcag_aa_violation(served, locale, language):
+    source = axe_source()
+    server, _, coffres = served
+    page = logged_in(served, locale, bypass_csp=True)
+    found: dict[str, list[str]] = {}
+    assert page.locator("html").get_attribute("lang") == language
+    found["login"] = violations(page, source)
+    log_in(page, served)
+    for name, path in page_types(coffres["cash"], coffres["mixed"]).items():
+        page.goto(server.base + path)
+        assert page.locator("html").get_attribute("lang") == language, name
+        found[name] = violations(page, source)
+    bad = {name: lines for name, lines in found.items() if lines}
+    assert not bad, "\n".join(f"{name}: {line}" for name, lines in bad.items() for line in lines)
+    assert len(found) == 13
+    page.context.close()
+
+
+def test_the_language_switch_in_the_browser(served):
     """French by default for a French browser; the switch leads to the same page in English, and
     the choice holds on the next page."""
-    executable = chromium()
-    root, cert, coffres = build_archive(tmp_path)
-    server = ConsoleServer(tmp_path, root, cert)
-    try:
-        token = server.development_token()
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_context(
-                    ignore_https_errors=True, viewport=VIEWPORT, locale="fr-FR"
-                ).new_page()
-                page.goto(f"{server.base}/console/login")
-                assert page.locator("h1").inner_text() == "Se connecter"
-                page.fill("#token", token)
-                with page.expect_navigation():
-                    page.locator("form.login button").click()
-                mixed = coffres["mixed"]
-                page.goto(f"{server.base}/console/hand/{mixed[0]}/{mixed[1]}/7?round=1")
-                assert page.locator("nav.rounds [aria-current=step]").inner_text().startswith("Tour 2 sur")
-                with page.expect_navigation():
-                    page.get_by_role("link", name="English").click()
-                assert page.url.endswith(f"/console/hand/{mixed[0]}/{mixed[1]}/7?round=1")
-                assert page.locator("html").get_attribute("lang") == "en"
-                assert page.locator("nav.rounds [aria-current=step]").inner_text().startswith("Round 2 of")
-                page.goto(f"{server.base}/console/search")
-                assert page.locator("h1").inner_text() == "Search"
-                with page.expect_navigation():
-                    page.get_by_role("link", name="Français").click()
-                assert page.locator("h1").inner_text() == "Recherche"
-            finally:
-                browser.close()
-    finally:
-        server.stop()
+    server, _, coffres = served
+    page = logged_in(served, "fr-FR")
+    assert page.locator("h1").inner_text() == "Se connecter"
+    log_in(page, served)
+    mixed = coffres["mixed"]
+    page.goto(f"{server.base}/console/hand/{mixed[0]}/{mixed[1]}/7?round=1")
+    assert page.locator("nav.rounds [aria-current=step]").inner_text().startswith("Tour 2 sur")
+    with page.expect_navigation():
+        page.get_by_role("link", name="English").click()
+    assert page.url.endswith(f"/console/hand/{mixed[0]}/{mixed[1]}/7?round=1")
+    assert page.locator("html").get_attribute("lang") == "en"
+    assert page.locator("nav.rounds [aria-current=step]").inner_text().startswith("Round 2 of")
+    page.goto(f"{server.base}/console/search")
+    assert page.locator("h1").inner_text() == "Search"
+    with page.expect_navigation():
+        page.get_by_role("link", name="Français").click()
+    assert page.locator("h1").inner_text() == "Recherche"
+    page.context.close()
