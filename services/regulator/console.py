@@ -479,31 +479,10 @@ async def overview(request: web.Request) -> web.Response:
     words = i18n.Language(language(request))
     plots = []
     if data["lots"]:
-        lots, bucket = _counts_over_time(
-            [(day, words.gettext(N_("lots sealed")), n) for day, n, _ in data["lots"]]
-        )
-        plots.append(
-            line_plot(
-                lots,
-                title=words.gettext(PER_BUCKET["lots"][bucket]),
-                words=words.gettext,
-                y_label=words.gettext(N_("lots")),
-                counts=True,
-                bucket=bucket,
-            )
-        )
+        sealed = [(day, words.gettext(N_("lots sealed")), n) for day, n, _ in data["lots"]]
+        plots.append(_counts_plot(sealed, "lots", words)[0])
     if data["findings"]:
-        per_code, bucket = _counts_over_time(data["findings"])
-        plots.append(
-            line_plot(
-                per_code,
-                title=words.gettext(PER_BUCKET["findings"][bucket]),
-                words=words.gettext,
-                y_label=words.gettext(N_("events")),
-                counts=True,
-                bucket=bucket,
-            )
-        )
+        plots.append(_counts_plot(data["findings"], "findings", words)[0])
     thread = console.thread
     return console.render(
         request,
@@ -527,6 +506,23 @@ PER_BUCKET = {
     },
 }
 """The titles of the plots of counts over time, per bucket."""
+COUNTED = {"lots": N_("lots"), "findings": N_("events")}
+"""What the plots of counts over time count (their y axis)."""
+
+
+def _counts_plot(rows: Sequence[tuple[str, str, int]], kind: str, words: i18n.Language) -> tuple[str, str]:
+    """The plot of counts over time of ``kind`` (``lots``, ``findings``) in the page's language,
+    per day or per month (:func:`_counts_over_time`), and that bucket."""
+    series, bucket = _counts_over_time(rows)
+    picture = line_plot(
+        series,
+        title=words.gettext(PER_BUCKET[kind][bucket]),
+        words=words.gettext,
+        y_label=words.gettext(COUNTED[kind]),
+        counts=True,
+        bucket=bucket,
+    )
+    return picture, bucket
 
 
 def _month_after(month: date) -> date:
@@ -620,19 +616,9 @@ async def findings_page(request: web.Request) -> web.Response:
     matrix: dict[str, dict[str, int]] = {}
     for found_oper, code, count in data["per_oper"]:
         matrix.setdefault(found_oper, {})[code] = count
-    plot = None
-    bucket = "day"
-    words = i18n.Language(language(request))
+    plot, bucket = None, "day"
     if data["over_time"]:
-        series, bucket = _counts_over_time(data["over_time"])
-        plot = line_plot(
-            series,
-            title=words.gettext(PER_BUCKET["findings"][bucket]),
-            words=words.gettext,
-            y_label=words.gettext(N_("events")),
-            counts=True,
-            bucket=bucket,
-        )
+        plot, bucket = _counts_plot(data["over_time"], "findings", i18n.Language(language(request)))
     return console.render(
         request,
         "findings.html",
