@@ -529,24 +529,35 @@ def _month_after(month: date) -> date:
     return date(month.year + month.month // 12, month.month % 12 + 1, 1)
 
 
-def _counts_over_time(rows: Sequence[tuple[str, str, int]]) -> tuple[list[Series], str]:
-    """Counts of (``YYYY-MM-DD`` day or ``YYYY-MM`` month, label, count) as one series per label, and
-    their bucket: per day when the rows' days span at most :data:`DAY_BUCKETS` days, else per month
-    (days summed). Every day (month) from the first to the last is a point, 0 where no row has it:
-    a step line would otherwise hold a count over the days without any."""
-    counts: defaultdict[tuple[date, str], int] = defaultdict(int)
-    firsts = [date.fromisoformat(when if len(when) == 10 else f"{when}-01") for when, _, _ in rows]
-    lasts = [
-        date.fromisoformat(when) if len(when) == 10 else _month_after(date.fromisoformat(f"{when}-01"))
-        for when, _, _ in rows
-    ]
-    monthly = any(len(when) == 7 for when, _, _ in rows) or (
-        bool(rows) and (max(lasts) - min(firsts)).days > DAY_BUCKETS
-    )
-    for first, (_, label, count) in zip(firsts, rows, strict=True):
-        counts[(first.replace(day=1) if monthly else first, label)] += count
-    if not counts:
+def _bucketed(rows: Sequence[tuple[str, str, int]]) -> tuple[list[tuple[str, str, int]], str]:
+    """Counts of (``YYYY-MM-DD`` day, label, count) as they are drawn and listed, and their bucket:
+    per day when their days span at most :data:`DAY_BUCKETS` days, else summed per month
+    (``YYYY-MM``); rows already per month stay so."""
+    if not rows:
         return [], "day"
+    if any(len(when) == 7 for when, _, _ in rows):
+        return list(rows), "month"
+    days = [date.fromisoformat(when) for when, _, _ in rows]
+    if (max(days) - min(days)).days <= DAY_BUCKETS:
+        return list(rows), "day"
+    months: defaultdict[tuple[str, str], int] = defaultdict(int)
+    for when, label, count in rows:
+        months[(when[:7], label)] += count
+    return [(month, label, count) for (month, label), count in sorted(months.items())], "month"
+
+
+def _counts_over_time(rows: Sequence[tuple[str, str, int]]) -> tuple[list[Series], str]:
+    """Counts of (``YYYY-MM-DD`` day or ``YYYY-MM`` month, label, count) as one series per label,
+    per day or per month (:func:`_bucketed`), and that bucket. Every day (month) from the first to
+    the last is a point, 0 where no row has it: a step line would otherwise hold a count over the
+    days without any."""
+    rows, bucket = _bucketed(rows)
+    if not rows:
+        return [], bucket
+    monthly = bucket == "month"
+    counts: defaultdict[tuple[date, str], int] = defaultdict(int)
+    for when, label, count in rows:
+        counts[(date.fromisoformat(when if len(when) == 10 else f"{when}-01"), label)] += count
     start, end = min(when for when, _ in counts), max(when for when, _ in counts)
     buckets = []
     while start <= end:
@@ -562,7 +573,7 @@ def _counts_over_time(rows: Sequence[tuple[str, str, int]]) -> tuple[list[Series
         )
         for label in sorted({label for _, label, _ in rows})
     ]
-    return series, "month" if monthly else "day"
+    return series, bucket
 
 
 def _bucket_days(when: str) -> tuple[str, str]:
@@ -587,14 +598,10 @@ async def findings_page(request: web.Request) -> web.Response:
 
     def gather() -> dict[str, Any]:
         per_code = console.search.findings_per_code(oper, since, until)
-        days = [date.fromisoformat(at[:10]) for _, _, first, last in per_code for at in (first, last)]
-        monthly = bool(days) and (max(days) - min(days)).days > DAY_BUCKETS  # as _counts_over_time says
         return {
             "per_code": per_code,
             "per_oper": console.search.findings_per_operator(oper, since, until),
-            "over_time": console.search.findings_over_time(oper, since, until, monthly=monthly)
-            if per_code
-            else [],
+            "over_time": console.search.findings_over_time(oper, since, until) if per_code else [],
             "operators": sorted({c.oper for c in console.search.coffres()}),
         }
 
@@ -616,9 +623,10 @@ async def findings_page(request: web.Request) -> web.Response:
     matrix: dict[str, dict[str, int]] = {}
     for found_oper, code, count in data["per_oper"]:
         matrix.setdefault(found_oper, {})[code] = count
-    plot, bucket = None, "day"
-    if data["over_time"]:
-        plot, bucket = _counts_plot(data["over_time"], "findings", i18n.Language(language(request)))
+    over_time, bucket = _bucketed(data["over_time"])  # the table's rows are the plot's points
+    plot = None
+    if over_time:
+        plot = _counts_plot(over_time, "findings", i18n.Language(language(request)))[0]
     return console.render(
         request,
         "findings.html",
@@ -630,7 +638,7 @@ async def findings_page(request: web.Request) -> web.Response:
         per_code=data["per_code"],
         codes_found=codes,
         matrix=matrix,
-        over_time=data["over_time"],
+        over_time=over_time,
         bucket=bucket,
         plot=plot,
         search_link=search_link,
@@ -1042,10 +1050,9 @@ async def tech_page(request: web.Request) -> web.Response:
         return {"events": events, "seats": seats, "results": results}
 
     data = await asyncio.to_thread(gather)
-    seats_by_hand: dict[tuple[str, int, int], list[Any]] = {}
+    seats_by_hand = _by_event(data["seats"])
     chips: dict[str, list[tuple[datetime, Decimal]]] = {}
     for seat in data["seats"]:
-        seats_by_hand.setdefault((seat.oper, seat.coffre, seat.id_evt), []).append(seat)
         if seat.after is not None:
             chips.setdefault(seat.player, []).append((unstamp(seat.at), seat.after))
     events = data["events"]

@@ -1403,18 +1403,14 @@ class EventSearch:
         ``limit``: one index seek each (a prefix that thousands of players share costs no more)."""
         column = "hash" if hashes else "player"
         found: list[str] = []
-        last = prefix
         for _ in range(limit):
+            after, beyond = (found[-1], ">") if found else (prefix, ">=")
             row = self.db.execute(
-                f"SELECT {column} FROM parties WHERE {column} >= ? AND {column} > ? ORDER BY {column} LIMIT 1"
-                if found
-                else f"SELECT {column} FROM parties WHERE {column} >= ? AND {column} >= ? ORDER BY {column} LIMIT 1",
-                (prefix, last),
+                f"SELECT {column} FROM parties WHERE {column} {beyond} ? ORDER BY {column} LIMIT 1", (after,)
             ).fetchone()
             if row is None or not row[0].startswith(prefix):
                 break
             found.append(row[0])
-            last = row[0]
         return found
 
     def _with_players(self, values: Sequence[Any]) -> EventRow:
@@ -1714,16 +1710,10 @@ class EventSearch:
         oper: str | None, since: datetime | None, until: datetime | None
     ) -> tuple[str, list[Any]]:
         """The WHERE clause (empty, or `` WHERE …``) on ``flags f`` joined to ``events e``."""
-        where, args = [], []
-        for value, condition in (
-            (oper, "e.oper = ?"),
-            (since and seconds(since), "f.at >= ?"),
-            (until and seconds(until), "f.at <= ?"),
-        ):
-            if value is not None:
-                where.append(condition)
-                args.append(value)
-        return (" WHERE " + " AND ".join(where)) if where else "", args
+        period, args = _period("f.at", since, until)
+        if oper is not None:
+            period, args = " AND e.oper = ?" + period, [oper, *args]
+        return (" WHERE 1 = 1" + period) if period else "", args
 
     def findings_per_code(
         self, oper: str | None = None, since: datetime | None = None, until: datetime | None = None
@@ -1760,21 +1750,17 @@ class EventSearch:
         oper: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-        *,
-        monthly: bool = False,
     ) -> list[tuple[str, str, int]]:
-        """(day ``YYYY-MM-DD``, or month ``YYYY-MM`` when ``monthly``, of DateEvt in UTC; code;
-        events), by period and code."""
+        """(day ``YYYY-MM-DD`` of DateEvt in UTC, code, events), by day and code."""
         where, args = self._flag_filter(oper, since, until)
-        counts: dict[tuple[str, str], int] = {}
-        for day, code, count in self.db.execute(  # days since 1970 (dates are whole UTC seconds)
-            f"SELECT f.at / 86400 AS day, f.code, count(*) FROM flags f JOIN events e ON e.row = f.row"
-            f"{where} GROUP BY f.at / 86400, f.code",
-            args,
-        ):
-            when = at_text(int(day) * 86400)[: 7 if monthly else 10]  # YYYY-MM or YYYY-MM-DD
-            counts[(when, code)] = counts.get((when, code), 0) + int(count)
-        return [(when, code, count) for (when, code), count in sorted(counts.items())]
+        return sorted(
+            (_day_text(int(day) * 86400), code, int(count))
+            for day, code, count in self.db.execute(  # days since 1970 (dates are whole UTC seconds)
+                f"SELECT f.at / 86400 AS day, f.code, count(*) FROM flags f JOIN events e ON e.row = f.row"
+                f"{where} GROUP BY f.at / 86400, f.code",
+                args,
+            )
+        )
 
 
 # -- the background thread of the regulator API ---------------------------------------------------
