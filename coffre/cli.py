@@ -266,6 +266,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(command_module="audit.run")
 
+    p = sub.add_parser(
+        "signals",
+        help="collusion and robot signals from event files, folders or archives (reasons to look, "
+        "not findings): one person behind several seats, chip dumping, soft play, robots",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="event files or folders, or archive folders")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument(
+        "--cert",
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="a certificate trusted to verify an archive (repeatable; needed when a PATH is an archive)",
+    )
+    p.add_argument(
+        "--state",
+        default=None,
+        metavar="FILE",
+        help="keep the running statistics in FILE (gzip JSON): a later run reads only the events past it",
+    )
+    p.add_argument(
+        "--oper", action="append", default=[], metavar="IDOPER", help="only this operator (repeatable)"
+    )
+    p.add_argument(
+        "--since", default=None, metavar="DATE", help="only events from DATE (UTC, YYYY-MM-DD[THH:MM])"
+    )
+    p.add_argument("--until", default=None, metavar="DATE", help="only events before DATE (UTC)")
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="change a signal's threshold (repeatable; the names and defaults are in docs/signals.md)",
+    )
+    p.set_defaults(command_module="signals")
+
     p = sub.add_parser("publish", help="publish events and print each acquittal or rejection")
     p.add_argument("files", nargs="+", help="event files or folders (XML or JSON)")
     p.add_argument(

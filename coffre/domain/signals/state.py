@@ -147,6 +147,8 @@ class SignalState:
     events: int = 0
     hands: int = 0
     latest: int = 0
+    scope: dict[str, Any] = field(default_factory=dict)
+    """Which events the state was fed (``coffre signals``' --oper, --since, --until)."""
 
     # -- feeding
 
@@ -402,6 +404,7 @@ class SignalState:
             "events": self.events,
             "hands": self.hands,
             "latest": self.latest,
+            "scope": self.scope,
             "cursor": self.cursor,
             "tables": self.tables,
             "hashes": self.hashes,
@@ -429,6 +432,7 @@ class SignalState:
             data["events"],
             data["hands"],
             data["latest"],
+            data.get("scope", {}),
         )
 
     def save(self, path: Path) -> None:

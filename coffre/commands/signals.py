@@ -1,0 +1,286 @@
+"""``coffre signals PATH…``: collusion and robot signals from event files, folders or archives.
+
+An archive is verified first, exactly as ``coffre audit`` verifies it, and refused when it does not
+verify: its events are no evidence. Event files are read in sorted path order. ``--state FILE``
+keeps the running counters between runs (:class:`~coffre.domain.signals.state.SignalState`): a run
+feeds only the events past the state's cursor (per coffre, the last IDEvt fed), so a new lot adds to
+a year's statistics instead of recomputing them.
+
+Signals are reasons to look, not findings (docs/signals.md). Exit codes: 0 when no signal crossed
+its threshold and every input was read, 1 when one did or an input was refused, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from coffre.domain.errors import Rejected
+from coffre.domain.lot import LotFormatError, parse_document, read_lot
+from coffre.domain.normalize import normalize
+from coffre.domain.signals.facts import epoch, facts_of
+from coffre.domain.signals.scores import SOURCES, Subject, Thresholds, evaluate
+from coffre.domain.signals.state import SignalState
+
+from .audit.run import Problem, Verification, archive_lots, is_archive
+
+NEAR_MISSES = 20
+"""Subjects below every threshold listed after the alerts (the strongest), so that a reader sees
+how far the honest population is from them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which events a run feeds (a state keeps the scope it was fed with)."""
+
+    opers: tuple[str, ...] = ()
+    since: int | None = None
+    until: int | None = None
+
+    def admits(self, id_oper: str, date_evt: str) -> bool:
+        if self.opers and id_oper not in self.opers:
+            return False
+        if self.since is None and self.until is None:
+            return True
+        when = epoch(date_evt)
+        return (self.since is None or when >= self.since) and (self.until is None or when < self.until)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self) | {"opers": list(self.opers)}
+
+
+@dataclass
+class SignalsRun:
+    state: SignalState
+    thresholds: Thresholds
+    scope: Scope
+    inputs: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    verifications: list[Verification] = field(default_factory=list)
+    fed: int = 0
+    """Events fed by this run (the state may hold more, from earlier runs)."""
+    subjects: list[Subject] = field(default_factory=list)
+
+    @property
+    def alerts(self) -> list[Subject]:
+        return [s for s in self.subjects if s.crossed]
+
+    def as_json(self) -> dict[str, Any]:
+        near = [s for s in self.subjects if not s.crossed][:NEAR_MISSES]
+        return {
+            "inputs": [{"path": p, "kind": k} for p, k in self.inputs],
+            "scope": self.scope.as_json(),
+            "events": self.state.events,
+            "hands": self.state.hands,
+            "fed_by_this_run": self.fed,
+            "players": len(self.state.players),
+            "pairs": len(self.state.pairs),
+            "thresholds": asdict(self.thresholds),
+            "judging": asdict(self.state.judging),
+            "sources": SOURCES,
+            "alerts": [s.as_json() for s in self.alerts],
+            "near_misses": [s.as_json() for s in near],
+            "problems": [p.as_dict() for p in self.problems],
+            "verifications": [v.as_dict() for v in self.verifications],
+            "note": "a signal is a reason to look, not a finding of the rules (docs/signals.md)",
+        }
+
+
+def _archive_events(path: Path, run: SignalsRun) -> Iterator[tuple[str, bytes]]:
+    for (oper, coffre), files in sorted(archive_lots(path).items()):
+        cursor = run.state.cursor.get(f"{oper}/{coffre}", 0)
+        for _number, file in files:
+            try:
+                lot = read_lot(parse_document(file.read_bytes()))
+            except (OSError, LotFormatError) as exc:  # changed since it verified
+                run.problems.append(Problem(str(file), "unreadable", str(exc)))
+                break
+            if lot.events and lot.events[-1].id_evt <= cursor:
+                continue
+            for item in lot.events:
+                if item.id_evt > cursor:
+                    yield f"{path}@{oper}/{coffre}#{item.id_evt}", item.canonical
+
+
+def feed(run: SignalsRun, source: str, raw: bytes) -> None:
+    try:
+        event = normalize(raw)
+    except Rejected as exc:
+        run.problems.append(
+            Problem(source, "rejected", "; ".join(p.message for p in exc.problems), tuple(exc.codes))
+        )
+        return
+    ref = (event.id_oper, event.id_coffre, event.id_evt)
+    if run.state.seen(ref):
+        return
+    if not run.scope.admits(event.id_oper, str(event.DateEvt)):  # type: ignore[attr-defined]
+        run.state.add_event(None, ref)  # out of scope: passed over, the cursor moves on
+        return
+    try:
+        facts = facts_of(event)
+    except Exception as exc:  # a defect of coffre's reading: reported, the run goes on
+        run.problems.append(Problem(source, "error", f"the signals failed: {type(exc).__name__}: {exc}"))
+        return
+    run.state.add_event(facts, ref)
+    run.fed += 1
+
+
+def signals_paths(
+    paths: Sequence[str],
+    certificates: Sequence[Path] = (),
+    *,
+    state: SignalState | None = None,
+    thresholds: Thresholds | None = None,
+    scope: Scope | None = None,
+) -> SignalsRun:
+    """Every PATH fed to ``state`` (a new one by default), archives verified first, then the signals."""
+    from coffre.commands.inputs import inputs
+    from coffre.commands.verify import verify_archive
+
+    run = SignalsRun(state or SignalState(), thresholds or Thresholds(), scope or Scope())
+    files: list[str] = []
+    archives: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        kind = "archive" if is_archive(path) else "folder" if path.is_dir() else "file"
+        run.inputs.append((name, kind))
+        (archives.append(path) if kind == "archive" else files.append(name))  # type: ignore[func-returns-value]
+    for name in sorted(files):
+        try:
+            for label, raw in inputs([name]):
+                feed(run, label, raw)
+        except OSError as exc:
+            run.problems.append(Problem(name, "unreadable", str(exc)))
+    for archive in sorted(archives):
+        report = verify_archive(archive, certificates)
+        run.verifications.append(Verification(str(archive), report.ok, tuple(report.lines())))
+        if not report.ok:
+            failed = report.problems + [str(f) for coffre in report.coffres for f in coffre.failures]
+            run.problems.append(
+                Problem(
+                    str(archive),
+                    "unverified",
+                    "the archive does not verify, its events are not read: "
+                    + "; ".join((failed or ["no lot found"])[:5]),
+                )
+            )
+            continue
+        for label, raw in _archive_events(archive, run):
+            feed(run, label, raw)
+    run.subjects = evaluate(run.state, run.thresholds)
+    return run
+
+
+def text_lines(run: SignalsRun) -> Iterator[str]:
+    for rank, subject in enumerate(run.alerts, start=1):
+        yield f"{rank}. {subject.kind} {' & '.join(subject.players)}: {subject.crossed} signal(s) crossed"
+        for s in subject.signals:
+            if s.crossed:
+                refs = ", ".join(f"{o}/{c}#{e}" for _, (o, c, e) in s.evidence[:5])
+                comparison = "≤" if s.below else "≥"
+                yield f"   {s.name} {s.score:.3g} {comparison} {s.threshold:g}: {s.detail}" + (
+                    f" [{refs}]" if refs else ""
+                )
+    for problem in run.problems:
+        yield str(problem)
+    for verification in run.verifications:
+        yield f"archive {verification.archive}: {'verified' if verification.ok else 'does not verify, not read'}"
+    yield (
+        f"{run.state.events} event(s) ({run.fed} read by this run), {run.state.hands} hand(s), "
+        f"{len(run.state.players)} player(s), {len(run.alerts)} alert(s), {len(run.problems)} problem(s); "
+        "a signal is a reason to look, not a finding"
+    )
+
+
+def _date(text: str, option: str) -> int:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{option} {text!r}: not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM, UTC)") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp())
+
+
+def _usage_error(message: str) -> int:
+    print(f"coffre signals: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in args.paths:
+        if not Path(name).exists():
+            return _usage_error(f"no file or folder {name}")
+    for name in args.cert:
+        if not Path(name).is_file():
+            return _usage_error(f"no file {name}")
+    try:
+        thresholds = Thresholds().with_values(dict(_pair(item) for item in args.threshold))
+        scope = Scope(
+            tuple(sorted(set(args.oper))),
+            _date(args.since, "--since") if args.since else None,
+            _date(args.until, "--until") if args.until else None,
+        )
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    if scope.since is not None and scope.until is not None and scope.until <= scope.since:
+        return _usage_error("--until must be after --since")
+    archives = [name for name in args.paths if is_archive(Path(name))]
+    if archives and not args.cert:
+        return _usage_error(
+            f"{archives[0]} is an archive: name the certificate(s) you trust with --cert PEM, "
+            "it is verified before it is read"
+        )
+    html = Path(args.html) if args.html else None
+    if html is not None and not html.parent.is_dir():
+        return _usage_error(f"--html {html}: no folder {html.parent}")
+    state: SignalState | None = None
+    state_file = Path(args.state) if args.state else None
+    if state_file is not None and state_file.exists():
+        try:
+            state = SignalState.load(state_file)
+        except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
+            return _usage_error(f"--state {state_file}: unreadable ({exc}); remove it to start again")
+        if state.scope and state.scope != scope.as_json():
+            return _usage_error(
+                f"--state {state_file} was fed with another scope ({state.scope}): use the same "
+                "--oper/--since/--until, or another state file"
+            )
+    if state is None:
+        state = SignalState()
+    state.scope = scope.as_json()
+    result = signals_paths(
+        args.paths, [Path(c) for c in args.cert], state=state, thresholds=thresholds, scope=scope
+    )
+    if state_file is not None:
+        try:
+            state.save(state_file)
+        except OSError as exc:
+            return _usage_error(f"--state {state_file}: {exc}")
+    if args.json:
+        print(json.dumps(result.as_json(), ensure_ascii=False))
+    else:
+        for line in text_lines(result):
+            print(line)
+    if html is not None:
+        from .signals_report import render_report
+
+        try:
+            html.write_text(render_report(result.as_json()), encoding="utf-8")
+        except OSError as exc:
+            return _usage_error(f"--html {html}: {exc}")
+        print(f"report: {html}", file=sys.stderr)
+    return 1 if result.alerts or result.problems else 0
+
+
+def _pair(item: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep:
+        raise ValueError(f"--threshold {item!r}: write NAME=VALUE")
+    return name.strip(), value.strip()
