@@ -74,8 +74,9 @@ class RoundTime:
     seconds: int | None
     """Until the next round began (the last: until ``DateEvt``); None when the clock went backwards."""
     actors: tuple[int, ...]
-    """The seats that made a decision in it."""
+    """The seats that made a decision in it, once per decision."""
     actions: int
+    """Its decisions (dealing and forced bets left out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +177,7 @@ def hand_facts(event: POJEU) -> HandFacts:
             else:  # Discard, Reveal: not a decision of the betting
                 continue
             acted.append(seat)
-        rounds.append((epoch(tour.Timestamp), acted, len(tour.Action)))
+        rounds.append((epoch(tour.Timestamp), acted, len(acted)))
     end = epoch(event.DateEvt)
     times: list[RoundTime] = []
     for i, (start, acted, count) in enumerate(rounds):
