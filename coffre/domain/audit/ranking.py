@@ -89,7 +89,7 @@ they are given.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations, combinations_with_replacement, product, starmap
 from math import prod
@@ -296,6 +296,39 @@ def high(cards: Sequence[int]) -> int:
         return _HIGH_TABLE[key & _RANK_MASK]
     except KeyError:
         return _missed(_HIGH_TABLE, _build_high, key & _RANK_MASK, cards, "5 to 7")
+
+
+def high_showdowns(
+    hand_a: Sequence[int], hand_b: Sequence[int], runouts: Iterable[Sequence[int]]
+) -> tuple[int, int]:
+    """(A's wins, ties) when each runout's cards complete both hands (to 5 to 7 cards), valued as
+    :func:`high` values them: the equity of two hold'em hands (coffre.domain.signals.equity). The
+    hands' keys are added up once, then each runout's, instead of calling :func:`high` twice."""
+    if not _HIGH_TABLE:
+        _build_high()
+    keys, table, mask = _KEY, _HIGH_TABLE, _RANK_MASK
+    shift, test, bits = _SUIT_SHIFT, _FLUSH_TEST, _FLUSH_BITS
+    base_a = sum(keys[c] for c in hand_a)
+    base_b = sum(keys[c] for c in hand_b)
+    wins = ties = 0
+    for runout in runouts:
+        extra = 0
+        for card in runout:
+            extra += keys[card]
+        key_a, key_b = base_a + extra, base_b + extra
+        if ((key_a >> shift) + test) & bits:
+            value_a = _flush_high([*hand_a, *runout], key_a)
+        else:
+            value_a = table[key_a & mask]
+        if ((key_b >> shift) + test) & bits:
+            value_b = _flush_high([*hand_b, *runout], key_b)
+        else:
+            value_b = table[key_b & mask]
+        if value_a > value_b:
+            wins += 1
+        elif value_a == value_b:
+            ties += 1
+    return wins, ties
 
 
 def _missed(
