@@ -32,6 +32,7 @@ from coffre.domain.audit.ranking import (
     describe,
     deuce_seven,
     high,
+    high_showdowns,
     low8,
     omaha_high,
     omaha_low8,
@@ -408,3 +409,18 @@ def test_omaha_low8_random_deals_in_pokerkits_order(hole, board):
     found = [(omaha_low8(h, b), pokerkit_key(OmahaEightOrBetterLowHand, h, b)) for h, b in hands]
     assert sum(ours is not None for ours, _ in found) > 100  # lows, and no lows
     order_agrees(found)
+
+
+def test_high_showdowns_counts_as_high_does() -> None:
+    """The batch form the signals' equity uses agrees with :func:`ranking.high` deal by deal."""
+    rng = random.Random(33)
+    for _ in range(300):
+        deck = rng.sample(range(52), 9)
+        missing = rng.choice((1, 2, 5))
+        board = deck[4 : 4 + 5 - missing]
+        hand_a, hand_b = [*deck[:2], *board], [*deck[2:4], *board]
+        rest = [c for c in range(52) if c not in deck[:4] + board]
+        runouts = [tuple(rng.sample(rest, missing)) for _ in range(5)]
+        wins = sum(high(hand_a + list(r)) > high(hand_b + list(r)) for r in runouts)
+        ties = sum(high(hand_a + list(r)) == high(hand_b + list(r)) for r in runouts)
+        assert high_showdowns(hand_a, hand_b, runouts) == (wins, ties)
