@@ -19,9 +19,10 @@ where, against B alone, it can expect little of them back?).
 one is dealt and the equity is exact: always at the turn and the river, and at the flop (hold'em:
 C(45, 2) = 990 runouts; Omaha: 820 with four hole cards each, 741 with five). Before the flop
 (hold'em: C(48, 5) = 1,712,304 runouts; Omaha 1,086,008 or 850,668) the equity is the mean over
-:data:`SAMPLES` different runouts, each of the cards left drawn without replacement, from a
-``random.Random`` seeded from the cards themselves (the holes, the board and the dead cards, sorted,
-written as one integer): the same cards give the same value in every process and on every machine.
+:data:`SAMPLES` different runouts, each of the cards left drawn without replacement: the cards
+left, in order, at :data:`SAMPLES` sets of positions drawn once per deck size from a
+``random.Random`` seeded by the deck's size (:func:`_positions`), so the same cards give the same
+value in every process and on every machine, and a sample costs no random draw.
 The two holes are taken in a canonical order first, so A's sampled equity against B and B's against
 A use the same runouts and add up to 1. The sampled value's standard error is ``sqrt(p (1 - p) /
 SAMPLES)`` at most (a tie or a split pot narrows a runout's spread): at most ``0.5 / sqrt(SAMPLES)``
@@ -50,6 +51,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import combinations, permutations
 from math import comb
+from operator import itemgetter
 
 from ..audit import ranking
 from ..audit.engine import rules_of
@@ -69,8 +71,6 @@ same two holes again at each decision of a street, and from either side."""
 assert SAMPLES <= EXACT_RUNOUTS  # so a sample of different runouts can always be drawn
 
 _BOARD = 5
-_SEPARATOR = 52
-"""Not a card code: between the holes, the board and the dead cards in a sample's seed."""
 
 Evaluator = Callable[[Sequence[int], Sequence[int]], int | None]
 
@@ -158,7 +158,7 @@ def _equity(
     if comb(len(deck), missing) <= EXACT_RUNOUTS:
         runouts: Sequence[tuple[int, ...]] = list(combinations(deck, missing))
     else:
-        runouts = _sample(deck, missing, _seed(a, b, board, dead))
+        runouts = _sample(deck, missing)
     if kinds == (ranking.HIGH,):
         points = _high_points(a, b, board, runouts)
     elif len(kinds) == 1:
@@ -169,32 +169,40 @@ def _equity(
     return points / (4 * len(runouts))
 
 
-def _seed(a: tuple[int, ...], b: tuple[int, ...], board: tuple[int, ...], dead: tuple[int, ...]) -> int:
-    """The cards as one integer (one byte each, :data:`_SEPARATOR` between the groups): the same cards,
-    the same seed, in every process (``hash()`` of a ``str`` changes from one process to the next)."""
-    return int.from_bytes(bytes((*a, _SEPARATOR, *b, _SEPARATOR, *board, _SEPARATOR, *dead)), "big")
-
-
-def _sample(deck: list[int], missing: int, seed: int) -> list[tuple[int, ...]]:
-    """:data:`SAMPLES` different runouts of ``missing`` cards of ``deck``, each drawn without replacement.
-
-    Each draw is the first ``missing`` steps of a Fisher-Yates shuffle of the cards (uniform whatever
-    order the previous draws left them in): a third of ``random.sample``'s time, which was most of a
-    sampled hold'em equity's. ``int(random() * n)`` is uniform on 0..n-1 but for a bias of 2**-53."""
-    rand = random.Random(seed).random
-    cards = list(deck)
-    left = len(cards)
+@lru_cache(maxsize=64)
+def _positions(left: int, missing: int) -> tuple[tuple[int, ...], ...]:
+    """:data:`SAMPLES` different sets of ``missing`` positions among ``left`` cards, drawn once per
+    (``left``, ``missing``) from a ``random.Random`` seeded by those two numbers: the same in every
+    process. A deal's sample is its cards left, in order, at these positions: each set of positions
+    was drawn uniformly, so each deal's runouts are a uniform sample of different runouts (the
+    deals share the positions, not the cards), and drawing them costs nothing per deal."""
+    rng = random.Random(left * 64 + missing)
     seen: set[tuple[int, ...]] = set()
-    runouts: list[tuple[int, ...]] = []
-    while len(runouts) < SAMPLES:
-        for i in range(missing):
-            j = i + int(rand() * (left - i))
-            cards[i], cards[j] = cards[j], cards[i]
-        runout = tuple(sorted(cards[:missing]))
-        if runout not in seen:
-            seen.add(runout)
-            runouts.append(runout)
-    return runouts
+    drawn: list[tuple[int, ...]] = []
+    while len(drawn) < SAMPLES:
+        positions = tuple(sorted(rng.sample(range(left), missing)))
+        if positions not in seen:
+            seen.add(positions)
+            drawn.append(positions)
+    return tuple(drawn)
+
+
+def _sample(deck: list[int], missing: int) -> list[tuple[int, ...]]:
+    """:data:`SAMPLES` different runouts of ``missing`` cards of ``deck`` (:func:`_positions`)."""
+    return [pick(deck) for pick in _pickers(len(deck), missing)]
+
+
+@lru_cache(maxsize=64)
+def _pickers(left: int, missing: int) -> tuple[Callable[[list[int]], tuple[int, ...]], ...]:
+    """:func:`_positions` as ``itemgetter``s (a tuple of the cards at once, in C)."""
+    return tuple(_getter(positions) for positions in _positions(left, missing))
+
+
+def _getter(positions: tuple[int, ...]) -> Callable[[list[int]], tuple[int, ...]]:
+    if len(positions) == 1:
+        (only,) = positions
+        return lambda deck: (deck[only],)
+    return itemgetter(*positions)
 
 
 # Each runout scores A's share in quarters of the pot (4 the whole pot, 2 half of it, 1 a quarter): the
