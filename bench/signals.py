@@ -93,6 +93,64 @@ def real(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cpu_of_children() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _signals_cli(args: list[str]) -> tuple[float, float, dict[str, Any]]:
+    """Wall and CPU seconds of ``coffre signals ARGS --json`` (start-up included), and its JSON."""
+    import subprocess
+
+    start, cpu = time.perf_counter(), _cpu_of_children()
+    done = subprocess.run(
+        [sys.executable, "-m", "coffre.cli", "signals", *args, "--json"], capture_output=True, text=True
+    )
+    seconds, cpu_seconds = time.perf_counter() - start, _cpu_of_children() - cpu
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"coffre signals failed: {done.stderr[-2000:]}")
+    return seconds, cpu_seconds, json.loads(done.stdout)
+
+
+def scale(args: argparse.Namespace) -> int:
+    """``coffre signals`` on a signed archive of real hands: a fresh run, then the same archive grown
+    by one lot read through ``--state`` (only the new lot is read), and the hours 10 million hands
+    take at the fresh run's CPU per hand."""
+    import tempfile
+
+    from coffre.domain.codec import canonical_bytes
+
+    from audit_hands import seal_archive
+
+    events = real_hands(args.hands)
+    lot = max(1, min(args.lot, len(events) // 4))
+    canonical = [canonical_bytes(e) for e in events]  # IDEvt 1..n, as real_hands numbers them
+    with tempfile.TemporaryDirectory(prefix="coffre-bench-signals-") as scratch_name:
+        scratch = Path(scratch_name)
+        (scratch / "before").mkdir()
+        (scratch / "after").mkdir()
+        before, cert_before = seal_archive(scratch / "before", {1: canonical[:-lot]}, lot_events=lot)
+        after, cert_after = seal_archive(scratch / "after", {1: canonical}, lot_events=lot)
+        state = scratch / "state.json.gz"
+        fresh_s, fresh_cpu, fresh = _signals_cli([str(after), "--cert", str(cert_after)])
+        _signals_cli([str(before), "--cert", str(cert_before), "--state", str(state)])
+        grown_s, grown_cpu, grown = _signals_cli([str(after), "--cert", str(cert_after), "--state", str(state)])
+        state_bytes = state.stat().st_size
+    same = grown["alerts"] == fresh["alerts"] and grown["near_misses"] == fresh["near_misses"]
+    per_hand = fresh_cpu / len(events)
+    print(f"coffre signals on a signed archive of {len(events):,} real hands (lots of {lot}):")
+    print(f"  fresh run            {fresh_s:7.1f} s wall {fresh_cpu:7.1f} s CPU  {per_hand * 1e6:6.0f} µs CPU a hand")
+    print(
+        f"  one lot added, --state {grown_s:5.1f} s wall {grown_cpu:7.1f} s CPU  ({grown['fed_by_this_run']} events "
+        f"read; the same signals as the fresh run: {same})"
+    )
+    print(f"  state file           {state_bytes / 1e6:7.2f} MB for {fresh['players']} players, {fresh['pairs']} pairs")
+    print(f"  10 million hands at this CPU per hand: {per_hand * 1e7 / 3600:.1f} h on one core")
+    return 0 if same else 1
+
+
 def _rank(subjects: list[Subject], players: tuple[str, ...]) -> int | None:
     wanted = tuple(sorted(players))
     for rank, subject in enumerate(subjects, start=1):
@@ -109,8 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("real")
     p.add_argument("--hands", type=int, default=None, help="at most this many hands (default: all)")
     p.add_argument("--top", type=int, default=10, help="pair signals printed besides the alerts")
+    p = sub.add_parser("scale")
+    p.add_argument("--hands", type=int, default=None, help="real hands in the archive (default: all)")
+    p.add_argument("--lot", type=int, default=1000, help="events per lot (the lot added incrementally)")
     args = parser.parse_args(argv)
-    return {"real": real}[args.mode](args)
+    return {"real": real, "scale": scale}[args.mode](args)
 
 
 if __name__ == "__main__":

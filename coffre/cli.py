@@ -301,6 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="change a signal's threshold (repeatable; the names and defaults are in docs/signals.md)",
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes that read an archive's lots and compute the hands' equities (default: the CPUs "
+        "available; the output is the same whatever N)",
+    )
     p.set_defaults(command_module="signals")
 
     p = sub.add_parser("publish", help="publish events and print each acquittal or rejection")

@@ -13,46 +13,26 @@ its threshold and every input was read, 1 when one did or an input was refused, 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from coffre.domain.errors import Rejected
-from coffre.domain.lot import LotFormatError, parse_document, read_lot
-from coffre.domain.normalize import normalize
-from coffre.domain.signals.facts import epoch, facts_of
+from coffre.adapters import signal_workers
+from coffre.adapters.signal_workers import Outcome, event_outcome, lot_task
 from coffre.domain.signals.scores import SOURCES, Subject, Thresholds, evaluate
-from coffre.domain.signals.state import SignalState
+from coffre.domain.signals.state import Scope, SignalState
 
-from .audit.run import Problem, Verification, archive_lots, is_archive
+from .audit.run import Problem, Verification, archive_lots, available_cpus, is_archive
 
 NEAR_MISSES = 20
 """Subjects below every threshold listed after the alerts (the strongest), so that a reader sees
 how far the honest population is from them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Which events a run feeds (a state keeps the scope it was fed with)."""
-
-    opers: tuple[str, ...] = ()
-    since: int | None = None
-    until: int | None = None
-
-    def admits(self, id_oper: str, date_evt: str) -> bool:
-        if self.opers and id_oper not in self.opers:
-            return False
-        if self.since is None and self.until is None:
-            return True
-        when = epoch(date_evt)
-        return (self.since is None or when >= self.since) and (self.until is None or when < self.until)
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self) | {"opers": list(self.opers)}
 
 
 @dataclass
@@ -92,43 +72,53 @@ class SignalsRun:
         }
 
 
-def _archive_events(path: Path, run: SignalsRun) -> Iterator[tuple[str, bytes]]:
+def _archive_outcomes(path: Path, run: SignalsRun, jobs: int) -> Iterator[Outcome]:
+    """Each event of the archive past the state's cursor, in IDEvt order per coffre, as an outcome
+    (:mod:`coffre.adapters.signal_workers`), computed here or by ``jobs`` workers."""
+    tasks = []
     for (oper, coffre), files in sorted(archive_lots(path).items()):
         cursor = run.state.cursor.get(f"{oper}/{coffre}", 0)
-        for _number, file in files:
-            try:
-                lot = read_lot(parse_document(file.read_bytes()))
-            except (OSError, LotFormatError) as exc:  # changed since it verified
-                run.problems.append(Problem(str(file), "unreadable", str(exc)))
-                break
-            if lot.events and lot.events[-1].id_evt <= cursor:
-                continue
-            for item in lot.events:
-                if item.id_evt > cursor:
-                    yield f"{path}@{oper}/{coffre}#{item.id_evt}", item.canonical
+        tasks += [(str(file), f"{path}@{oper}/{coffre}", cursor, run.scope) for _number, file in files]
+    if jobs <= 1:
+        for task in tasks:
+            yield from lot_task(*task)
+        return
+    with signal_workers.pool(jobs) as executor:
+        pending: deque[Any] = deque()
+        queued = iter(tasks)
+        for task in itertools.islice(queued, 4 * jobs):
+            pending.append(executor.submit(lot_task, *task))
+        while pending:
+            outcomes = pending.popleft().result()
+            for task in itertools.islice(queued, 1):
+                pending.append(executor.submit(lot_task, *task))
+            yield from outcomes
+
+
+def _record(run: SignalsRun, outcome: Outcome) -> bool:
+    """One outcome fed to the state or recorded as a problem; False: its lot could not be read (the
+    rest of its coffre is not read either)."""
+    kind, label = outcome[0], outcome[1]
+    if kind == "facts":
+        if not run.state.seen(outcome[2]):  # event files read again with --state: fed once
+            run.state.add_event(outcome[3], outcome[2])
+            run.fed += 1
+    elif kind == "skip":
+        if not run.state.seen(outcome[2]):
+            run.state.add_event(None, outcome[2])  # out of scope: passed over, the cursor moves on
+    elif kind == "rejected":
+        run.problems.append(Problem(label, "rejected", outcome[2], outcome[3]))
+    elif kind == "error":
+        run.problems.append(Problem(label, "error", outcome[2]))
+    else:
+        run.problems.append(Problem(label, "unreadable", outcome[2]))
+        return False
+    return True
 
 
 def feed(run: SignalsRun, source: str, raw: bytes) -> None:
-    try:
-        event = normalize(raw)
-    except Rejected as exc:
-        run.problems.append(
-            Problem(source, "rejected", "; ".join(p.message for p in exc.problems), tuple(exc.codes))
-        )
-        return
-    ref = (event.id_oper, event.id_coffre, event.id_evt)
-    if run.state.seen(ref):
-        return
-    if not run.scope.admits(event.id_oper, str(event.DateEvt)):  # type: ignore[attr-defined]
-        run.state.add_event(None, ref)  # out of scope: passed over, the cursor moves on
-        return
-    try:
-        facts = facts_of(event)
-    except Exception as exc:  # a defect of coffre's reading: reported, the run goes on
-        run.problems.append(Problem(source, "error", f"the signals failed: {type(exc).__name__}: {exc}"))
-        return
-    run.state.add_event(facts, ref)
-    run.fed += 1
+    """One event's bytes fed in this process (event files)."""
+    _record(run, event_outcome(source, raw, run.scope, 0, equities=False))
 
 
 def signals_paths(
@@ -138,8 +128,10 @@ def signals_paths(
     state: SignalState | None = None,
     thresholds: Thresholds | None = None,
     scope: Scope | None = None,
+    jobs: int = 1,
 ) -> SignalsRun:
-    """Every PATH fed to ``state`` (a new one by default), archives verified first, then the signals."""
+    """Every PATH fed to ``state`` (a new one by default), archives verified first, then the signals;
+    an archive's lots read by ``jobs`` worker processes (the result is the same whatever it is)."""
     from coffre.commands.inputs import inputs
     from coffre.commands.verify import verify_archive
 
@@ -171,8 +163,11 @@ def signals_paths(
                 )
             )
             continue
-        for label, raw in _archive_events(archive, run):
-            feed(run, label, raw)
+        unreadable: set[str] = set()
+        for outcome in _archive_outcomes(archive, run, jobs):
+            coffre = outcome[1].rsplit("#", 1)[0]
+            if coffre not in unreadable and not _record(run, outcome):
+                unreadable.add(coffre)
     run.subjects = evaluate(run.state, run.thresholds)
     return run
 
@@ -237,6 +232,9 @@ def run(args: argparse.Namespace) -> int:
             f"{archives[0]} is an archive: name the certificate(s) you trust with --cert PEM, "
             "it is verified before it is read"
         )
+    jobs = args.jobs if args.jobs is not None else available_cpus()
+    if jobs < 1:
+        return _usage_error("--jobs must be 1 or more")
     html = Path(args.html) if args.html else None
     if html is not None and not html.parent.is_dir():
         return _usage_error(f"--html {html}: no folder {html.parent}")

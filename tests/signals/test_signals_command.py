@@ -56,6 +56,8 @@ def test_an_archive_gives_ranked_alerts_with_their_evidence(archive: tuple[Path,
     assert "Smed" in dumping["source"]
     text = coffre(str(root), "--cert", str(cert))
     assert "chip_dumping" in text.stdout and "not a finding" in text.stdout
+    for jobs in ("1", "2"):  # the lots read by workers: the same output
+        assert json.loads(coffre(str(root), "--cert", str(cert), "--json", "--jobs", jobs).stdout) == result
 
 
 def test_an_archive_that_does_not_verify_is_refused(archive: tuple[Path, Path], tmp_path: Path) -> None:

@@ -90,6 +90,9 @@ class HandFacts:
     seats: dict[int, Seat]
     decisions: tuple[Decision, ...]
     rounds: tuple[RoundTime, ...]
+    equities: tuple[float | None, ...] | None = None
+    """Per decision, the decider's equity against the aggressor, when a worker computed them
+    (:func:`~.state.decision_equities`); None: computed when the hand is fed."""
 
 
 @dataclass(frozen=True, slots=True)

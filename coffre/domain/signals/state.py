@@ -11,6 +11,7 @@ when the signals are.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .equity import heads_up_equity
-from .facts import AccountFacts, HandFacts, Ref
+from .facts import AccountFacts, HandFacts, Ref, epoch
 
 SLOT = 300
 """Seconds per slot of activity (five minutes)."""
@@ -122,6 +123,26 @@ class Pair:
 
     def keep(self, kind: str, weight: float, ref: Ref) -> None:
         _evidence(self.evidence.setdefault(kind, []), weight, ref)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which events a run feeds (a state keeps the scope it was fed with)."""
+
+    opers: tuple[str, ...] = ()
+    since: int | None = None
+    until: int | None = None
+
+    def admits(self, id_oper: str, date_evt: str) -> bool:
+        if self.opers and id_oper not in self.opers:
+            return False
+        if self.since is None and self.until is None:
+            return True
+        when = epoch(date_evt)
+        return (self.since is None or when >= self.since) and (self.until is None or when < self.until)
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"opers": list(self.opers)}
 
 
 def pair_key(a: str, b: str) -> tuple[str, int]:
@@ -235,8 +256,9 @@ class SignalState:
                 pair.flow += moved if side == 0 else -moved
 
     def _decisions(self, hand: HandFacts) -> None:
-        seats, judging, regle = hand.seats, self.judging, hand.regle
-        for d in hand.decisions:
+        seats, judging = hand.seats, self.judging
+        equities = hand.equities if hand.equities is not None else decision_equities(hand)
+        for d, equity in zip(hand.decisions, equities, strict=True):
             me = seats.get(d.seat)
             if me is None:
                 continue
@@ -253,14 +275,9 @@ class SignalState:
                     counts[1] += aggressive
                     if aggressive:
                         pair.keep("heads_up", hand.end, hand.ref)
-            if d.aggressor is None or d.kind == "check" or d.aggressor == d.seat:
-                continue
-            bettor = seats.get(d.aggressor)
-            if bettor is None or bettor.player == me.player:
-                continue
-            equity = heads_up_equity(regle, me.hole, bettor.hole, d.board)
             if equity is None:
                 continue
+            bettor = seats[d.aggressor]  # type: ignore[index]  # an equity is against the aggressor
             weak = d.kind != "fold" and equity <= judging.weak
             folded_best = d.kind == "fold" and equity >= judging.strong
             player.facing[0] += 1
@@ -446,6 +463,29 @@ class SignalState:
     def load(cls, path: Path) -> SignalState:
         with gzip.open(path, "rt", encoding="utf-8") as data:
             return cls.from_json(json.load(data))
+
+
+def decision_equities(hand: HandFacts) -> tuple[float | None, ...]:
+    """Per decision of ``hand``, the decider's share of the pot against the player whose bet or raise
+    it faces (:func:`~.equity.heads_up_equity`, from both holes and the board then); None for a
+    check, a decision facing no bet (or only forced bets), one facing its own, or another seat of
+    the same player, a variant without a board, or a hole not fully recorded. What costs most in the
+    signals, so ``coffre signals --jobs`` computes it in worker processes."""
+    seats, regle = hand.seats, hand.regle
+    out: list[float | None] = []
+    for d in hand.decisions:
+        me, bettor = seats.get(d.seat), seats.get(d.aggressor) if d.aggressor is not None else None
+        if (
+            d.kind == "check"
+            or me is None
+            or bettor is None
+            or d.aggressor == d.seat
+            or bettor.player == me.player
+        ):
+            out.append(None)
+        else:
+            out.append(heads_up_equity(regle, me.hole, bettor.hole, d.board))
+    return tuple(out)
 
 
 def _welford_merge(a: list[float], b: list[float]) -> list[float]:
