@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -92,6 +92,54 @@ class _Recorder:
             while len(self.street_in) <= street:
                 self.street_in.append({})
             self.street_in[street][seat] = self.street_in[street].get(seat, 0) + amount
+
+    def settle(self, seats: Iterable[int]) -> tuple[dict[int, int], dict[str, int]]:
+        """(per seat, what it put in net of an uncalled excess; per round, its Bets less the excess
+        returned out of it): the biggest bettor of a street gets back what it put in beyond the next one."""
+        put_in = {s: sum(a for _, a in self.bets_of.get(s, [])) for s in seats}
+        round_total: dict[str, int] = {}
+        for bets in self.bets_of.values():
+            for round_name, amount in bets:
+                round_total[round_name] = round_total.get(round_name, 0) + amount
+        for street in self.street_in:
+            if len(street) >= 1:
+                ranked = sorted(street.values(), reverse=True)
+                second = ranked[1] if len(ranked) > 1 else 0
+                if ranked[0] > second:
+                    (top,) = [s for s, a in street.items() if a == ranked[0]]
+                    excess = ranked[0] - second
+                    put_in[top] -= excess
+                    for entry in reversed(self.bets_of[top]):  # the latest bets hold the excess
+                        back = min(excess, entry[1])
+                        round_total[entry[0]] -= back
+                        excess -= back
+                        if not excess:
+                            break
+        return put_in, round_total
+
+    def tours(
+        self,
+        regle: str,
+        reveals: list[dict[str, Any]],
+        round_total: Mapping[str, int],
+        out: Callable[[int], str],
+        stamp: Callable[[str], str],
+    ) -> list[dict[str, Any]]:
+        """The POJEU's Tours: the variant's rounds that hold an action, in its order, each Bet's
+        Valeur written by ``out``; ``stamp(name)`` gives each round's Timestamp (called in order)."""
+        tours = []
+        for name in VARIANTS[regle].rounds:
+            actions = reveals if name == "reveal" else self.rounds.get(name)
+            if not actions:
+                continue
+            for a in actions:
+                if "Bet" in a:
+                    a["Bet"]["Valeur"] = out(a["Bet"]["Valeur"])
+            tour: dict[str, Any] = {"name": name, "Timestamp": stamp(name), "Action": actions}
+            if name in round_total:
+                tour["Total"] = out(round_total[name])
+            tours.append(tour)
+        return tours
 
 
 def _amount(value: Amount) -> Decimal:
@@ -193,25 +241,7 @@ def play_hand(
     # money: what each player put in net of an uncalled excess, what the engine paid them
     start = {s: to_int(stacks_in[s], scale) for s in order}
     end = {order[i]: state.stacks[i] for i in range(n)}
-    put_in = {s: sum(a for _, a in rec.bets_of.get(s, [])) for s in order}
-    round_total: dict[str, int] = {}
-    for bets in rec.bets_of.values():
-        for round_name, amount in bets:
-            round_total[round_name] = round_total.get(round_name, 0) + amount
-    for street in rec.street_in:
-        if len(street) >= 1:
-            ranked = sorted(street.values(), reverse=True)
-            second = ranked[1] if len(ranked) > 1 else 0
-            if ranked[0] > second:
-                (top,) = [s for s, a in street.items() if a == ranked[0]]
-                excess = ranked[0] - second
-                put_in[top] -= excess
-                for entry in reversed(rec.bets_of[top]):  # the latest bets hold the excess
-                    back = min(excess, entry[1])
-                    round_total[entry[0]] -= back
-                    excess -= back
-                    if not excess:
-                        break
+    put_in, round_total = rec.settle(order)
     rake_of: dict[int, int] = {}
     for s in order:
         won = end[s] - start[s] + put_in[s]
@@ -230,19 +260,14 @@ def play_hand(
 
     when = when or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     stamp = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)  # Timestamps are UTC
-    tours = []
-    for name in VARIANTS[regle].rounds:
-        actions = reveals if name == "reveal" else rec.rounds.get(name)
-        if not actions:
-            continue
-        for a in actions:
-            if "Bet" in a:
-                a["Bet"]["Valeur"] = out(a["Bet"]["Valeur"])
-        tour: dict[str, Any] = {"name": name, "Timestamp": stamp.strftime("%y%m%d%H%M%S"), "Action": actions}
-        if name in round_total:
-            tour["Total"] = out(round_total[name])
-        tours.append(tour)
+
+    def next_stamp(_: str) -> str:
+        nonlocal stamp
+        text = stamp.strftime("%y%m%d%H%M%S")
         stamp += timedelta(seconds=rng.randint(3, 40))
+        return text
+
+    tours = rec.tours(regle, reveals, round_total, out, next_stamp)
 
     joueurs = []
     for s in sorted(order):
