@@ -136,19 +136,110 @@ def scale(args: argparse.Namespace) -> int:
         state = scratch / "state.json.gz"
         fresh_s, fresh_cpu, fresh = _signals_cli([str(after), "--cert", str(cert_after)])
         _signals_cli([str(before), "--cert", str(cert_before), "--state", str(state)])
-        grown_s, grown_cpu, grown = _signals_cli([str(after), "--cert", str(cert_after), "--state", str(state)])
+        grown_s, grown_cpu, grown = _signals_cli(
+            [str(after), "--cert", str(cert_after), "--state", str(state)]
+        )
         state_bytes = state.stat().st_size
     same = grown["alerts"] == fresh["alerts"] and grown["near_misses"] == fresh["near_misses"]
     per_hand = fresh_cpu / len(events)
     print(f"coffre signals on a signed archive of {len(events):,} real hands (lots of {lot}):")
-    print(f"  fresh run            {fresh_s:7.1f} s wall {fresh_cpu:7.1f} s CPU  {per_hand * 1e6:6.0f} µs CPU a hand")
+    print(
+        f"  fresh run            {fresh_s:7.1f} s wall {fresh_cpu:7.1f} s CPU  {per_hand * 1e6:6.0f} µs CPU a hand"
+    )
     print(
         f"  one lot added, --state {grown_s:5.1f} s wall {grown_cpu:7.1f} s CPU  ({grown['fed_by_this_run']} events "
         f"read; the same signals as the fresh run: {same})"
     )
-    print(f"  state file           {state_bytes / 1e6:7.2f} MB for {fresh['players']} players, {fresh['pairs']} pairs")
+    print(
+        f"  state file           {state_bytes / 1e6:7.2f} MB for {fresh['players']} players, {fresh['pairs']} pairs"
+    )
     print(f"  10 million hands at this CPU per hand: {per_hand * 1e7 / 3600:.1f} h on one core")
     return 0 if same else 1
+
+
+PLANTED_KINDS = ("chip_dumping", "soft_play", "same_person", "same_ip", "robot")
+
+
+def planted_run(players: int, hands: int, days: int, tournaments: int, seed: int) -> dict[str, Any]:
+    """A world of honest players and planted cheats (coffre's own engine), its signals, and for each
+    cheat its rank, the signals it crossed, and the honest subjects' alerts."""
+    from coffre.domain.signals.planted import play_world
+
+    started = time.perf_counter()
+    world = play_world(players, hands, days=days, tournaments=tournaments, seed=seed)
+    generated = time.perf_counter() - started
+    state = SignalState()
+    started = time.perf_counter()
+    for raw in world.events:
+        _feed(state, normalize(raw))
+    fed = time.perf_counter() - started
+    subjects = evaluate(state)
+    cheats = world.planted.subjects()
+    planted_subjects = set(cheats.values())
+    cheaters = world.planted.cheaters()
+    honest = [
+        s
+        for s in subjects
+        if tuple(sorted(s.players)) not in planted_subjects and not set(s.players) & cheaters
+    ]
+    ranks = {kind: _rank(subjects, players) for kind, players in cheats.items()}
+    first_honest = next((rank for rank, s in enumerate(subjects, 1) if s in honest), None)
+    per_signal: dict[str, list[int]] = {}
+    for s in honest:
+        for signal in s.signals:
+            counts = per_signal.setdefault(signal.name, [0, 0])
+            counts[0] += 1
+            counts[1] += signal.crossed
+    honest_players = [p for p in state.players if p not in cheaters]
+    honest_pairs = [k for k in state.pairs if not set(k.split("|")) & cheaters]
+    return {
+        "world": world,
+        "state": state,
+        "subjects": subjects,
+        "ranks": ranks,
+        "crossed": {
+            kind: sorted(x.name for x in subjects[rank - 1].signals if x.crossed) if rank else []
+            for kind, rank in ranks.items()
+        },
+        "first_honest_rank": first_honest,
+        "honest_alerts": [s for s in honest if s.crossed],
+        "honest_players": len(honest_players),
+        "honest_pairs": len(honest_pairs),
+        "per_signal": per_signal,
+        "generated_s": generated,
+        "fed_s": fed,
+    }
+
+
+def planted(args: argparse.Namespace) -> int:
+    result = planted_run(args.players, args.hands, args.days, args.tournaments, args.seed)
+    world, state = result["world"], result["state"]
+    print(
+        f"planted cheats: {world.hands:,} hands, {len(world.events):,} events, {len(state.players)} players, "
+        f"{len(state.pairs)} pairs (generated in {result['generated_s']:.1f} s, read and fed in {result['fed_s']:.1f} s)"
+    )
+    print(f"{'cheat':13} {'rank':>5}  signals crossed")
+    for kind, rank in result["ranks"].items():
+        print(f"{kind:13} {rank if rank else '-':>5}  {', '.join(result['crossed'][kind]) or '(none)'}")
+    alerts = result["honest_alerts"]
+    honest_subjects = result["honest_players"] + result["honest_pairs"]
+    print(
+        f"first honest subject at rank {result['first_honest_rank']}; honest alerts: {len(alerts)} of "
+        f"{result['honest_players']} honest players and {result['honest_pairs']} honest pairs "
+        f"({len(alerts) / max(1, honest_subjects):.2%})"
+    )
+    print(f"{'signal':17} {'honest scored':>13} {'crossed':>8} {'rate':>7}")
+    for name, (scored, crossed) in sorted(result["per_signal"].items()):
+        print(f"{name:17} {scored:13} {crossed:8} {crossed / max(1, scored):7.2%}")
+    for s in alerts[:10]:
+        crossed = ", ".join(f"{x.name} {x.score:.3g}" for x in s.signals if x.crossed)
+        print(f"  honest alert: {' & '.join(s.players)}: {crossed}")
+    ranked_above = all(
+        rank is not None and (result["first_honest_rank"] is None or rank < result["first_honest_rank"])
+        for rank in result["ranks"].values()
+    )
+    print(f"every planted cheat ranks above every honest subject: {ranked_above}")
+    return 0 if ranked_above else 1
 
 
 def _rank(subjects: list[Subject], players: tuple[str, ...]) -> int | None:
@@ -170,8 +261,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("scale")
     p.add_argument("--hands", type=int, default=None, help="real hands in the archive (default: all)")
     p.add_argument("--lot", type=int, default=1000, help="events per lot (the lot added incrementally)")
+    p = sub.add_parser("planted")
+    p.add_argument("--players", type=int, default=200)
+    p.add_argument("--hands", type=int, default=100_000)
+    p.add_argument("--days", type=int, default=14)
+    p.add_argument("--tournaments", type=int, default=10)
+    p.add_argument("--seed", type=int, default=33)
     args = parser.parse_args(argv)
-    return {"real": real, "scale": scale}[args.mode](args)
+    return {"real": real, "scale": scale, "planted": planted}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -106,8 +106,8 @@ def test_folding_the_best_hand_counts_as_dumping() -> None:
 
 
 def soft_history() -> list[dict]:
-    """S1 and S2 check every street to the showdown, 14 times; against X each raises pre-flop and
-    bets the flop, 10 times each."""
+    """S1 and S2 check every street to the showdown, 14 times (4 decisions each, one opponent live);
+    against X each raises pre-flop and bets the flop, 10 times each."""
     documents = []
     at = T0
     for _i in range(14):
@@ -133,8 +133,8 @@ def test_soft_play_known_answer() -> None:
     state = fed(soft_history())
     pair = state.pairs["0099/S1|0099/S2"]
     assert pair.meetings == 14
-    assert pair.heads_up == [[56, 0], [56, 0]]
-    assert state.players["0099/S1"].heads_up == [76, 20]
+    assert pair.aggression == [[[56, 0], [0, 0], [0, 0]], [[56, 0], [0, 0], [0, 0]]]
+    assert state.players["0099/S1"].aggression == [[76, 20], [0, 0], [0, 0]]
     subjects = evaluate(state)
     found = signal(subject(subjects, "S1", "S2"), "soft_play")
     assert found.score == pytest.approx(56 * math.log10(22))  # P(X <= 0 | 56, 21/22), both ways

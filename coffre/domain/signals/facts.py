@@ -12,6 +12,7 @@ seat (``Draw`` with a ``Siege``): a POJEU records them all, folded hands include
 from __future__ import annotations
 
 import calendar
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,6 +36,16 @@ def _day_start(yymmdd: str) -> int:
 def epoch(stamp: str) -> int:
     """``aammjjhhmmss`` (UTC once normalized, docs/hand-audit.md "Time") as POSIX seconds."""
     return _day_start(stamp[:6]) + int(stamp[6:8]) * 3600 + int(stamp[8:10]) * 60 + int(stamp[10:12])
+
+
+@lru_cache(maxsize=65536)
+def address(text: str) -> str:
+    """An IP as one spelling (Common.xsd's IPv6 is written with all eight groups, a POJEU's may be
+    compressed): the ``ipaddress`` module's; the text itself if it is not an address."""
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        return text
 
 
 def player_key(id_oper: str | None, id_joueur: str) -> str:
@@ -190,7 +201,7 @@ def hand_facts(event: POJEU) -> HandFacts:
         int(j.Siege): Seat(
             int(j.Siege),
             player_key(j.IDOper or event.IDOper, j.IDJoueur),
-            j.IPJoueur,
+            address(j.IPJoueur),
             j.Inscription,
             float(j.Finance.Net),
             tuple(holes.get(int(j.Siege), ())),
@@ -230,7 +241,7 @@ def account_facts(event: Event) -> AccountFacts | None:
         player_key(oper, player),
         hashed.upper(),
         session,
-        str(ip) if ip else None,
+        address(str(ip)) if ip else None,
         epoch(str(fields["DateEvt"])),
         type(event).__name__,
         str(tech) if isinstance(tech, str) else None,

@@ -130,6 +130,20 @@ class Planted:
     robot: str
     honest: tuple[str, ...]
 
+    def subjects(self, oper: str = "0099") -> dict[str, tuple[str, ...]]:
+        """Each planted cheat as the signals name its subject (``IDOper/IDJoueur``, a pair sorted)."""
+        named = {
+            "chip_dumping": self.chip_dumping,
+            "soft_play": self.soft_play,
+            "same_person": self.same_person,
+            "same_ip": self.same_ip,
+            "robot": (self.robot,),
+        }
+        return {kind: tuple(sorted(f"{oper}/{p}" for p in players)) for kind, players in named.items()}
+
+    def cheaters(self, oper: str = "0099") -> set[str]:
+        return {p for players in self.subjects(oper).values() for p in players}
+
 
 @dataclass
 class World:

@@ -45,9 +45,9 @@ SOURCES: dict[str, str] = {
     ),
     "soft_play": (
         "Smed, Knuutila & Hakonen 2007 (soft play: colluders avoid betting into each other); "
-        "Yampolskiy 2008. Statistic: a one-sided binomial test of the bets and raises of each player "
-        "heads-up against the partner against its own rate heads-up against others; the pair's score "
-        "is the weaker of its two directions (soft play is mutual)."
+        "Yampolskiy 2008. Statistic: a one-sided binomial test of each player's bets and raises while "
+        "the partner is live, against its own rate while only others are, in spots with as many "
+        "opponents; the pair's score is the weaker of its two directions (soft play is mutual)."
     ),
     "long_sessions": (
         "Yampolskiy & Govindaraju, 'Embedded Noninteractive Continuous Bot Detection', ACM Computers in "
@@ -92,7 +92,7 @@ class Thresholds:
     regular_timing: float = 0.25
     """Coefficient of variation, at most."""
     min_decisions: int = 12
-    """Decisions facing the partner (chip dumping) or heads-up against it (soft play), each way."""
+    """Decisions facing the partner (chip dumping) or with it live (soft play), each way."""
     pause_minutes: int = 15
     rest_hours: float = 5.0
     min_rounds: int = 200
@@ -234,16 +234,21 @@ def _dumping(pair: Pair, side: int, giver: Player, t: Thresholds) -> tuple[float
 
 
 def _softness(pair: Pair, side: int, player: Player, t: Thresholds) -> tuple[float, dict[str, Any]]:
-    n, aggressive = pair.heads_up[side]
-    all_n, all_aggressive = player.heads_up
-    other_n, other_aggressive = all_n - n, all_aggressive - aggressive
-    rate = (other_aggressive + 1) / (other_n + 2)
+    """The player's bets and raises with the partner live, against what its own rate with only
+    others live, in spots with as many opponents (1, 2, 3 or more), would give."""
+    mine = pair.aggression[side]
+    n = sum(bucket[0] for bucket in mine)
+    aggressive = sum(bucket[1] for bucket in mine)
+    expected = 0.0
+    for (pair_n, pair_a), (all_n, all_a) in zip(mine, player.aggression, strict=True):
+        expected += pair_n * (all_a - pair_a + 1) / (all_n - pair_n + 2)
+    rate = expected / n if n else 0.0
     score = surprise_low(aggressive, n, rate) if n >= t.min_decisions else 0.0
     return score, {
-        "heads_up_decisions": n,
+        "decisions_with_partner_live": n,
         "bets_or_raises": aggressive,
-        "rate_against_partner": round(aggressive / n, 4) if n else None,
-        "rate_against_others": round(other_aggressive / other_n, 4) if other_n else None,
+        "rate_with_partner": round(aggressive / n, 4) if n else None,
+        "rate_expected_from_others": round(rate, 4) if n else None,
     }
 
 
@@ -321,11 +326,12 @@ def pair_signals(state: SignalState, key: str, pair: Pair, t: Thresholds) -> Sub
                     soft,
                     t.soft_play,
                     False,
-                    f"{pair.meetings} hands together; heads-up against each other {a} bet or raised in "
-                    f"{metrics_a['rate_against_partner']} of its decisions (against others "
-                    f"{metrics_a['rate_against_others']}), {b} in {metrics_b['rate_against_partner']} "
-                    f"({metrics_b['rate_against_others']})",
-                    tuple(top_evidence(pair.evidence.get("heads_up", []))),
+                    f"{pair.meetings} hands together; with the other live {a} bet or raised in "
+                    f"{metrics_a['rate_with_partner']} of {metrics_a['decisions_with_partner_live']} decisions "
+                    f"(its rate with others only: {metrics_a['rate_expected_from_others']}), {b} in "
+                    f"{metrics_b['rate_with_partner']} of {metrics_b['decisions_with_partner_live']} "
+                    f"({metrics_b['rate_expected_from_others']})",
+                    tuple(top_evidence(pair.evidence.get("passive", []))),
                     {"meetings": pair.meetings, a: metrics_a, b: metrics_b},
                 )
             )
@@ -452,5 +458,6 @@ def evaluate(state: SignalState, thresholds: Thresholds | None = None) -> list[S
 def _enough(pair: Pair, t: Thresholds) -> bool:
     return (
         max(pair.facing[0][0], pair.facing[1][0]) >= t.min_decisions
-        or min(pair.heads_up[0][0], pair.heads_up[1][0]) >= t.min_decisions
+        or min(sum(b[0] for b in pair.aggression[0]), sum(b[0] for b in pair.aggression[1]))
+        >= t.min_decisions
     )

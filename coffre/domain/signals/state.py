@@ -30,7 +30,7 @@ EVIDENCE = 12
 SESSION_MEMORY = 7 * 86400
 """An IDSession not seen for this long (behind the latest event read) is forgotten: a session's
 identifier is reused by nobody in practice, and keeping every one of a year would cost gigabytes."""
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +61,9 @@ class Player:
     hands: int = 0
     facing: list[int] = field(default_factory=lambda: [0, 0, 0])
     """Decisions facing a bet or raise with the equity known: [decisions, weak calls, best-hand folds]."""
-    heads_up: list[int] = field(default_factory=lambda: [0, 0])
-    """Decisions with one opponent live: [decisions, bets or raises]."""
+    aggression: list[list[int]] = field(default_factory=lambda: [[0, 0], [0, 0], [0, 0]])
+    """Decisions other than folds, by the opponents still live (1, 2, 3 or more): [decisions, bets or
+    raises]."""
     slots: dict[int, list[int]] = field(default_factory=dict)
     """Slot -> the tables (:attr:`SignalState.tables` numbers) played in it."""
     timing: list[float] = field(default_factory=lambda: [0, 0.0, 0.0])
@@ -76,7 +77,7 @@ class Player:
         return [
             self.hands,
             self.facing,
-            self.heads_up,
+            self.aggression,
             {str(k): v for k, v in self.slots.items()},
             self.timing,
             self.hashes,
@@ -85,8 +86,8 @@ class Player:
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Player:
-        hands, facing, heads_up, slots, timing, hashes, longest = data
-        return cls(hands, facing, heads_up, {int(k): v for k, v in slots.items()}, timing, hashes, longest)
+        hands, facing, aggression, slots, timing, hashes, longest = data
+        return cls(hands, facing, aggression, {int(k): v for k, v in slots.items()}, timing, hashes, longest)
 
 
 @dataclass
@@ -96,21 +97,23 @@ class Pair:
     meetings: int = 0
     facing: list[list[int]] = field(default_factory=lambda: [[0, 0, 0], [0, 0, 0]])
     """[a facing b's bets, b facing a's bets], each [decisions, weak calls, best-hand folds]."""
-    heads_up: list[list[int]] = field(default_factory=lambda: [[0, 0], [0, 0]])
-    """[a heads-up against b, b against a], each [decisions, bets or raises]."""
+    aggression: list[list[list[int]]] = field(
+        default_factory=lambda: [[[0, 0], [0, 0], [0, 0]], [[0, 0], [0, 0], [0, 0]]]
+    )
+    """[a's decisions with b live, b's with a live], each as :attr:`Player.aggression`."""
     flow: float = 0.0
     """Chips from a to b, net (negative: from b to a), each hand's losses shared among its winners."""
     shared_ip: int = 0
     shared_session: int = 0
     evidence: dict[str, list[list[Any]]] = field(default_factory=dict)
-    """Kind (``dump_ab``, ``dump_ba``, ``heads_up``, ``ip``, ``session``, ``hash``) -> [weight, IDOper,
+    """Kind (``dump_ab``, ``dump_ba``, ``passive``, ``ip``, ``session``, ``hash``) -> [weight, IDOper,
     IDCoffre, IDEvt]."""
 
     def as_json(self) -> list[Any]:
         return [
             self.meetings,
             self.facing,
-            self.heads_up,
+            self.aggression,
             round(self.flow, 6),
             self.shared_ip,
             self.shared_session,
@@ -258,23 +261,29 @@ class SignalState:
     def _decisions(self, hand: HandFacts) -> None:
         seats, judging = hand.seats, self.judging
         equities = hand.equities if hand.equities is not None else decision_equities(hand)
+        passive: set[str] = set()  # the pairs whose passive play this hand is kept as evidence
         for d, equity in zip(hand.decisions, equities, strict=True):
             me = seats.get(d.seat)
             if me is None:
                 continue
             player = self.players[me.player]
-            if d.kind != "fold" and len(d.opponents) == 1:  # heads-up: could it bet or raise?
-                other = seats.get(d.opponents[0])
+            if d.kind != "fold" and d.opponents:  # could it bet or raise, with whom live?
                 aggressive = d.kind == "raise"
-                player.heads_up[0] += 1
-                player.heads_up[1] += aggressive
-                if other is not None and other.player != me.player:
+                bucket = min(len(d.opponents), 3) - 1
+                counts = player.aggression[bucket]
+                counts[0] += 1
+                counts[1] += aggressive
+                for seat in d.opponents:
+                    other = seats.get(seat)
+                    if other is None or other.player == me.player:
+                        continue
                     pair, side = self.pair(me.player, other.player)
-                    counts = pair.heads_up[side]
+                    counts = pair.aggression[side][bucket]
                     counts[0] += 1
                     counts[1] += aggressive
-                    if aggressive:
-                        pair.keep("heads_up", hand.end, hand.ref)
+                    if not aggressive and (pair_key(me.player, other.player)[0]) not in passive:
+                        passive.add(pair_key(me.player, other.player)[0])
+                        pair.keep("passive", hand.end, hand.ref)
             if equity is None:
                 continue
             bettor = seats[d.aggressor]  # type: ignore[index]  # an equity is against the aggressor
@@ -370,7 +379,7 @@ class SignalState:
             mine = self.player(key)
             mine.hands += theirs.hands
             mine.facing = [x + y for x, y in zip(mine.facing, theirs.facing, strict=True)]
-            mine.heads_up = [x + y for x, y in zip(mine.heads_up, theirs.heads_up, strict=True)]
+            mine.aggression = _added(mine.aggression, theirs.aggression)
             for slot, tables in theirs.slots.items():
                 here = mine.slots.setdefault(slot, [])
                 for t in tables:
@@ -388,9 +397,7 @@ class SignalState:
                 mine_pair.facing[side] = [
                     x + y for x, y in zip(mine_pair.facing[side], theirs_pair.facing[side], strict=True)
                 ]
-                mine_pair.heads_up[side] = [
-                    x + y for x, y in zip(mine_pair.heads_up[side], theirs_pair.heads_up[side], strict=True)
-                ]
+                mine_pair.aggression[side] = _added(mine_pair.aggression[side], theirs_pair.aggression[side])
             mine_pair.flow += theirs_pair.flow
             mine_pair.shared_ip += theirs_pair.shared_ip
             mine_pair.shared_session += theirs_pair.shared_session
@@ -486,6 +493,10 @@ def decision_equities(hand: HandFacts) -> tuple[float | None, ...]:
         else:
             out.append(heads_up_equity(regle, me.hole, bettor.hole, d.board))
     return tuple(out)
+
+
+def _added(mine: list[list[int]], theirs: list[list[int]]) -> list[list[int]]:
+    return [[x + y for x, y in zip(a, b, strict=True)] for a, b in zip(mine, theirs, strict=True)]
 
 
 def _welford_merge(a: list[float], b: list[float]) -> list[float]:
