@@ -109,6 +109,7 @@ def test_a_sample_is_deterministic_and_the_same_from_either_side():
     a, b = cards("As Kd"), cards("2c 2h")
     first = heads_up_equity("THNL", a, b, [])
     equity._equity.cache_clear()
+    equity._equity_before_the_flop.cache_clear()
     assert heads_up_equity("THNL", list(reversed(a)), b, []) == first  # the order of a hole's cards
     assert heads_up_equity("THNL", b, a, []) == pytest.approx(1 - first)  # the same runouts
     quarters = first * 4 * SAMPLES  # a runout scores quarters of the pot
@@ -280,6 +281,7 @@ def bench() -> None:
             best = float("inf")
             for _ in range(3):
                 equity._equity.cache_clear()
+                equity._equity_before_the_flop.cache_clear()
                 start = time.process_time()
                 for a, b, dealt in deals:
                     heads_up_equity(regle, a, b, dealt)

@@ -63,10 +63,12 @@ More (before the flop), and :data:`SAMPLES` of them are drawn."""
 SAMPLES = 300
 """The runouts drawn when there are more than :data:`EXACT_RUNOUTS`: standard error ≤ 0.5 / sqrt(SAMPLES)."""
 
-CACHE_SIZE = 1 << 17
-"""The equities kept, the least recently used dropped: about 350 bytes each, 46 MB full (every
-pre-flop shape of hold'em fits, :func:`_canonical`). A hand asks the
-same two holes again at each decision of a street, and from either side."""
+CACHE_SIZE = 1 << 14
+"""The equities with a board kept, the least recently used dropped (a hand asks the same two holes
+again at each decision of a street, and from either side)."""
+PRE_FLOP_CACHE_SIZE = 1 << 16
+"""The equities before the flop kept: about 350 bytes each, 23 MB full; every shape of two hold'em
+holes fits (:func:`_canonical`), so a year of hands computes each one once."""
 
 assert SAMPLES <= EXACT_RUNOUTS  # so a sample of different runouts can always be drawn
 
@@ -114,9 +116,10 @@ def heads_up_equity(
         a, b, shared = _canonical(hole_a, hole_b, board)
     else:
         a, b, shared = tuple(sorted(hole_a)), tuple(sorted(hole_b)), tuple(sorted(board))
+    cached = _equity_before_the_flop if not shared and not dead_cards else _equity
     if b < a:
-        return 1.0 - _equity(kinds, b, a, shared, dead_cards)
-    return _equity(kinds, a, b, shared, dead_cards)
+        return 1.0 - cached(kinds, b, a, shared, dead_cards)
+    return cached(kinds, a, b, shared, dead_cards)
 
 
 _SUIT_ORDERS = tuple(permutations(range(4)))
@@ -141,6 +144,19 @@ def _canonical(
             best, a_first = named, a < b
     assert best is not None
     return best if a_first else (best[1], best[0], best[2])
+
+
+@lru_cache(maxsize=PRE_FLOP_CACHE_SIZE)
+def _equity_before_the_flop(
+    kinds: tuple[str, ...],
+    a: tuple[int, ...],
+    b: tuple[int, ...],
+    board: tuple[int, ...],
+    dead: tuple[int, ...],
+) -> float:
+    """:func:`_equity` with no board: a cache of its own, which the boards' (rarely asked twice)
+    cannot evict, big enough for every hold'em shape (:func:`_canonical`)."""
+    return _equity.__wrapped__(kinds, a, b, board, dead)
 
 
 @lru_cache(maxsize=CACHE_SIZE)
