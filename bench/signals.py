@@ -245,6 +245,10 @@ def planted(args: argparse.Namespace) -> int:
         for rank in result["ranks"].values()
     )
     print(f"every planted cheat ranks above every honest subject: {ranked_above}")
+    import gzip
+
+    packed = len(gzip.compress(json.dumps(state.as_json(), separators=(",", ":")).encode(), 3))
+    print(f"state: {packed / 1e6:.2f} MB of gzip JSON ({len(state.players)} players, {len(state.pairs)} pairs)")
     return 0 if ranked_above else 1
 
 
