@@ -240,15 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="event files (XML or JSON, one or several events each), folders of them, or archive folders",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
-    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report")
-    p.add_argument(
-        "--cert",
-        action="append",
-        default=[],
-        metavar="PEM",
-        help="a certificate trusted to verify an archive (repeatable; needed when a PATH is an archive)",
-    )
+    _report_options(p)
     p.add_argument(
         "--max-pictures",
         type=int,
@@ -272,15 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
         "not findings): one person behind several seats, chip dumping, soft play, robots",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="event files or folders, or archive folders")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
-    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report")
-    p.add_argument(
-        "--cert",
-        action="append",
-        default=[],
-        metavar="PEM",
-        help="a certificate trusted to verify an archive (repeatable; needed when a PATH is an archive)",
-    )
+    _report_options(p)
     p.add_argument(
         "--state",
         default=None,
@@ -329,6 +313,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="var/annex-examples", help="folder to write them to")
     p.set_defaults(command_module="annex_examples")
     return parser
+
+
+def _report_options(p: argparse.ArgumentParser) -> None:
+    """What ``coffre audit`` and ``coffre signals`` share: their outputs and the archive's trust."""
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument(
+        "--cert",
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="a certificate trusted to verify an archive (repeatable; needed when a PATH is an archive)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -254,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
         state = SignalState()
     state.scope = scope.as_json()
     result = signals_paths(
-        args.paths, [Path(c) for c in args.cert], state=state, thresholds=thresholds, scope=scope
+        args.paths, [Path(c) for c in args.cert], state=state, thresholds=thresholds, scope=scope, jobs=jobs
     )
     if state_file is not None:
         try:
