@@ -275,6 +275,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
     p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML report")
     p.add_argument(
+        "--console",
+        default=None,
+        metavar="URL",
+        help="the regulator's console (https://host:port): the report links each evidence event to its "
+        "page and its proof there (without: the coffre proof command that proves it)",
+    )
+    p.add_argument(
         "--cert",
         action="append",
         default=[],
