@@ -128,3 +128,18 @@ def test_two_writers_taking_lots_in_turn_each_feed_the_others(sealed, index_at, 
         first.close()  # not saved over the other's: it wrote since
     same(saved(index), expected)
     assert sum(1 for _ in EventSearch(index).dump()) > 0
+
+
+def test_workers_read_the_signals_of_the_whole_hand(sealed, tmp_path):
+    """With worker processes (``coffre console-index --jobs 2``) the main process gets only the
+    money trail's view of a hand: the workers read its signals' facts from the whole event."""
+    root, cert, expected = sealed
+    index = tmp_path / "index.sqlite"
+    with closing(connect(index)) as db:
+        indexer = Indexer(db, LocalStorage(root), TrustStore.from_pem_files([cert]), jobs=2)
+        try:
+            assert indexer.catch_up().events == 48
+        finally:
+            indexer.close()
+        assert indexer._pool is None
+    same(saved(index), expected)
