@@ -53,14 +53,16 @@ def signal_events(
     hands: int = 4,
     partner: str = "bob",
     seed: int = 33,
+    person: str = ONE_PERSON,
 ) -> list[bytes]:
     """Two deposits of ``ana`` and ``ana-2`` (one HashJoueur), then ``hands`` hands of ana,
     ``partner`` (both from :data:`SHARED_IP`), cy and dee at one table, in time order (JSON form,
-    IDEvt 1..n). ``partner`` may be any IDJoueur (escaping tests)."""
+    IDEvt 1..n). ``partner`` may be any IDJoueur (escaping tests); ``person`` is both accounts'
+    HashJoueur."""
     rng = random.Random(seed)
     events = [
-        deposit(oper, coffre, 1, "ana", "sess-ana-1", START - timedelta(minutes=30), ONE_PERSON),
-        deposit(oper, coffre, 2, "ana-2", "sess-ana-2", START - timedelta(minutes=20), ONE_PERSON),
+        deposit(oper, coffre, 1, "ana", "sess-ana-1", START - timedelta(minutes=30), person),
+        deposit(oper, coffre, 2, "ana-2", "sess-ana-2", START - timedelta(minutes=20), person),
     ]
     names = {1: "ana", 2: partner, 3: "cy", 4: "dee"}
     for n in range(hands):

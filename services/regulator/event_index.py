@@ -58,11 +58,12 @@ from coffre.domain.facets import Facets, event_facets
 from coffre.domain.lot import LotHeader, checkpoint_key, numbered_lots, parse_document, read_lot
 from coffre.domain.merkle import MerkleAccumulator
 from coffre.domain.seals import SealNote, SealNoteError, seal_note_key
+from coffre.domain.signals.state import SignalState
 from coffre.domain.signing import TrustStore
 from coffre.domain.verify import CoffreReport, CoffreWalk
 
 from .archive_index import InvalidRequest, parse_coffre, parse_oper
-from .index_signals import Facts, SignalsKeeper, event_facts
+from .index_signals import Facts, SignalsKeeper, event_facts, load_state, stored_version
 
 log = logging.getLogger("coffre.console")
 T = TypeVar("T")
@@ -1716,6 +1717,28 @@ class EventSearch:
             if page.next is None:
                 return
             after = page.next
+
+    # -- the signals page ---------------------------------------------------------------------------
+
+    def signals_version(self) -> int | None:
+        """The version of the signals' state saved in the index (each save adds one); None: none yet."""
+        found = stored_version(self.db)
+        return None if found is None else found[0]
+
+    def signals_state(self) -> tuple[int, SignalState] | None:
+        """The signals' state saved in the index and its version; None when none is."""
+        return load_state(self.db)
+
+    def types_of(self, refs: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int, int], str]:
+        """The type of each event (IDOper, IDCoffre, IDEvt) the index holds, by its key (one seek each)."""
+        found: dict[tuple[str, int, int], str] = {}
+        for ref in dict.fromkeys(refs):
+            row = self.db.execute(
+                "SELECT type FROM events WHERE oper = ? AND coffre = ? AND id_evt = ?", ref
+            ).fetchone()
+            if row is not None:
+                found[ref] = row[0]
+        return found
 
     # -- comparing two indexes (a rebuild against the live one) ---------------------------------
 
