@@ -112,6 +112,7 @@ def test_two_writers_taking_lots_in_turn_each_feed_the_others(sealed, index_at, 
     root, cert, expected = sealed
     index = index_at("index")
     monkeypatch.setattr(SignalsKeeper, "SAVE_LOTS", 5)
+    monkeypatch.setattr(SignalsKeeper, "IDLE_SAVE_SECONDS", 3600.0)
     trust = TrustStore.from_pem_files([cert])
     with closing(connect(index)) as first_db, closing(connect(index)) as second_db:
         first = Indexer(first_db, LocalStorage(root), trust)
@@ -124,10 +125,25 @@ def test_two_writers_taking_lots_in_turn_each_feed_the_others(sealed, index_at, 
         assert first.signals.refed and second.signals.refed
         assert second.signals.state.as_json() == expected  # the last to write holds every lot
         first.catch_up()  # nothing to write: its state lacks the other's last lot until it writes
+        assert first.signals.state.events < second.signals.state.events
         second.close()
-        first.close()  # not saved over the other's: it wrote since
+        first._save_signals()  # as at a pass's end or its close: fed the other's lot under the lock
+        assert first.signals.state.as_json() == expected
+        first.close()
     same(saved(index), expected)
     assert sum(1 for _ in EventSearch(index).dump()) > 0
+
+
+def test_an_index_made_before_the_signals_gets_them_from_the_archive(sealed, index_at):
+    """An index whose lots were all written before it kept signals (its table empty): its next
+    indexer, with no lot to write, feeds the state every indexed lot and saves it."""
+    root, cert, expected = sealed
+    index = index_at("index")
+    one_pass(root, cert, index, close=True, max_lots=None)
+    with closing(connect(index)) as db, db.writing():
+        db.execute("DELETE FROM signals")
+    assert one_pass(root, cert, index, close=True, max_lots=None) == (0, 48)
+    same(saved(index), expected)
 
 
 def test_workers_read_the_signals_of_the_whole_hand(sealed, tmp_path):

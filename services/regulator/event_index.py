@@ -732,12 +732,11 @@ class Indexer:
             self._close_pool()
 
     def _save_signals(self) -> None:
-        """Save the signals' state in its own transaction, unless another writer wrote since this
-        one last did (the state may then miss its lots: the next indexer feeds them)."""
+        """Save the signals' state in its own transaction, under the write lock: first fed the lots
+        other writers committed since this one last wrote, so that it holds every lot the index does."""
         with self.db.writing():
-            last = self.db.execute("SELECT coalesce(max(row), 0) FROM events").fetchone()[0]
-            if last == self._last_row:
-                self.signals.save()
+            self.signals.refeed()
+            self.signals.save()
 
     def _close_pool(self) -> None:
         if self._pool is not None:
