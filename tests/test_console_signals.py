@@ -88,7 +88,8 @@ def test_restarts_with_and_without_a_save_count_every_event_once(sealed, index_a
 def test_a_crash_inside_a_lot_counts_nothing_twice(sealed, index_at, monkeypatch):
     root, cert, expected = sealed
     index = index_at("index")
-    monkeypatch.setattr(SignalsKeeper, "SAVE_LOTS", 1)  # saved in every lot's transaction
+    monkeypatch.setattr(SignalsKeeper, "SAVE_LOTS", 1)  # saved in every lot's transaction,
+    monkeypatch.setattr(SignalsKeeper, "SAVE_SHARE", 1e9)  # however long the last save took
     real = Indexer._add_event
 
     def dies_in_lot_2_of_coffre_5(self, oper, coffre, lot, id_evt, *rest):
