@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from coffre.domain.audit.play import play_hand
@@ -92,3 +94,18 @@ def signal_events(
         )
         events.append(played.json())
     return events
+
+
+@contextmanager
+def signals_saved_at_each_pass() -> Iterator[None]:
+    """The console index's signals state saved at the end of each pass, however soon after the last
+    save (in service: 5 s after, and within 5% of the time): a console server started inside shows
+    every event's signals once its index caught up."""
+    from coffre_regulator.index_signals import SignalsKeeper
+
+    kept = SignalsKeeper.IDLE_SAVE_SECONDS, SignalsKeeper.SAVE_SHARE
+    SignalsKeeper.IDLE_SAVE_SECONDS, SignalsKeeper.SAVE_SHARE = 0.0, 1e9
+    try:
+        yield
+    finally:
+        SignalsKeeper.IDLE_SAVE_SECONDS, SignalsKeeper.SAVE_SHARE = kept

@@ -32,7 +32,7 @@ from coffre.domain.audit.findings import CODES
 
 from audit_hands import ANNEX_POJEU, build_archive, duplicated_card_hand, normalized, seal_archive
 from console_server import ConsoleServer
-from signal_events import signal_events
+from signal_events import signal_events, signals_saved_at_each_pass
 
 TOKEN = "console-test-token-0123456789"
 
@@ -1142,9 +1142,7 @@ PARTNER = 'bob<b>"&'
 def signals_server(request, tmp_path_factory):
     """Two operators' tables where two players play from one IPJoueur and one person holds two
     accounts (tests/signal_events.py): four alerts, on both backends. The index saves the signals'
-    state at the end of each pass (in service: after 5 s)."""
-    from coffre_regulator.index_signals import SignalsKeeper
-
+    state at the end of its first pass."""
     tmp = tmp_path_factory.mktemp("signals")
     root, cert = seal_archive(
         tmp,
@@ -1156,11 +1154,8 @@ def signals_server(request, tmp_path_factory):
     settings = {}
     if request.param == "postgresql":
         settings["console_index"] = request.getfixturevalue("postgres_server").create_database("signals")
-    idle, SignalsKeeper.IDLE_SAVE_SECONDS = SignalsKeeper.IDLE_SAVE_SECONDS, 0.0
-    try:
+    with signals_saved_at_each_pass():
         served = ConsoleServer(tmp, root, cert, tokens=f"inspector:{TOKEN}\n", **settings)
-    finally:
-        SignalsKeeper.IDLE_SAVE_SECONDS = idle
     yield served
     served.stop()
 

@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coffre_regulator.index_signals import SignalsKeeper
 from test_console_browser import VIEWPORT, build_archive, flagged_id
 
 from audit_hands import normalized
 from console_server import ConsoleServer
-from signal_events import signal_events
+from signal_events import signal_events, signals_saved_at_each_pass
 from test_report_screenshot import CHROMIUM_ARGS, chromium
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -104,11 +103,8 @@ def served(tmp_path_factory):
     executable = chromium()
     tmp = tmp_path_factory.mktemp("console-a11y")
     root, cert, coffres = build_archive(tmp, {("0099", 5): normalized(signal_events())})
-    idle, SignalsKeeper.IDLE_SAVE_SECONDS = SignalsKeeper.IDLE_SAVE_SECONDS, 0.0
-    try:
+    with signals_saved_at_each_pass():
         server = ConsoleServer(tmp, root, cert)
-    finally:
-        SignalsKeeper.IDLE_SAVE_SECONDS = idle
     try:
         with sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
