@@ -266,6 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="event files or folders, or archive folders")
     _report_options(p)
     p.add_argument(
+        "--console",
+        default=None,
+        metavar="URL",
+        help="the regulator's console (https://host:port): the report links each evidence event to its "
+        "page and its proof there (without: the coffre proof command that proves it)",
+    )
+    p.add_argument(
         "--state",
         default=None,
         metavar="FILE",

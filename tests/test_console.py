@@ -32,6 +32,7 @@ from coffre.domain.audit.findings import CODES
 
 from audit_hands import ANNEX_POJEU, build_archive, duplicated_card_hand, normalized, seal_archive
 from console_server import ConsoleServer
+from signal_events import signal_events, signals_saved_at_each_pass
 
 TOKEN = "console-test-token-0123456789"
 
@@ -108,6 +109,7 @@ PAGES = (
     "/console/tech?oper=0099&id=T-42",
     "/console/rules",
     "/console/findings?oper=0099&since=2016-01-01",
+    "/console/signals?oper=0099",
     "/console/no-such-page",
 )
 
@@ -438,6 +440,7 @@ HTML_PAGES = (
     "/console/rules",
     "/console/search?player=ali*",
     "/console/findings?oper=0099&since=2016-01-01",
+    "/console/signals",
 )
 
 
@@ -1129,3 +1132,108 @@ def test_the_tech_page_gives_each_hands_game_and_each_results_place_and_amount(s
                     "en"
                 ).number(net)
     assert checked_games > 0 and checked_places > 0
+
+
+PARTNER = 'bob<b>"&'
+"""The IDJoueur of the player who shares ana's IPJoueur at coffre 0099/5 (escaped wherever shown)."""
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def signals_server(request, tmp_path_factory):
+    """Two operators' tables where two players play from one IPJoueur and one person holds two
+    accounts (tests/signal_events.py): four alerts, on both backends. The index saves the signals'
+    state at the end of its first pass."""
+    tmp = tmp_path_factory.mktemp("signals")
+    root, cert = seal_archive(
+        tmp,
+        {
+            ("0099", 5): normalized(signal_events("0099", 5, partner=PARTNER)),
+            ("0123", 1): normalized(signal_events("0123", 1, seed=7, person="B" * 40)),
+        },
+    )
+    settings = {}
+    if request.param == "postgresql":
+        settings["console_index"] = request.getfixturevalue("postgres_server").create_database("signals")
+    with signals_saved_at_each_pass():
+        served = ConsoleServer(tmp, root, cert, tokens=f"inspector:{TOKEN}\n", **settings)
+    yield served
+    served.stop()
+
+
+def _signals_client(server, language: str = "en") -> Client:
+    who = Client(server.base, language=language)
+    assert who.login()[0] == 303
+    return who
+
+
+def _subjects(page: bytes, section: str) -> list:
+    tree = lxml.html.fromstring(page)
+    return tree.xpath(f"//section[@aria-labelledby='{section}-h']//article[@class='subject']")
+
+
+def test_the_signals_page_ranks_the_alerts_with_the_events_behind_them(signals_server):
+    who = _signals_client(signals_server)
+    status, headers, body = who.get("/console/signals")
+    assert status == 200 and headers["Content-Security-Policy"] == console.CSP
+    page = body.decode()
+    assert "<b>bob" not in page and "bob&lt;b&gt;&#34;&amp;" in page  # the IDJoueur escaped
+    alerts = _subjects(body, "alerts")
+    assert [" ".join(a.find("h3").text_content().split()) for a in alerts] == [
+        f"1. pair 0099/ana & 0099/{PARTNER}: 1 of 1 signal(s) crossed",  # 4 hands from one IPJoueur
+        "2. pair 0123/ana & 0123/bob: 1 of 1 signal(s) crossed",
+        "3. pair 0099/ana & 0099/ana-2: 1 of 1 signal(s) crossed",  # 2 IDJoueur, 1 HashJoueur
+        "4. pair 0123/ana & 0123/ana-2: 1 of 1 signal(s) crossed",
+    ]
+    shared = next(a for a in alerts if PARTNER in a.find("h3").text_content())
+    (signal,) = shared.xpath(".//div[@class='signal crossed']")
+    assert "shared_ip" in signal.find("h4").text_content()
+    assert " ".join(signal.xpath("p")[0].text_content().split()) == "Score 4, threshold at least 1 — crossed"
+    detail = signal.xpath("p[@class='detail']")[0]
+    assert detail.get("lang") == "en" and detail.text_content() == (
+        f"4 hand(s) or registration(s) of 0099/ana and 0099/{PARTNER} from one IPJoueur"
+    )
+    assert "Yampolskiy" in signal.xpath(".//p[@class='source']/span[@lang='en']")[0].text_content()
+    links = [a.get("href") for a in signal.iter("a")]
+    for id_evt in (3, 4, 5, 6):  # the four hands, each: its event, the hand, the proof
+        base = f"/console/event/0099/5/{id_evt}"
+        assert {base, f"/console/hand/0099/5/{id_evt}", f"{base}/proof.json"} <= set(links)
+    players = [a.get("href") for a in shared.find("h3").iter("a")]
+    assert players == [
+        "/console/player?oper=0099&id=ana",
+        "/console/player?oper=0099&id=bob%3Cb%3E%22%26",
+    ]
+    for link in ("/console/event/0099/5/3", "/console/hand/0099/5/3", players[1]):
+        status, _, shown = who.get(link)
+        assert status == 200 and b"bob&lt;b&gt;" in shown and PARTNER.encode() not in shown, link
+    status, headers, proof = who.get("/console/event/0099/5/3/proof.json")
+    assert status == 200 and json.loads(proof)["type"] == "inclusion" and json.loads(proof)["id_evt"] == 3
+    same_hash = next(a for a in alerts if "0123/ana-2" in a.find("h3").text_content())
+    deposit = [a.get("href") for a in same_hash.iter("a") if "/event/" in a.get("href")]
+    assert deposit == ["/console/event/0123/1/2", "/console/event/0123/1/2/proof.json"]  # not a hand
+    assert _subjects(body, "near")  # the players' own statistics, under their thresholds
+
+
+def test_the_signals_page_by_operator_and_in_french(signals_server):
+    who = _signals_client(signals_server)
+    status, _, body = who.get("/console/signals?oper=0123")
+    alerts = _subjects(body, "alerts")
+    assert status == 200 and len(alerts) == 2
+    assert all("0123/" in a.find("h3").text_content() and "0099/" not in a.text_content() for a in alerts)
+    assert who.get("/console/signals?oper=../x")[0] == 400
+    french = _signals_client(signals_server, language="fr")
+    status, headers, body = french.get("/console/signals")
+    page = html.unescape(body.decode())
+    assert headers["Content-Language"] == "fr" and "<h1>Signaux</h1>" in page
+    assert "Un signal est une raison de regarder, pas un constat." in page
+    alerts = _subjects(body, "alerts")
+    assert len(alerts) == 4 and "1 signal(s) franchi(s) sur 1" in alerts[0].find("h3").text_content()
+    assert lxml.html.fromstring(body).xpath("//p[@class='detail']/@lang") == ["en"] * len(
+        lxml.html.fromstring(body).xpath("//p[@class='detail']")
+    )
+
+
+def test_the_signals_are_evaluated_once_per_saved_state(signals_server):
+    shown = signals_server.runner.app[console._CONSOLE]
+    first = shown.signals_view()
+    assert first is not None and first.events == 12 and first.hands == 8
+    assert shown.signals_view() is first  # the same state saved: not evaluated again

@@ -50,7 +50,7 @@ START_METHOD: str | None = None
 _rules: HouseRules = DEFAULT_RULES
 
 # One event's outcome: ("ok", event, findings) | ("rejected", message, codes) | ("error", message);
-# events_task's "ok" has a fourth item, the event's facets
+# events_task's "ok" has a fourth item, the event's facets, and a fifth, what the signals read of it
 Outcome = tuple[Any, ...]
 # One event file's: ("unreadable", message) | ("events", [(label, outcome), ...])
 FileOutcome = tuple[str, Any]
@@ -143,15 +143,26 @@ def files_task(files: Sequence[str], full: bool = True) -> bytes:
 
 
 def events_task(raws: Sequence[bytes]) -> bytes:
-    """The outcome of each event's bytes, in order, with its facets (the console's index of a lot's
-    events: it keeps no event, the trail's view is enough)."""
+    """The outcome of each event's bytes, in order, with its facets and its signals' facts (the
+    console's index of a lot's events: it keeps no event, the trail's view is enough)."""
     out: list[Outcome] = []
     for raw in raws:
         done = outcome(raw)
         if done[0] == "ok":
-            done = ("ok", trail_view(done[1]), done[2], event_facets(done[1]))
+            done = ("ok", trail_view(done[1]), done[2], event_facets(done[1]), signal_facts(done[1]))
         out.append(done)
     return dumps(out)
+
+
+def signal_facts(event: Event) -> Any:
+    """What the collusion and robot signals read of the whole event (issue 33), None for nothing
+    or a defect of that reading (the main process's signals pass the event over)."""
+    from coffre.domain.signals.facts import facts_of
+
+    try:
+        return facts_of(event)
+    except Exception:
+        return None
 
 
 def lot_task(file: str, source: str, part: int, parts: int, full: bool = True) -> bytes:

@@ -238,6 +238,16 @@ def run(args: argparse.Namespace) -> int:
     html = Path(args.html) if args.html else None
     if html is not None and not html.parent.is_dir():
         return _usage_error(f"--html {html}: no folder {html.parent}")
+    console_url: str | None = None
+    if args.console:
+        from .signals_report import console_base
+
+        if html is None:
+            return _usage_error("--console links the HTML report's evidence: give --html FILE too")
+        try:
+            console_url = console_base(args.console)
+        except ValueError as exc:
+            return _usage_error(str(exc))
     state: SignalState | None = None
     state_file = Path(args.state) if args.state else None
     if state_file is not None and state_file.exists():
@@ -270,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
         from .signals_report import render_report
 
         try:
-            html.write_text(render_report(result.as_json()), encoding="utf-8")
+            html.write_text(render_report(result.as_json(), console_url), encoding="utf-8")
         except OSError as exc:
             return _usage_error(f"--html {html}: {exc}")
         print(f"report: {html}", file=sys.stderr)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -53,6 +55,7 @@ from coffre.domain.codec import read_xml
 from coffre.domain.errors import Rejected
 from coffre.domain.lot import LotEvent, checkpoint_key, parse_document, read_lot
 from coffre.domain.normalize import normalize
+from coffre.domain.signals.scores import SOURCES, Signal, Subject, Thresholds, evaluate
 from coffre.hand_picture import hand_view
 from coffre.plots import Series, line_plot
 
@@ -218,11 +221,14 @@ class Console:
             )
             for language in i18n.LANGUAGES
         }
-        for env in self.templates.values():
+        for spoken, env in self.templates.items():
             env.filters["hexa"] = lambda value: value.hex() if isinstance(value, bytes) else value
             env.filters["cell"] = rule_cell
+            env.filters["score"] = functools.partial(score_text, i18n.Language(spoken))
         self._lots: OrderedDict[str, list[LotEvent]] = OrderedDict()
         self._lots_lock = threading.Lock()
+        self._signals: SignalsView | None = None
+        self._signals_lock = threading.Lock()
 
     def render(
         self, request: web.Request, name: str, title: str | Message, code: int = 200, **values: Any
@@ -266,11 +272,93 @@ class Console:
                 self._lots.popitem(last=False)
         return events
 
+    def signals_view(self) -> SignalsView | None:
+        """The signals of the state the index saved, evaluated once per version of it (a save:
+        every few lots); None before the index saved one."""
+        version = self.search.signals_version()
+        if version is None:
+            return None
+        with self._signals_lock:
+            cached = self._signals
+        if cached is not None and cached.version == version:
+            return cached
+        found = self.search.signals_state()
+        if found is None:
+            return None
+        version, state = found
+        view = SignalsView(
+            version,
+            evaluate(state, THRESHOLDS),
+            state.events,
+            state.hands,
+            len(state.players),
+            len(state.pairs),
+        )
+        with self._signals_lock:
+            self._signals = view
+        return view
+
     def canonical(self, lot: LotRow, id_evt: int) -> LotEvent:
         for event in self.lot_events(lot):
             if event.id_evt == id_evt:
                 return event
         raise NotFound(N_("IDEvt {id_evt} is not in {key}"), id_evt=id_evt, key=lot.key)
+
+
+@dataclass(frozen=True)
+class SignalsView:
+    """The signals as the page shows them: evaluated from one version of the saved state."""
+
+    version: int
+    subjects: list[Subject]
+    """Ranked (coffre.domain.signals.scores.evaluate)."""
+    events: int
+    hands: int
+    players: int
+    pairs: int
+
+
+THRESHOLDS = Thresholds()
+"""The signals' thresholds on the console: the defaults (docs/signals.md)."""
+MAX_ALERTS = 200
+"""Subjects over a threshold one page lists (the first in rank); a filter by IDOper narrows them."""
+NEAR_MISSES = 20
+"""Subjects under every threshold listed after the alerts (the strongest), as coffre signals does."""
+SIGNAL_TITLES = {
+    "same_hash": N_("One HashJoueur behind several IDJoueur"),
+    "several_hashes": N_("One IDJoueur under several HashJoueur"),
+    "shared_session": N_("Players in one IDSession"),
+    "shared_ip": N_("Players from one IPJoueur"),
+    "chip_dumping": N_("Chip dumping"),
+    "soft_play": N_("Soft play"),
+    "long_sessions": N_("Long play without a pause"),
+    "many_tables": N_("Many tables at once"),
+    "around_the_clock": N_("Play around the clock"),
+    "regular_timing": N_("Timing too regular"),
+}
+"""Each signal (coffre.domain.signals.scores.SOURCES) as the page titles it."""
+SUBJECT_KINDS = {"pair": N_("pair"), "player": N_("player")}
+
+
+def score_text(words: i18n.Language, value: float | int) -> str:
+    """A score or threshold as the language writes it, to 4 decimals at most."""
+    if isinstance(value, int):
+        return words.number(value)
+    return words.number(Decimal(str(round(value, 4))).normalize() if value else Decimal(0))
+
+
+def evidence_of(signal: Signal) -> list[tuple[float, tuple[str, int, int]]]:
+    """The signal's evidence events, an event kept twice (two decisions of one hand) listed once."""
+    listed: dict[tuple[str, int, int], float] = {}
+    for weight, ref in signal.evidence:
+        listed.setdefault(ref, weight)
+    return [(weight, ref) for ref, weight in listed.items()]
+
+
+def player_link(key: str) -> str:
+    """The player page of a signals' player key (``IDOper/IDJoueur``)."""
+    oper, _, player = key.partition("/")
+    return _link("/player", oper=oper, id=player)
 
 
 def meaning(code: str, lang: str) -> str:
@@ -1135,6 +1223,55 @@ async def hand_page(request: web.Request) -> web.Response:
     )
 
 
+async def signals_page(request: web.Request) -> web.Response:
+    """The collusion and robot signals of the index's state, ranked, each with the events behind it
+    (docs/console.md, "Signals"); by IDOper with ``oper``."""
+    console = _console(request)
+    oper = _oper(request)
+
+    def gather() -> dict[str, Any]:
+        coffres = console.search.coffres()
+        view = console.signals_view()
+        data: dict[str, Any] = {
+            "view": view,
+            "operators": sorted({c.oper for c in coffres}),
+            "indexed": sum(c.events for c in coffres),
+            "alerts": [],
+            "near": [],
+            "more": 0,
+            "types": {},
+        }
+        if view is None:
+            return data
+        subjects = [
+            s for s in view.subjects if oper is None or any(p.partition("/")[0] == oper for p in s.players)
+        ]
+        alerts = [s for s in subjects if s.crossed]
+        data["alerts"], data["more"] = alerts[:MAX_ALERTS], max(0, len(alerts) - MAX_ALERTS)
+        data["near"] = [s for s in subjects if not s.crossed][:NEAR_MISSES]
+        shown = data["alerts"] + data["near"]
+        data["types"] = console.search.types_of(
+            [ref for s in shown for g in s.signals for _, ref in g.evidence]
+        )
+        return data
+
+    data = await asyncio.to_thread(gather)
+    return console.render(
+        request,
+        "signals.html",
+        title=N_("Signals"),
+        oper=oper,
+        thresholds=dataclasses.asdict(THRESHOLDS),
+        titles=SIGNAL_TITLES,
+        kinds=SUBJECT_KINDS,
+        sources=SOURCES,
+        evidence_of=evidence_of,
+        player_link=player_link,
+        max_alerts=MAX_ALERTS,
+        **data,
+    )
+
+
 FAMILIES = {
     "cards": N_("cards"),
     "order": N_("order"),
@@ -1248,6 +1385,7 @@ def add_console(app: web.Application, console: Console, check_token: Callable[[s
         ("/tech", tech_page),
         ("/rules", rules_page),
         ("/findings", findings_page),
+        ("/signals", signals_page),
         ("/static/console.css", stylesheet),
     ):
         route.add_get(PREFIX + path, _switching_language(handler), allow_head=False)

@@ -14,6 +14,10 @@ one recorded here.
   it, and the overview says why.
 - **A lot at a time.** A lot's rows, its findings and the money trail's state after it are written
   in one transaction: after a crash the index holds whole lots, and goes on from the next.
+- **Signals** (issue 33): the collusion and robot signals' running counters, fed each lot's events
+  in its transaction and kept in the index (:mod:`.index_signals`), read by the console's signals
+  page. An index of schema 3 made before them gets the table when a writer opens it, and its state
+  is fed from the archive (every indexed lot) by its next indexer.
 - **Findings** are the auditor's: each event's own checks as ``coffre audit``'s workers make them,
   then the money trail's, whose state is kept in the index itself. They are the same whichever
   process computed them, and a rebuild gives the same.
@@ -54,10 +58,12 @@ from coffre.domain.facets import Facets, event_facets
 from coffre.domain.lot import LotHeader, checkpoint_key, numbered_lots, parse_document, read_lot
 from coffre.domain.merkle import MerkleAccumulator
 from coffre.domain.seals import SealNote, SealNoteError, seal_note_key
+from coffre.domain.signals.state import SignalState
 from coffre.domain.signing import TrustStore
 from coffre.domain.verify import CoffreReport, CoffreWalk
 
 from .archive_index import InvalidRequest, parse_coffre, parse_oper
+from .index_signals import Facts, SignalsKeeper, event_facts, load_state, stored_version
 
 log = logging.getLogger("coffre.console")
 T = TypeVar("T")
@@ -111,6 +117,8 @@ CREATE TABLE IF NOT EXISTS flags (
 CREATE TABLE IF NOT EXISTS finding_days (
   day INTEGER NOT NULL, code TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (day, code)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS trail (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS signals (
+  key TEXT PRIMARY KEY, version INTEGER NOT NULL, events INTEGER NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;
 """
 """The index's tables in SQLite's words; :class:`Dialect` says them in PostgreSQL's. Dates (``at``,
 ``sealed_at``) are whole seconds since 1970-01-01 UTC (:func:`seconds`), days the second their day
@@ -128,6 +136,7 @@ TABLES = (
     "finding_days",
     "trail",
     "event_text",
+    "signals",
 )
 
 
@@ -712,8 +721,24 @@ class Indexer:
         self._last_row: int | None = None
         """The index's last row as this indexer last wrote it: another value at the next write means
         another writer (a replica) wrote since, and the trail's cached state is read again."""
+        self.signals = SignalsKeeper(db, storage)
 
     def close(self) -> None:
+        """The signals' state saved if it has lots it has not saved, the workers stopped."""
+        try:
+            if self.signals.dirty:
+                self._save_signals()
+        finally:
+            self._close_pool()
+
+    def _save_signals(self) -> None:
+        """Save the signals' state in its own transaction, under the write lock: first fed the lots
+        other writers committed since this one last wrote, so that it holds every lot the index does."""
+        with self.db.writing():
+            self.signals.refeed()
+            self.signals.save()
+
+    def _close_pool(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
@@ -749,6 +774,7 @@ class Indexer:
         done = CatchUp()
         now = self.clock()
         self._notes.clear()
+        self.signals.ready()  # after a restart: the lots indexed past the saved state, fed again
         for oper, coffre in self.coffres():
             try:
                 self._index_coffre(oper, coffre, done, max_lots)
@@ -760,6 +786,8 @@ class Indexer:
             if behind is not None:
                 done.behind += 1
                 done.lag_seconds = max(done.lag_seconds, (now - behind.sealed_at).total_seconds())
+        if self.signals.idle_save_due():
+            self._save_signals()
         return done
 
     def _index_coffre(self, oper: str, coffre: int, done: CatchUp, max_lots: int | None) -> None:
@@ -927,11 +955,14 @@ class Indexer:
                 last = self.db.execute("SELECT coalesce(max(row), 0) FROM events").fetchone()[0]
                 if last != self._last_row:
                     store.discard()  # written by another since: the trail's state is read again
+                    self.signals.others_wrote()  # and the signals are fed its lots
                 rows = _LotRows(last)
                 for (id_evt, canonical), checked in zip(lot.events, outcomes, strict=True):
                     self._add_event(oper, coffre, number, id_evt, canonical, checked, rows)
+                    self.signals.feed((oper, coffre, id_evt), _signal_facts(checked))
                 rows.write(self.db)
                 store.flush()
+                self.signals.lot_written()
                 sealed = seconds(h.sealed_at)
                 self.db.execute(
                     "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -960,6 +991,7 @@ class Indexer:
                 self._last_row = rows.row
         except BaseException:
             store.discard()  # what the lot's trail wrote was rolled back with it
+            self.signals.discard()  # and what the signals were fed
             self._last_row = None
             raise
         metrics.CONSOLE_INDEX_EVENTS.inc(len(lot.events))
@@ -1075,6 +1107,15 @@ class Indexer:
             rows.finding_days.append((_day(at), code))
             words_of_event.append(code)
         rows.text.append((row, words(" ".join(words_of_event))))
+
+
+def _signal_facts(checked: Outcome) -> Facts:
+    """What the signals read of an event the indexer checked: a worker's (``events_task`` reads
+    them from the whole event; the main process gets only the money trail's view of a hand), or
+    read here; None for an event that could not be read."""
+    if checked[0] != "ok":
+        return None
+    return checked[4] if len(checked) > 4 else event_facts(checked[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -1676,6 +1717,28 @@ class EventSearch:
                 return
             after = page.next
 
+    # -- the signals page ---------------------------------------------------------------------------
+
+    def signals_version(self) -> int | None:
+        """The version of the signals' state saved in the index (each save adds one); None: none yet."""
+        found = stored_version(self.db)
+        return None if found is None else found[0]
+
+    def signals_state(self) -> tuple[int, SignalState] | None:
+        """The signals' state saved in the index and its version; None when none is."""
+        return load_state(self.db)
+
+    def types_of(self, refs: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int, int], str]:
+        """The type of each event (IDOper, IDCoffre, IDEvt) the index holds, by its key (one seek each)."""
+        found: dict[tuple[str, int, int], str] = {}
+        for ref in dict.fromkeys(refs):
+            row = self.db.execute(
+                "SELECT type FROM events WHERE oper = ? AND coffre = ? AND id_evt = ?", ref
+            ).fetchone()
+            if row is not None:
+                found[ref] = row[0]
+        return found
+
     # -- comparing two indexes (a rebuild against the live one) ---------------------------------
 
     def dump(self) -> Iterator[tuple[str, tuple[Any, ...]]]:
@@ -1804,6 +1867,7 @@ class IndexThread(threading.Thread):
 
     def run(self) -> None:
         db: IndexDB | None = None
+        indexer: Indexer | None = None
         try:
             while not self._halt.is_set():
                 started = time.monotonic()
@@ -1830,6 +1894,11 @@ class IndexThread(threading.Thread):
                     continue  # more to index: no wait
                 self._halt.wait(max(0.0, self.interval - (time.monotonic() - started)))
         finally:
+            if indexer is not None and db is not None and not db.broken:
+                try:
+                    indexer.close()  # the signals' state saved
+                except Exception:
+                    log.warning("console index: the signals' state not saved at stop", exc_info=True)
             if db is not None:
                 db.close()
 

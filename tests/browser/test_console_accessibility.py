@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 from test_console_browser import VIEWPORT, build_archive, flagged_id
 
+from audit_hands import normalized
 from console_server import ConsoleServer
+from signal_events import signal_events, signals_saved_at_each_pass
 from test_report_screenshot import CHROMIUM_ARGS, chromium
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -87,6 +89,7 @@ def page_types(cash: tuple[str, int], mixed: tuple[str, int]) -> dict[str, str]:
         "player": f"/console/player?oper={mixed[0]}&id=gaelle",
         "tech": f"/console/tech?oper={mixed[0]}&id=T-77",
         "findings": "/console/findings",
+        "signals": "/console/signals",
         "rules": "/console/rules",
         "error": "/console/event/0099/9/999999",
     }
@@ -94,11 +97,14 @@ def page_types(cash: tuple[str, int], mixed: tuple[str, int]) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """One archive, one regulator API and one chromium for the module's tests."""
+    """One archive, one regulator API and one chromium for the module's tests. The archive holds a
+    table whose signals cross their thresholds (tests/signal_events.py), which the index saves at
+    the end of its pass: the signals page lists alerts."""
     executable = chromium()
     tmp = tmp_path_factory.mktemp("console-a11y")
-    root, cert, coffres = build_archive(tmp)
-    server = ConsoleServer(tmp, root, cert)
+    root, cert, coffres = build_archive(tmp, {("0099", 5): normalized(signal_events())})
+    with signals_saved_at_each_pass():
+        server = ConsoleServer(tmp, root, cert)
     try:
         with sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
@@ -137,10 +143,13 @@ def test_every_page_type_has_no_wcag_aa_violation(served, locale, language):
     for name, path in page_types(coffres["cash"], coffres["mixed"]).items():
         page.goto(server.base + path)
         assert page.locator("html").get_attribute("lang") == language, name
+        if name == "signals":  # judged with its alerts shown: two signals crossed, their events listed
+            assert page.locator(".signal.crossed").count() == 2
+            assert page.locator(".signal.crossed ol.evidence li").count() == 5
         found[name] = violations(page, source)
     bad = {name: lines for name, lines in found.items() if lines}
     assert not bad, "\n".join(f"{name}: {line}" for name, lines in bad.items() for line in lines)
-    assert len(found) == 13
+    assert len(found) == 14
     page.context.close()
 
 

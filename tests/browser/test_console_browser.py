@@ -55,12 +55,17 @@ def flagged_id() -> tuple[str, int, int]:
     return event.IDOper, event.IDCoffre, event.IDEvt
 
 
-def build_archive(tmp: Path) -> tuple[Path, Path, dict[str, tuple[str, int]]]:
-    """A signed archive as the vault writes it, one coffre per demo folder, lots of 4 events."""
+def build_archive(
+    tmp: Path, more: dict[tuple[str, int], list[bytes]] | None = None
+) -> tuple[Path, Path, dict[str, tuple[str, int]]]:
+    """A signed archive as the vault writes it, one coffre per demo folder, lots of 4 events; and
+    ``more`` coffres (IDOper, IDCoffre) -> their events (canonical bytes)."""
     coffres = {name: demo_coffre(folder) for name, folder in (("cash", CASH), ("mixed", MIXED))}
     assert coffres["cash"][:2] != coffres["mixed"][:2], "the demo folders should fill different coffres"
     assert {oper for oper, _, _ in coffres.values()} == {"0099"}
-    root, cert = seal_archive(tmp, {coffre: [c for _, c in events] for _, coffre, events in coffres.values()})
+    sealed = {("0099", coffre): [c for _, c in events] for _, coffre, events in coffres.values()}
+    assert not set(sealed) & set(more or {}), "the demo's coffres are taken"
+    root, cert = seal_archive(tmp, {**sealed, **(more or {})})
     return root, cert, {name: (oper, coffre) for name, (oper, coffre, _) in coffres.items()}
 
 
