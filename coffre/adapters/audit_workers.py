@@ -155,12 +155,13 @@ def events_task(raws: Sequence[bytes]) -> bytes:
 
 
 def signal_facts(event: Event) -> Any:
-    """What the collusion and robot signals read of the whole event (issue 33), None for nothing
-    or a defect of that reading (the main process's signals pass the event over)."""
-    from coffre.domain.signals.facts import facts_of
+    """What the collusion and robot signals read of the whole event (issue 33), a hand's equities
+    computed here, None for nothing or a defect of that reading (the main process's signals pass
+    the event over)."""
+    from coffre.domain.signals.state import facts_with_equities
 
     try:
-        return facts_of(event)
+        return facts_with_equities(event)
     except Exception:
         return None
 

@@ -9,7 +9,6 @@ other threads). Each worker keeps its own equity cache: a year of hands warms ea
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import multiprocessing
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -19,8 +18,8 @@ from typing import Any
 from coffre.domain.errors import Rejected
 from coffre.domain.lot import LotFormatError, parse_document, read_lot
 from coffre.domain.normalize import normalize
-from coffre.domain.signals.facts import HandFacts, facts_of
-from coffre.domain.signals.state import Scope, decision_equities
+from coffre.domain.signals.facts import facts_of
+from coffre.domain.signals.state import Scope, facts_with_equities
 
 from .audit_workers import start_method
 
@@ -46,9 +45,7 @@ def event_outcome(label: str, raw: bytes, scope: Scope, cursor: int, *, equities
     if ref[2] <= cursor or not scope.admits(event.id_oper, str(event.DateEvt)):  # type: ignore[attr-defined]
         return ("skip", label, ref)
     try:
-        facts = facts_of(event)
-        if equities and isinstance(facts, HandFacts):
-            facts = dataclasses.replace(facts, equities=decision_equities(facts))
+        facts = facts_with_equities(event) if equities else facts_of(event)
     except Exception as exc:  # a defect of coffre's reading: reported, the run goes on
         return ("error", label, f"the signals failed: {type(exc).__name__}: {exc}")
     return ("facts", label, ref, facts)

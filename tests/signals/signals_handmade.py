@@ -113,12 +113,18 @@ class Hand:
 
 
 def account(
-    id_evt: int, when: datetime, player: str, hashed: str, session: str, ip: str = "198.51.100.1"
+    id_evt: int,
+    when: datetime,
+    player: str,
+    hashed: str,
+    session: str,
+    ip: str = "198.51.100.1",
+    oper: str = "0099",
 ) -> dict[str, Any]:
     """A deposit (CPTEALIM): the simplest event carrying IDJoueur, HashJoueur, IDSession and IPJoueur."""
     return {
         "CPTEALIM": {
-            "IDOper": "0099",
+            "IDOper": oper,
             "DateEvt": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "IDEvt": id_evt,
             "IDJoueur": player,

@@ -152,6 +152,7 @@ def test_identity_signals_known_answers() -> None:
         account(4, T0 + timedelta(hours=3), "C", h3, "s4"),
         account(5, T0 + timedelta(hours=4), "E", "4" * 40, "s9"),
         account(6, T0 + timedelta(hours=5), "F", "5" * 40, "s9"),
+        account(7, T0 + timedelta(hours=5), "G", h1, "s10", oper="0100"),  # A's person, another operator
     ]
     hand = Hand(
         {1: ("E", "203.0.113.9"), 2: ("F", "203.0.113.9"), 3: ("Y", IP["Y"])},
@@ -159,7 +160,7 @@ def test_identity_signals_known_answers() -> None:
     )
     hand.round("bet", ("small blind", 1, "0.05"), ("big blind", 2, "0.10"))
     hand.round("pre-flop", ("fold", 3), ("fold", 1))
-    documents.append(hand.event(7, T0 + timedelta(hours=6), "t5", winner=2))
+    documents.append(hand.event(8, T0 + timedelta(hours=6), "t5", winner=2))
     subjects = evaluate(fed(documents))
     same = signal(subject(subjects, "A", "B"), "same_hash")
     assert (same.score, same.crossed) == (2, True)
@@ -169,7 +170,9 @@ def test_identity_signals_known_answers() -> None:
     assert sorted(ref for _, ref in several.evidence) == [("0099", 1, 3), ("0099", 1, 4)]
     pair = subject(subjects, "E", "F")
     assert (signal(pair, "shared_session").score, signal(pair, "shared_ip").score) == (1, 1)
-    assert [ref for _, ref in signal(pair, "shared_ip").evidence] == [("0099", 1, 7)]
+    assert [ref for _, ref in signal(pair, "shared_ip").evidence] == [("0099", 1, 8)]
+    # one person may hold an account at each operator: A (0099) and G (0100) are no signal
+    assert not any(set(s.players) == {"0099/A", "0100/G"} for s in subjects)
     assert maybe_subject(subjects, "E", "Y") is None
 
 

@@ -255,12 +255,17 @@ def _softness(pair: Pair, side: int, player: Player, t: Thresholds) -> tuple[flo
 def pair_signals(state: SignalState, key: str, pair: Pair, t: Thresholds) -> Subject | None:
     a, b = key.split("|", 1)
     signals: list[Signal] = []
-    holders = [h for h, players in state.hashes.items() if a in players and b in players]
+    player_a, player_b = state.players.get(a), state.players.get(b)
+    same_oper = a.split("/", 1)[0] == b.split("/", 1)[0]
+    holders = (
+        sorted(set(player_a.hashes) & set(player_b.hashes)) if player_a and player_b and same_oper else []
+    )
     if holders:
+        oper = a.split("/", 1)[0]
         signals.append(
             Signal(
                 "same_hash",
-                max(len(state.hashes[h]) for h in holders),
+                max(len(state.hashes.get(f"{oper}/{h}", ())) for h in holders),
                 t.same_hash,
                 False,
                 f"one HashJoueur ({holders[0]}) behind {a} and {b}",
@@ -290,7 +295,6 @@ def pair_signals(state: SignalState, key: str, pair: Pair, t: Thresholds) -> Sub
                 tuple(top_evidence(pair.evidence.get("ip", []))),
             )
         )
-    player_a, player_b = state.players.get(a), state.players.get(b)
     if player_a is not None and player_b is not None:
         best: tuple[float, int, dict[str, Any]] | None = None
         for side, giver in ((0, player_a), (1, player_b)):
@@ -399,7 +403,7 @@ def player_signals(state: SignalState, key: str, player: Player, t: Thresholds) 
                 len(player.slots[widest]),
                 t.many_tables,
                 False,
-                f"{len(player.slots[widest])} tables within five minutes ({_when(widest)})",
+                f"{len(player.slots[widest])} table(s) within five minutes ({_when(widest)})",
                 (),
                 {"at": _when(widest)},
             )

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..catalogue.base import Event
 from .equity import heads_up_equity
-from .facts import AccountFacts, HandFacts, Ref, epoch
+from .facts import AccountFacts, HandFacts, Ref, epoch, facts_of
 
 SLOT = 300
 """Seconds per slot of activity (five minutes)."""
@@ -52,8 +53,17 @@ def _evidence(kept: list[list[Any]], weight: float, ref: Ref) -> None:
 
 
 def top_evidence(kept: list[list[Any]]) -> list[tuple[float, Ref]]:
-    ordered = sorted(kept, key=lambda e: (-e[0], e[1], e[2], e[3]))[:EVIDENCE]
-    return [(e[0], (e[1], e[2], e[3])) for e in ordered]
+    """The heaviest events kept, each once (a hand may be kept for several of its decisions)."""
+    out: list[tuple[float, Ref]] = []
+    seen: set[Ref] = set()
+    for e in sorted(kept, key=lambda e: (-e[0], e[1], e[2], e[3])):
+        ref = (e[1], e[2], e[3])
+        if ref not in seen:
+            seen.add(ref)
+            out.append((e[0], ref))
+            if len(out) == EVIDENCE:
+                break
+    return out
 
 
 @dataclass
@@ -161,7 +171,8 @@ class SignalState:
     tables: dict[str, int] = field(default_factory=dict)
     """Tech -> a small number (the slots keep numbers, not names)."""
     hashes: dict[str, list[str]] = field(default_factory=dict)
-    """HashJoueur -> the players (IDOper/IDJoueur) it was seen with."""
+    """IDOper/HashJoueur -> the operator's players (IDOper/IDJoueur) it was seen with: one person
+    may hold an account at each operator, never two at one."""
     sessions: dict[str, list[Any]] = field(default_factory=dict)
     """IDOper/IDSession -> [first time, last time, first event (a Ref), players]."""
     tournaments: dict[str, dict[str, list[str]]] = field(default_factory=dict)
@@ -321,7 +332,7 @@ class SignalState:
         player = self.player(account.player)
         ref = list(account.ref)
         player.hashes.setdefault(account.hash, ref)
-        holders = self.hashes.setdefault(account.hash, [])
+        holders = self.hashes.setdefault(f"{account.ref[0]}/{account.hash}", [])  # one operator's
         if account.player not in holders:
             holders.append(account.player)
             for other in holders[:-1]:
@@ -493,6 +504,15 @@ def decision_equities(hand: HandFacts) -> tuple[float | None, ...]:
         else:
             out.append(heads_up_equity(regle, me.hole, bettor.hole, d.board))
     return tuple(out)
+
+
+def facts_with_equities(event: Event) -> HandFacts | AccountFacts | None:
+    """:func:`~.facts.facts_of` with a hand's :func:`decision_equities` computed now: what a worker
+    process sends, so that the equities (what costs most) are computed in parallel."""
+    facts = facts_of(event)
+    if isinstance(facts, HandFacts):
+        return dataclasses.replace(facts, equities=decision_equities(facts))
+    return facts
 
 
 def _added(mine: list[list[int]], theirs: list[list[int]]) -> list[list[int]]:
