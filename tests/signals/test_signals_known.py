@@ -250,3 +250,16 @@ def test_state_round_trip_and_merge_give_the_same_signals(tmp_path) -> None:
     expected = [s.as_json() for s in evaluate(whole)]
     assert [s.as_json() for s in evaluate(again)] == expected
     assert [s.as_json() for s in evaluate(first)] == expected
+
+
+def test_a_hand_that_deals_a_card_twice_is_read_without_its_equities() -> None:
+    """The audit's CARD_DEALT_TWICE hand: the signals read it (seats, decisions, money) and pass over
+    the equities its cards cannot give, rather than failing."""
+    from coffre.domain.normalize import normalize
+
+    from audit_hands import duplicated_card_hand
+
+    event = normalize(duplicated_card_hand())
+    state = SignalState()
+    state.add_event(facts_of(event), (event.id_oper, event.id_coffre, event.id_evt))
+    assert state.hands == 1 and state.players

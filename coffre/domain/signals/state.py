@@ -487,7 +487,8 @@ def decision_equities(hand: HandFacts) -> tuple[float | None, ...]:
     """Per decision of ``hand``, the decider's share of the pot against the player whose bet or raise
     it faces (:func:`~.equity.heads_up_equity`, from both holes and the board then); None for a
     check, a decision facing no bet (or only forced bets), one facing its own, or another seat of
-    the same player, a variant without a board, or a hole not fully recorded. What costs most in the
+    the same player, a variant without a board, a hole not fully recorded, or cards the hand deals
+    twice (``CARD_DEALT_TWICE``: the audit's finding; the signals pass the decision over). What costs most in the
     signals, so ``coffre signals --jobs`` computes it in worker processes."""
     seats, regle = hand.seats, hand.regle
     out: list[float | None] = []
@@ -502,7 +503,10 @@ def decision_equities(hand: HandFacts) -> tuple[float | None, ...]:
         ):
             out.append(None)
         else:
-            out.append(heads_up_equity(regle, me.hole, bettor.hole, d.board))
+            try:
+                out.append(heads_up_equity(regle, me.hole, bettor.hole, d.board))
+            except ValueError:  # a card dealt twice, a hole too long: the audit's finding, no equity
+                out.append(None)
     return tuple(out)
 
 
