@@ -1179,8 +1179,8 @@ def test_the_signals_page_ranks_the_alerts_with_the_events_behind_them(signals_s
     assert "<b>bob" not in page and "bob&lt;b&gt;&#34;&amp;" in page  # the IDJoueur escaped
     alerts = _subjects(body, "alerts")
     assert [" ".join(a.find("h3").text_content().split()) for a in alerts] == [
-        f"1. pair 0099/ana & 0099/{PARTNER}: 1 of 1 signal(s) crossed",  # 4 hands from one IPJoueur
-        "2. pair 0123/ana & 0123/bob: 1 of 1 signal(s) crossed",
+        f"1. pair 0099/ana & 0099/{PARTNER}: 1 of 2 signal(s) crossed",  # 4 hands from one IPJoueur
+        "2. pair 0123/ana & 0123/bob: 1 of 2 signal(s) crossed",
         "3. pair 0099/ana & 0099/ana-2: 1 of 1 signal(s) crossed",  # 2 IDJoueur, 1 HashJoueur
         "4. pair 0123/ana & 0123/ana-2: 1 of 1 signal(s) crossed",
     ]
@@ -1226,7 +1226,7 @@ def test_the_signals_page_by_operator_and_in_french(signals_server):
     assert headers["Content-Language"] == "fr" and "<h1>Signaux</h1>" in page
     assert "Un signal est une raison de regarder, pas un constat." in page
     alerts = _subjects(body, "alerts")
-    assert len(alerts) == 4 and "1 signal(s) franchi(s) sur 1" in alerts[0].find("h3").text_content()
+    assert len(alerts) == 4 and "1 signal(s) franchi(s) sur 2" in alerts[0].find("h3").text_content()
     assert lxml.html.fromstring(body).xpath("//p[@class='detail']/@lang") == ["en"] * len(
         lxml.html.fromstring(body).xpath("//p[@class='detail']")
     )
