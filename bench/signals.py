@@ -248,7 +248,9 @@ def planted(args: argparse.Namespace) -> int:
     import gzip
 
     packed = len(gzip.compress(json.dumps(state.as_json(), separators=(",", ":")).encode(), 3))
-    print(f"state: {packed / 1e6:.2f} MB of gzip JSON ({len(state.players)} players, {len(state.pairs)} pairs)")
+    print(
+        f"state: {packed / 1e6:.2f} MB of gzip JSON ({len(state.players)} players, {len(state.pairs)} pairs)"
+    )
     return 0 if ranked_above else 1
 
 
