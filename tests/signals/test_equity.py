@@ -4,22 +4,22 @@ split by hand), then the exact enumeration against pokerkit's hand types (a seco
 over the same runouts) on random turn and flop deals (a fixed seed).
 
 Times per call, uncached (``nice -n 19 .venv/bin/python tests/signals/test_equity.py``: CPU time, best
-of 3 rounds over random deals, on the project's 2-core machine, shared), with EXACT_RUNOUTS = 990 and
-SAMPLES = 300:
+of 3 rounds over random deals, on the project's 2-core machine, shared), with EXACT_RUNOUTS = 990,
+SAMPLES = 300, OMAHA_EXACT_RUNOUTS = 50 and OMAHA_SAMPLES = 60:
 
-    ============  =====================  ==============  ============  =========
-    Regle         preflop (300 sampled)  flop (exact)    turn (exact)  river
-    ============  =====================  ==============  ============  =========
-    THNL          0.9 ms                 1.2 ms (990)    0.06 ms (44)  0.009 ms
-    O4HPL         5.0 ms                 11.6 ms (820)   0.6 ms (40)   0.024 ms
-    O4JPL         6.2 ms                 14.2 ms (820)   0.7 ms (40)   0.029 ms
-    O5HPL         7.6 ms                 16.4 ms (741)   0.9 ms (38)   0.033 ms
-    ============  =====================  ==============  ============  =========
+    ============  ==================  ================  ============  =========
+    Regle         preflop (sampled)   flop              turn (exact)  river
+    ============  ==================  ================  ============  =========
+    THNL          0.40 ms (300)       0.68 ms (990 exact)  0.04 ms (44)  0.011 ms
+    O4HPL         1.08 ms (60)        1.14 ms (60)      0.65 ms (40)  0.028 ms
+    O4JPL         1.40 ms (60)        1.26 ms (60)      1.02 ms (40)  0.040 ms
+    O5HPL         1.73 ms (60)        1.63 ms (60)      1.28 ms (38)  0.073 ms
+    ============  ==================  ================  ============  =========
 
-(The runouts dealt in brackets.) With the machine loaded (4 runnable on 2 cores) the same calls took up
-to twice as long. A cached call (the same cards again, or the same two holes the other way round): 3
-to 6 µs. Half of a sampled hold'em call is drawing its 300 runouts; Omaha's time is its evaluator's
-(60 lookups a hand, twice per runout, and the low's at eight or better).
+(The runouts dealt in brackets.) Before issue 33's tuning the hold'em flop took 1.2 ms (``high``
+called twice a runout, now ``ranking.high_showdowns``), the pre-flop 0.9 ms (a shuffle per deal, now
+positions drawn once), and Omaha's exact flop 12 to 17 ms. A cached call (the same cards again, the
+same two holes the other way round, or before the flop the same shape of suits): 3 to 6 µs.
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ pot, on purpose, as the partner's point of view is what chip dumping is about (d
 where, against B alone, it can expect little of them back?).
 
 **Exact or sampled.** When the boards that can still come number at most :data:`EXACT_RUNOUTS`, every
-one is dealt and the equity is exact: always at the turn and the river, and at the flop (hold'em:
-C(45, 2) = 990 runouts; Omaha: 820 with four hole cards each, 741 with five). Before the flop
-(hold'em: C(48, 5) = 1,712,304 runouts; Omaha 1,086,008 or 850,668) the equity is the mean over
-:data:`SAMPLES` different runouts, each of the cards left drawn without replacement: the cards
+one is dealt and the equity is exact: always at the turn and the river, and at hold'em's flop
+(C(45, 2) = 990 runouts). Omaha's flop (820 runouts with four hole cards each, 741 with five) is
+sampled, :data:`OMAHA_SAMPLES` runouts, each costing 25 times hold'em's (:data:`OMAHA_EXACT_RUNOUTS`).
+Before the flop (hold'em: C(48, 5) = 1,712,304 runouts; Omaha 1,086,008 or 850,668) the equity is
+the mean over :data:`SAMPLES` (Omaha: :data:`OMAHA_SAMPLES`) different runouts, each of the cards left drawn without replacement: the cards
 left, in order, at :data:`SAMPLES` sets of positions drawn once per deck size from a
 ``random.Random`` seeded by the deck's size (:func:`_positions`), so the same cards give the same
 value in every process and on every machine, and a sample costs no random draw.
@@ -62,6 +63,16 @@ More (before the flop), and :data:`SAMPLES` of them are drawn."""
 
 SAMPLES = 300
 """The runouts drawn when there are more than :data:`EXACT_RUNOUTS`: standard error ≤ 0.5 / sqrt(SAMPLES)."""
+
+OMAHA_EXACT_RUNOUTS = 50
+"""Omaha's exact limit: the turn (44 to 46 rivers). Each Omaha runout values 60 five-card hands a
+player (two of four hole cards, three of five board cards), 25 times hold'em's cost: its flop
+(741 to 820 runouts) exact took 12 to 17 ms a call, which made the console's index 15 times slower
+on hands of every variant."""
+OMAHA_SAMPLES = 60
+"""Omaha's runouts drawn at the flop and before it: standard error ≤ 0.5 / sqrt(60) ≈ 0.065, enough
+to tell a weak call (equity ≤ 0.25) or the best hand folded (≥ 0.6) from the rest, the only use
+the signals make of it."""
 
 CACHE_SIZE = 1 << 14
 """The equities with a board kept, the least recently used dropped (a hand asks the same two holes
@@ -112,7 +123,7 @@ def heads_up_equity(
     if 52 - len(cards) < _BOARD - len(board):
         raise ValueError(f"too many dead cards to deal the board: {len(dead_cards)}")
     kinds = ranking.HAND_KINDS[regle]
-    if len(board) <= 3 and not dead_cards:
+    if not board and not dead_cards:  # before the flop: shapes repeat across hands (a flop's rarely)
         a, b, shared = _canonical(hole_a, hole_b, board)
     else:
         a, b, shared = tuple(sorted(hole_a)), tuple(sorted(hole_b)), tuple(sorted(board))
@@ -171,11 +182,12 @@ def _equity(
     used = {*a, *b, *board, *dead}
     deck = [card for card in range(52) if card not in used]
     missing = _BOARD - len(board)
-    if comb(len(deck), missing) <= EXACT_RUNOUTS:
+    holdem = kinds == (ranking.HIGH,)
+    if comb(len(deck), missing) <= (EXACT_RUNOUTS if holdem else OMAHA_EXACT_RUNOUTS):
         runouts: Sequence[tuple[int, ...]] = list(combinations(deck, missing))
     else:
-        runouts = _sample(deck, missing)
-    if kinds == (ranking.HIGH,):
+        runouts = _sample(deck, missing, SAMPLES if holdem else OMAHA_SAMPLES)
+    if holdem:
         points = _high_points(a, b, board, runouts)
     elif len(kinds) == 1:
         points = _one_half_points(ranking.EVALUATORS[kinds[0]], a, b, board, runouts)
@@ -186,8 +198,8 @@ def _equity(
 
 
 @lru_cache(maxsize=64)
-def _positions(left: int, missing: int) -> tuple[tuple[int, ...], ...]:
-    """:data:`SAMPLES` different sets of ``missing`` positions among ``left`` cards, drawn once per
+def _positions(left: int, missing: int, count: int) -> tuple[tuple[int, ...], ...]:
+    """``count`` different sets of ``missing`` positions among ``left`` cards, drawn once per
     (``left``, ``missing``) from a ``random.Random`` seeded by those two numbers: the same in every
     process. A deal's sample is its cards left, in order, at these positions: each set of positions
     was drawn uniformly, so each deal's runouts are a uniform sample of different runouts (the
@@ -195,7 +207,7 @@ def _positions(left: int, missing: int) -> tuple[tuple[int, ...], ...]:
     rng = random.Random(left * 64 + missing)
     seen: set[tuple[int, ...]] = set()
     drawn: list[tuple[int, ...]] = []
-    while len(drawn) < SAMPLES:
+    while len(drawn) < count:
         positions = tuple(sorted(rng.sample(range(left), missing)))
         if positions not in seen:
             seen.add(positions)
@@ -203,15 +215,15 @@ def _positions(left: int, missing: int) -> tuple[tuple[int, ...], ...]:
     return tuple(drawn)
 
 
-def _sample(deck: list[int], missing: int) -> list[tuple[int, ...]]:
+def _sample(deck: list[int], missing: int, count: int) -> list[tuple[int, ...]]:
     """:data:`SAMPLES` different runouts of ``missing`` cards of ``deck`` (:func:`_positions`)."""
-    return [pick(deck) for pick in _pickers(len(deck), missing)]
+    return [pick(deck) for pick in _pickers(len(deck), missing, count)]
 
 
 @lru_cache(maxsize=64)
-def _pickers(left: int, missing: int) -> tuple[Callable[[list[int]], tuple[int, ...]], ...]:
+def _pickers(left: int, missing: int, count: int) -> tuple[Callable[[list[int]], tuple[int, ...]], ...]:
     """:func:`_positions` as ``itemgetter``s (a tuple of the cards at once, in C)."""
-    return tuple(_getter(positions) for positions in _positions(left, missing))
+    return tuple(_getter(positions) for positions in _positions(left, missing, count))
 
 
 def _getter(positions: tuple[int, ...]) -> Callable[[list[int]], tuple[int, ...]]:
