@@ -12,6 +12,10 @@
 The memory-only embedded broker (Tansu) serves only the tests of ``coffre up``'s fallback to it
 (``tansu_bootstrap``). ``topic_prefix`` gives each test its own topic names, so tests never share a
 topic (the broker is shared by the whole session).
+
+The brokers these fixtures start hold only the tests' throwaway topics: at the end they get SIGTERM
+and :data:`TEARDOWN_GRACE` seconds before SIGKILL, not a controlled shutdown's (three nodes stopping
+at once wait for a quorum that is leaving: 6-7 s).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from coffre.adapters.broker import EmbeddedBroker
 from coffre.commands.stack import Stack
 
 from pipeline.stack_settings import stack_settings
+
+TEARDOWN_GRACE = 1.0
+"""Seconds a test broker gets after SIGTERM at the end, before SIGKILL."""
 
 
 def _docker_answers() -> bool:
@@ -72,7 +79,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield broker.bootstrap
     finally:
-        broker.stop()
+        broker.stop(TEARDOWN_GRACE)
 
 
 def _java_runs() -> bool:
@@ -129,7 +136,7 @@ def apache_kafka_secured(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield kafka
     finally:
-        kafka.stop()
+        kafka.stop(TEARDOWN_GRACE)
 
 
 @pytest.fixture(scope="session")
@@ -143,4 +150,4 @@ def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield kafka
     finally:
-        kafka.stop()
+        kafka.stop(TEARDOWN_GRACE)
