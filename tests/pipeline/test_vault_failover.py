@@ -39,6 +39,7 @@ from coffre.domain.routing import coffre_partition
 
 from events import POINSCRIT
 from pipeline.acquittals import read_acquittals
+from pipeline.groups import wait_for_group
 from pipeline.stack_settings import stack_settings
 
 PARTITIONS = 3
@@ -156,7 +157,8 @@ class TwoVaults:
         self.second = subprocess.Popen(
             [sys.executable, "-m", "coffre.cli", "vault"], env=env, stdout=log, stderr=subprocess.STDOUT
         )
-        time.sleep(2 * SESSION + 2)  # both vaults in their group, partitions shared
+        # both vaults in their group, partitions shared
+        wait_for_group(self.settings.bootstrap_servers, f"{self.settings.topic_prefix}vault", 2)
 
     def stop(self) -> dict[str, int | None]:
         codes = self.stack.stop()
