@@ -516,30 +516,6 @@ class Platform:
         return timeout
 
 
-def in_every_isr(bootstrap: str, node_id: int, topic_prefix: str, timeout: float = 60.0) -> float:
-    """Seconds until broker ``node_id`` is among the in-sync replicas of every partition of the
-    test's topics and of the consumer offsets (``timeout`` if it is not by then)."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        try:
-            topics = admin.list_topics(timeout=5).topics
-        except KafkaException:
-            topics = {}
-        replicas = [
-            partition.isrs
-            for name, topic in topics.items()
-            if name.startswith(topic_prefix) or name == "__consumer_offsets"
-            for partition in topic.partitions.values()
-        ]
-        if replicas and all(node_id in isrs for isrs in replicas):
-            return round(time.monotonic() - started, 1)
-        time.sleep(0.2)
-    return timeout
-
-
 def test_three_brokers_one_killed_one_paused_lose_nothing(
     apache_kafka_cluster, topic_prefix, tmp_path, capsys
 ):
@@ -574,11 +550,10 @@ def test_three_brokers_one_killed_one_paused_lose_nothing(
     try:
         supervisor.start()
         reader.start()
+        time.sleep(3)  # the services join their groups
         began = time.monotonic()
         publisher.start()
-        # the pipeline under load before any broker is hit: every coffre acquitted (the services joined
-        # their groups; events published before that waited on events.in)
-        figures["every coffre acquitted after s"] = platform.resumed_after(began)
+        time.sleep(5)
         starts = killed.starts()
         moment = time.monotonic()
         killed.signal(signal.SIGKILL)
@@ -586,10 +561,7 @@ def test_three_brokers_one_killed_one_paused_lose_nothing(
         killed.start()  # back with its data: it catches up and rejoins the ISR
         killed.wait_started(since=starts)
         figures["broker 1 back after s"] = round(time.monotonic() - moment, 1)
-        # caught up before broker 2 is paused: min.insync.replicas 2 then holds with broker 2 fenced
-        figures["broker 1 in every ISR after s"] = in_every_isr(
-            cluster.bootstrap, killed.node_id, topic_prefix
-        )
+        time.sleep(3)
         moment = time.monotonic()
         paused.signal(signal.SIGSTOP)  # past its session (4 s): fenced, its leaderships move
         figures["SIGSTOP broker 2: resumed after s"] = platform.resumed_after(moment)
