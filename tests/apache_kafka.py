@@ -222,8 +222,8 @@ class SecuredKafka:
             "ssl.key.location": str(self.tls.key(user)),
         }
 
-    def stop(self) -> None:
-        self.broker.stop()
+    def stop(self, grace: float = apache_kafka.STOP_GRACE) -> None:
+        self.broker.stop(grace)
 
 
 def secured_broker(folder: Path, principals: Iterable[str]) -> SecuredKafka:

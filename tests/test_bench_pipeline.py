@@ -1,11 +1,11 @@
-"""bench/pipeline.py: its JSON, from one tiny run on the embedded broker (about 30 s), and its
-arithmetic. ``--baseline`` is not run here (two whole measurements): see bench/README.md."""
+"""bench/pipeline.py: its JSON, from one tiny run on the embedded broker (about 20 s; the session's
+one run, shared with tests/test_evidence_bench.py: tests/bench_pipeline_run.py), and its arithmetic.
+``--baseline`` is not run here (two whole measurements): see bench/README.md."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -13,22 +13,10 @@ from typing import Any
 
 import pytest
 
+from bench_pipeline_run import tiny_run
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
-TINY = [
-    "--events",
-    "300",
-    "--seconds",
-    "1",
-    "--rate",
-    "100",
-    "--stress-seconds",
-    "1",
-    "--sealing-lot-events",
-    "40",
-    "--proofs",
-    "20",
-]
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +40,7 @@ def ordered(spread: dict[str, float] | None) -> None:
 
 
 def test_tiny_run_prints_every_figure_as_json() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "pipeline.py"), "--json", *TINY],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-    )
+    done = tiny_run()
     assert done.returncode == 0, done.stderr[-3000:]
     out: dict[str, Any] = json.loads(done.stdout)  # exactly one JSON object, nothing else
     assert "raw passthrough" in done.stderr  # the progress went to stderr

@@ -1,40 +1,21 @@
 """bench/pipeline.py --evidence, in its quick form (a few seconds of outage instead of a minute):
 the acquittal latency of a stack without evidence and of one with a TSA and a witness, in the
 same three windows (up, both stopped, back), then every checkpoint of the archive timestamped
-and cosigned (issue 21)."""
+and cosigned (issue 21). The run is the session's one tiny run of the bench
+(tests/bench_pipeline_run.py), whose other figures tests/test_bench_pipeline.py reads."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-from test_bench_pipeline import TINY
-
+from bench_pipeline_run import tiny_run
 from tsa import openssl_or_skip
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_evidence_phase_fills_in_every_checkpoint_after_an_outage() -> None:
     openssl_or_skip()
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "pipeline.py"),
-            "--json",
-            *TINY,
-            "--evidence",
-            "--evidence-outage-seconds",
-            "3",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        cwd=ROOT,
-    )
+    done = tiny_run()
     assert done.returncode == 0, done.stderr[-3000:]
     out: dict[str, Any] = json.loads(done.stdout)
     assert out["errors"] == [] and out["status"] == 0

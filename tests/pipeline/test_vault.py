@@ -26,6 +26,7 @@ from coffre.domain.chain import GENESIS, chain_hash
 
 from events import POINSCRIT
 from ingest_fold import IngestFold
+from pipeline.groups import wait_for_group
 from pipeline.kafka_io import normalized_rows, publish_rows, read_receipts
 from pipeline.stack_settings import stack_settings
 
@@ -149,12 +150,13 @@ def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(
         for i in range(2)
     ]
     bootstrap = settings.bootstrap_servers
+    group = f"{settings.topic_prefix}vault"
 
     async def run_replicas(expected: int, publish: bool = False) -> list:
         stops = [asyncio.Event() for _ in replicas]
         vaults = [asyncio.create_task(serve(s, stop)) for s, stop in zip(replicas, stops, strict=True)]
         if publish:  # once both are in the group: a replica alone first would take every partition
-            await asyncio.sleep(2 * settings.ingest_session_seconds)
+            await asyncio.to_thread(wait_for_group, bootstrap, group, len(replicas))
             await publish_rows(bootstrap, rows)
         found = await read_receipts(bootstrap, settings.topics.receipts, expected, timeout=60)
         await asyncio.sleep(1.0)  # time for a second receipt of anything read twice
@@ -164,7 +166,8 @@ def test_vault_replicas_share_the_coffres_by_partition_and_commit_their_offsets(
         # which this test's second run would count), so the second waits for the group to settle
         stops[0].set()
         first = await vaults[0]
-        await asyncio.sleep(2 * settings.ingest_session_seconds)
+        await asyncio.to_thread(wait_for_group, bootstrap, group, 1)
+        await asyncio.sleep(1.0)  # two of its heartbeats: its lease renewed after the new assignment
         stops[1].set()
         return [first, await vaults[1]], found
 
