@@ -9,6 +9,7 @@ The known answers of the few codes and rules that had none are at the end of thi
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import json
 import re
@@ -124,6 +125,13 @@ def _parametrized_ids(path: Path, name: str) -> set[str] | None:
     return ids or None
 
 
+@functools.cache
+def _defined(file: Path) -> set[str]:
+    """The functions ``file`` defines at its top level (parsed once: 171 citations name 19 files)."""
+    tree = ast.parse(file.read_text(encoding="utf-8"))
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
 def test_every_cited_test_exists():
     """The file exists and defines the test; a parametrized id is one of its parameters."""
     wrong = []
@@ -133,9 +141,7 @@ def test_every_cited_test_exists():
             if not file.is_file():
                 wrong.append((row.id, path))
                 continue
-            tree = ast.parse(file.read_text(encoding="utf-8"))
-            defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-            if name not in defined:
+            if name not in _defined(file):
                 wrong.append((row.id, f"{path}::{name}"))
             elif param is not None:
                 ids = _parametrized_ids(file, name)
