@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import calendar
 import ipaddress
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 from ..catalogue.base import Event
@@ -223,7 +222,6 @@ def hand_facts(event: POJEU) -> HandFacts:
 
 
 _IDENTITY = ("IDJoueur", "HashJoueur", "IDSession")
-_HEX = re.compile(r"^[0-9A-Fa-f]{40}$")
 
 
 def account_facts(event: Event) -> AccountFacts | None:
@@ -246,14 +244,6 @@ def account_facts(event: Event) -> AccountFacts | None:
         type(event).__name__,
         str(tech) if isinstance(tech, str) else None,
     )
-
-
-@dataclass
-class Facts:
-    """The facts of a stream of events, as :func:`facts_of` sorts them."""
-
-    hands: list[HandFacts] = field(default_factory=list)
-    accounts: list[AccountFacts] = field(default_factory=list)
 
 
 def facts_of(event: Event) -> HandFacts | AccountFacts | None:
