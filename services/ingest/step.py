@@ -382,7 +382,7 @@ class IngestStep:
                     event.xml_tag,
                 )
         id_evt = (last or 0) + 1
-        value = canonical_bytes(event.with_id_evt(id_evt))
+        value = canonical_bytes(event, id_evt=id_evt)
         headers = NormalizedEvent.headers_of(
             passthrough, event.xml_tag, event.id_oper, event.id_coffre, id_evt, event.supervised, time.time()
         )

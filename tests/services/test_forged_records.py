@@ -363,3 +363,20 @@ def test_ingest_names_the_key_id_of_a_snapshot_or_a_copy_it_cannot_verify(caplog
     ingest_batch([InputMessage(here, 0, copy.value, made_up)], other, TOPICS, LIMITS)
     (rejected,) = [o for o in other.outputs if o.topic == TOPICS.rejected]
     assert "key id" not in Rejection.decode(rejected.value).problems[0]["message"]
+
+
+def test_the_tag_is_the_documented_hmac_known_answer():
+    """The tag's bytes are fixed across versions (records written before an upgrade verify after):
+    HMAC-SHA256 over purpose, key, value, then each header's name and value but ``coffre-auth``, each
+    preceded by its length on 8 big-endian bytes (all ones for a missing value). Known answer computed
+    with one ``hmac.update`` per part, as coffre did before it joined them (issue 34)."""
+    keys = RecordKeys((("k", bytes(range(32))),))
+    headers = [(AUTH, b"ignored"), ("coffre-idevt", b"7"), ("correlation-id", None), ("e", b"")]
+    tag = keys._tag("k", b"receipt", b"21", b"<v/>", headers)
+    assert tag.hex() == "7953f61b55279d8158b20a7f0251be752cd16596e15352b123671242ec149d8e"
+    sealed = keys.seal(b"receipt", b"21", b"<v/>", headers)
+    assert sealed[-1] == (AUTH, b"k:" + base64.b64encode(tag))
+    assert keys.authentic(b"receipt", b"21", b"<v/>", sealed)
+    assert not keys.authentic(b"receipt", b"21", b"<v />", sealed)
+    assert not keys.authentic(b"receipt", b"22", b"<v/>", sealed)
+    assert not keys.authentic(b"normalized", b"21", b"<v/>", sealed)

@@ -237,10 +237,10 @@ def test_a_defect_met_on_one_input_refuses_it_with_internal_error_and_the_batch_
 ):
     real = step_module.canonical_bytes
 
-    def failing(event):
+    def failing(event, **options):
         if event.id_coffre == 666:
             raise RuntimeError("a defect of coffre's")
-        return real(event)
+        return real(event, **options)
 
     monkeypatch.setattr(step_module, "canonical_bytes", failing)
     before = REGISTRY.get_sample_value("coffre_internal_errors_total", {"service": "ingest"}) or 0
