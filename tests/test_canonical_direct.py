@@ -62,7 +62,10 @@ def test_escapes_are_c14n_escapes_in_text_and_attributes():
     hand = hand.model_copy(update={"Jeu": hand.Jeu.model_copy(update={"Tour": [named, *rounds[1:]]})})
     assert isinstance(hand, POJEU)
     assert canonical_bytes(hand) == canonical_bytes_by_tree(hand)
-    assert b'name="a&amp;b&lt;c>d&quot;e\'f&#xD;&#xA;g&#x9;h ]]> \xc3\xa9 \xf0\x9f\x98\x80"' in canonical_bytes(hand)
+    assert (
+        b'name="a&amp;b&lt;c>d&quot;e\'f&#xD;&#xA;g&#x9;h ]]> \xc3\xa9 \xf0\x9f\x98\x80"'
+        in canonical_bytes(hand)
+    )
 
 
 def test_a_character_xml_cannot_carry_is_refused_as_lxml_refuses_it():
