@@ -1184,7 +1184,7 @@ class Code:
             checkout.revision,
             checkout.commit,
             checkout=checkout,
-            services=stack_services(stack),
+            services=with_regulator(stack_services(stack), stack),
             replicas="ingest_replicas" in stack,
             auditor='AUDITOR = "auditor"' in stack,
         )
@@ -1234,6 +1234,19 @@ def stack_services(source: str) -> tuple[str, ...] | None:
                     if isinstance(value, tuple | list) and all(isinstance(v, str) for v in value):
                         return tuple(value)
     return None
+
+
+def with_regulator(services: tuple[str, ...] | None, source: str) -> tuple[str, ...] | None:
+    """``services`` and ``regulator`` when the stack's source spawns the API as a process of its own
+    beside ``SERVICES`` (since the console's index): without it REV would run without the API while
+    the current checkout runs with it, and the CPU and rates would not compare."""
+    if (
+        services is None
+        or "regulator" in services
+        or not re.search(r'spawn\(("regulator"|REGULATOR)\)', source)
+    ):
+        return services
+    return (*services, "regulator")
 
 
 def base_service(name: str) -> str:
