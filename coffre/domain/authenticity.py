@@ -21,6 +21,7 @@ purpose binds the partition wherever a replay elsewhere would mean something els
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import re
 import secrets
@@ -82,7 +83,7 @@ class RecordKeys:
     """The keys of one install: ``(id, secret)`` pairs, the first signs, every one verifies."""
 
     keys: tuple[tuple[str, bytes], ...]
-    _secrets: dict[str, bytes] = field(init=False, repr=False, compare=False)
+    _macs: dict[str, hmac.HMAC] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.keys:
@@ -98,7 +99,8 @@ class RecordKeys:
                     f"record key {key_id!r}: {len(secret)} bytes, at least {MIN_KEY_BYTES} needed"
                 )
             seen.add(key_id)
-        object.__setattr__(self, "_secrets", dict(self.keys))
+        macs = {key_id: hmac.new(secret, digestmod=hashlib.sha256) for key_id, secret in self.keys}
+        object.__setattr__(self, "_macs", macs)
 
     @classmethod
     def parse(cls, text: str) -> RecordKeys:
@@ -145,7 +147,7 @@ class RecordKeys:
     ) -> bytes:
         """HMAC-SHA256 over the purpose, key and value, then every header but ``coffre-auth``, each
         part preceded by its length (8 bytes, big-endian; all ones for a missing one). The message is
-        joined first and given to OpenSSL's one-shot HMAC: one call, not one per part."""
+        joined first, then given to the keyed HMAC in one update, not one per part."""
         chunks: list[bytes] = []
         append = chunks.append
         for part in (purpose, key, value):
@@ -165,7 +167,9 @@ class RecordKeys:
             else:
                 append(_pack_length(len(data)))
                 append(data)
-        return hmac.digest(self._secrets[key_id], b"".join(chunks), "sha256")
+        mac = self._macs[key_id].copy()  # a keyed state copied: OpenSSL 3 fetches the digest per new HMAC
+        mac.update(b"".join(chunks))
+        return mac.digest()
 
     def seal(
         self, purpose: bytes, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]
@@ -188,7 +192,7 @@ class RecordKeys:
             name = key_id.decode("ascii")
         except ValueError:
             return None
-        if not sep or not _KEY_ID.fullmatch(name) or name in self._secrets:
+        if not sep or not _KEY_ID.fullmatch(name) or name in self._macs:
             return None
         return name
 
@@ -210,7 +214,7 @@ class RecordKeys:
             given = base64.b64decode(encoded, validate=True)
         except ValueError:
             return False
-        if not sep or name not in self._secrets:
+        if not sep or name not in self._macs:
             return False
         return hmac.compare_digest(given, self._tag(name, purpose, key, value, headers))
 
