@@ -41,7 +41,7 @@ from coffre.domain.authenticity import AUTH, Purpose, RecordKeys
 log = logging.getLogger("coffre.vault")
 
 PREFIX = "ack:"
-_POSITION = re.compile(r"[0-9]{1,19}")  # an int64, as Kafka's offsets
+_POSITION = re.compile(r"0|[1-9][0-9]{0,18}")  # an offset (int64), written one way only
 READ_TIMEOUT = 10.0
 """Seconds a vault given partitions waits for their committed metadata; past that, every receipt is sent."""
 
