@@ -634,7 +634,7 @@ request (and a broker write) of its own: one per small batch cost more CPU than 
 What a crash then reads again (at most this much more) is a redelivery they handle."""
 
 
-CommitOffsets = dict[TopicPartition, int | OffsetAndMetadata]
+CommitOffsets = Mapping[TopicPartition, int | OffsetAndMetadata]
 """Offsets to commit: the next offset to read of each partition, alone or with its metadata (a string,
 at most ``offset.metadata.max.bytes``, 4096 by default; the vault's acknowledged position)."""
 
@@ -655,11 +655,12 @@ class OffsetCommitter:
         self._consumer = consumer
         self._interval = interval
         self._last: asyncio.Task[None] | None = None
-        self._waiting: CommitOffsets | None = None  # for the commit after the one in flight
+        # for the commit after the one in flight
+        self._waiting: dict[TopicPartition, int | OffsetAndMetadata] | None = None
         self._began = -float("inf")  # monotonic time the last commit began
         self._hurry = asyncio.Event()  # flush: no more waiting for the interval
 
-    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+    def commit(self, offsets: CommitOffsets) -> None:
         if not offsets:
             return
         if self._waiting is not None:
