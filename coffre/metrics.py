@@ -40,6 +40,17 @@ EVENTS_RECORDED = Counter("coffre_events_recorded_total", "Events durably append
 EVENTS_REDELIVERED = Counter(
     "coffre_events_redelivered_total", "Events the vault had already recorded (receipt re-emitted)"
 )
+RECEIPTS_ACKNOWLEDGED = Counter(
+    "coffre_vault_receipts_acknowledged_total",
+    "Redelivered events whose receipt the vault had published before a restart or a rebalance (below the "
+    "acknowledged position of its committed offset's metadata): checked again, receipt not sent again",
+)
+OFFSET_METADATA_REFUSED = Counter(
+    "coffre_vault_offset_metadata_refused_total",
+    "Committed offset metadata of the vault's group that did not verify (malformed, or no valid tag): "
+    "ignored, every receipt sent again; any is worth a look (who writes the vault's group?)",
+    ["reason"],
+)
 EVENTS_SKIPPED = Counter(
     "coffre_vault_skipped_total", "Messages the vault passed over without recording them", ["reason"]
 )

@@ -7,6 +7,7 @@ import asyncio
 import time
 
 from aiokafka import TopicPartition
+from aiokafka.structs import OffsetAndMetadata
 
 from coffre.adapters.kafka import OffsetCommitter
 
@@ -59,3 +60,24 @@ def test_with_an_interval_commits_are_spaced_and_flush_commits_at_once():
 
     commits, flushed_in = asyncio.run(scenario())
     assert commits == [{A: 1}, {A: 49}] and flushed_in < 5
+
+
+def test_an_offset_keeps_its_metadata_and_the_newest_wins_with_its_own():
+    """The vault's commits carry their acknowledged position (OffsetAndMetadata): merged, a partition's
+    newest offset keeps the metadata handed over with it, never an older one's."""
+
+    async def scenario() -> list[dict[TopicPartition, object]]:
+        consumer = SlowConsumer()
+        committer = OffsetCommitter(consumer)  # type: ignore[arg-type]
+        committer.commit({A: OffsetAndMetadata(10, "ack:12:x")})
+        await asyncio.sleep(0)  # in flight
+        committer.commit({A: OffsetAndMetadata(10, "ack:40:y"), B: OffsetAndMetadata(3, "ack:3:z")})
+        committer.commit({A: OffsetAndMetadata(11, "ack:55:w")})
+        consumer.release.set()
+        await committer.flush()
+        return consumer.commits  # type: ignore[return-value]
+
+    assert asyncio.run(scenario()) == [
+        {A: OffsetAndMetadata(10, "ack:12:x")},
+        {A: OffsetAndMetadata(11, "ack:55:w"), B: OffsetAndMetadata(3, "ack:3:z")},
+    ]

@@ -46,7 +46,7 @@ from aiokafka.errors import (
 )
 from aiokafka.protocol.group import LeaveGroupRequest
 from aiokafka.protocol.metadata import MetadataRequest
-from aiokafka.structs import ConsumerRecord
+from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from coffre import metrics
 
@@ -88,10 +88,12 @@ __all__ = [
     "CONSUMER_TUNING",
     "LINGER_VARIABLE",
     "PRODUCER_TUNING",
+    "CommitOffsets",
     "LagMeter",
     "OffsetCommitter",
     "TopicMismatchError",
     "TopicsNotCreatable",
+    "committed_offsets",
     "drain",
     "ensure_topics",
     "kafka_available",
@@ -632,13 +634,18 @@ request (and a broker write) of its own: one per small batch cost more CPU than 
 What a crash then reads again (at most this much more) is a redelivery they handle."""
 
 
+CommitOffsets = Mapping[TopicPartition, int | OffsetAndMetadata]
+"""Offsets to commit: the next offset to read of each partition, alone or with its metadata (a string,
+at most ``offset.metadata.max.bytes``, 4096 by default; the vault's acknowledged position)."""
+
+
 class OffsetCommitter:
     """Commits a consumer's offsets off the critical path, in order, one commit in flight.
 
     The caller hands it the offsets of a batch once that batch's effects are on Kafka (its
     receipts or acquittals acknowledged); the next batch is read meanwhile. Offsets handed over
     while a commit is in flight, or less than ``interval`` seconds after the last one began, are
-    merged (the newest offset of each partition wins) into the one commit that follows. A commit
+    merged (the newest offset of each partition wins, with its metadata) into the one commit that follows. A commit
     that fails (a rebalance took the partition) is logged and dropped: those records are read
     again, which every consumer here handles as a redelivery. :meth:`flush` commits what waits
     at once.
@@ -648,11 +655,12 @@ class OffsetCommitter:
         self._consumer = consumer
         self._interval = interval
         self._last: asyncio.Task[None] | None = None
-        self._waiting: dict[TopicPartition, int] | None = None  # for the commit after the one in flight
+        # for the commit after the one in flight
+        self._waiting: dict[TopicPartition, int | OffsetAndMetadata] | None = None
         self._began = -float("inf")  # monotonic time the last commit began
         self._hurry = asyncio.Event()  # flush: no more waiting for the interval
 
-    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+    def commit(self, offsets: CommitOffsets) -> None:
         if not offsets:
             return
         if self._waiting is not None:
@@ -685,6 +693,21 @@ class OffsetCommitter:
                 await self._last  # a commit handed over meanwhile makes a newer last one
         finally:
             self._hurry.clear()
+
+
+async def committed_offsets(
+    consumer: AIOKafkaConsumer, partitions: list[TopicPartition], timeout: float
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The offsets ``consumer``'s group committed on ``partitions``, each with its metadata (those with
+    none committed left out). aiokafka's ``committed()`` gives the offset only: this asks through its
+    group coordinator (an internal, present since aiokafka 0.5), which retries what the cluster mends;
+    ``TimeoutError`` past ``timeout`` seconds, ``KafkaError`` for what it does not retry."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    fetch = getattr(coordinator, "fetch_committed_offsets", None)
+    if fetch is None:
+        raise KafkaError("this aiokafka cannot read committed offsets' metadata")
+    async with asyncio.timeout(timeout):
+        return dict(await fetch(list(partitions)))
 
 
 class LagMeter:

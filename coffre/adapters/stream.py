@@ -36,6 +36,7 @@ from coffre.domain.messages import Headers
 from .kafka import (
     CONSUMER_TUNING,
     PRODUCER_TUNING,
+    CommitOffsets,
     LagMeter,
     OffsetCommitter,
     TopicMismatchError,
@@ -197,13 +198,14 @@ class Stream:
         acknowledged: Callable[[], object] | None = None,
         ordered: bool = False,
         drain_timeout: float | None = None,
-        commit_filter: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]] | None = None,
+        commit_filter: Callable[[dict[TopicPartition, int]], CommitOffsets] | None = None,
     ) -> None:
         """Consume, step, publish and commit until ``stop`` is set, then drain: a last ``tick(True)``
         and the commits flushed (within ``drain_timeout``: a commit waits out a rebalance in progress).
         ``acknowledged`` is called once a batch's records are acknowledged (what counts them).
-        ``commit_filter`` maps the offsets a batch was read up to onto those that may be committed
-        (the vault's: never past an unsealed event)."""
+        ``commit_filter`` maps the offsets a batch was read up to, its records' outputs acknowledged,
+        onto those that may be committed, with their metadata (the vault's: never past an unsealed
+        event, and the acknowledged position beside)."""
         consumer = self.consumer
         watched = _Watched(listener) if listener is not None else None
         if self.owns is not None:

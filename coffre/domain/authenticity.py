@@ -7,7 +7,9 @@ receipt, an ingest snapshot, an audit record) carries the header ``coffre-auth``
 under a key the services share (``COFFRE_RECORD_KEYS_FILE``, a Kubernetes Secret), over what the
 record is for (its *purpose*: the kind of record, and the partition where the meaning depends on
 it), its key, its value and every other header in order. A reader takes a record as coffre's only
-when the tag verifies; anything else is a stranger's, refused and counted, never obeyed.
+when the tag verifies; anything else is a stranger's, refused and counted, never obeyed. The
+vault's acknowledged position, which it keeps in its committed offsets' metadata (in its consumer
+group, which another principal may write on an unsecured cluster), carries the same tag.
 
 Rotation: the first key signs, every key verifies. Add the new key second, roll out, move it
 first, roll out, and drop the old one once no topic retains a record it signed.
@@ -68,6 +70,12 @@ class Purpose:
     def snapshot(partition: int) -> bytes:
         """ingest's snapshot of partition ``partition`` of ``events.in``."""
         return b"snapshot:%d" % partition
+
+    @staticmethod
+    def acknowledged(partition: int) -> bytes:
+        """The vault's acknowledged position on partition ``partition`` of the normalized topic, carried
+        in its committed offset's metadata (``coffre_vault.acknowledged``): not a record, but the same tag."""
+        return b"acknowledged:%d" % partition
 
 
 _pack_length = struct.Struct(">Q").pack

@@ -20,6 +20,11 @@ A redelivered IDEvt the journal no longer holds (sealed, its segment released; o
 another replica before a take-over) is checked against its lot in the archive
 (``sealed_event``), and its receipt re-emitted with the lot's chain hash.
 
+A redelivered IDEvt read below its partition's *acknowledged position* (:attr:`Recorder.acknowledged`,
+from the committed offset's metadata, :mod:`coffre_vault.acknowledged`) is checked all the same, but
+its receipt is not sent again: that record's receipt was published and acknowledged before the vault
+started again or was given the partition again.
+
 **Where the vault may commit** (:meth:`Recorder.commit_offsets`): the journal is a cache of what
 the archive does not hold yet, and a replica taking a coffre over has no journal; so the vault's
 committed offset on a partition never passes the first unsealed event of any of its coffres.
@@ -70,6 +75,8 @@ class RecordCounts:
     ahead: int = 0
     foreign: int = 0
     """Records coffre did not write (no valid tag, or on another coffre's partition), or unreadable."""
+    acknowledged: int = 0
+    """Redelivered events, among ``redelivered``, read below the acknowledged position: receipt not sent again."""
 
 
 class KafkaRecordLike(Protocol):
@@ -124,6 +131,10 @@ class Recorder:
         self._grown: dict[tuple[str, int], Journal] = {}
         self._homes: dict[int, int] = {}
         """Each coffre's partition of the normalized topic, computed once."""
+        self.acknowledged: dict[int, int] = {}
+        """Partition -> the offset below which every record's receipt was published and acknowledged
+        (read from the committed offsets' metadata when the partition is assigned): a redelivered
+        event read below it is checked, its receipt not sent again (:meth:`record_events`)."""
 
     def record_records(self, records: Iterable[KafkaRecordLike]) -> list[Recorded]:
         """:meth:`record` for records of the normalized topic as Kafka delivers them: each must be
@@ -182,12 +193,15 @@ class Recorder:
         self, events: Iterable[NormalizedEvent], arrived: list[tuple[int, int]] | None = None
     ) -> list[Recorded]:
         """Append what is new among ``events``; see :meth:`record`. ``arrived``: the (partition,
-        offset) each came from, remembered for :meth:`commit_offsets`."""
+        offset) each came from, remembered for :meth:`commit_offsets`; a redelivered event that
+        arrived below its partition's :attr:`acknowledged` position is checked but not returned (its
+        receipt was published)."""
         recorded: list[Recorded] = []
         counts = self.counts
         grown = self._grown
         journals = self.journals
-        new = redelivered = 0
+        acknowledged = self.acknowledged
+        new = redelivered = passed = 0
         try:
             for index, m in enumerate(events):
                 journal = journals.journal(m.id_oper, m.id_coffre)
@@ -209,8 +223,12 @@ class Recorder:
                             f"coffre {m.id_oper}/{m.id_coffre}: IDEvt {m.id_evt} is already recorded "
                             "with other bytes"
                         )
-                    recorded.append((m, found[1]))
                     redelivered += 1
+                    where = arrived[index] if arrived is not None else None
+                    if where is not None and where[1] < acknowledged.get(where[0], -1):
+                        passed += 1  # its receipt was published and acknowledged before: not sent again
+                    else:
+                        recorded.append((m, found[1]))
                 else:
                     counts.ahead += 1
                     metrics.EVENTS_SKIPPED.labels("ahead_of_chain").inc()
@@ -234,6 +252,9 @@ class Recorder:
         finally:  # counted once per batch, not per event
             counts.recorded += new
             counts.redelivered += redelivered
+            counts.acknowledged += passed
+            if passed:
+                metrics.RECEIPTS_ACKNOWLEDGED.inc(passed)
             if new:
                 metrics.EVENTS_RECORDED.inc(new)
             if redelivered:

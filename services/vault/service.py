@@ -12,6 +12,10 @@ continues the archive's newest lot (:meth:`~coffre_vault.sealer.Sealer.align`). 
 loses partitions in a rebalance stops sealing their coffres first; one whose membership lapsed
 (paused past its session) seals nothing until its group says it is current again
 (:class:`GroupLease`); and a lot number is claimed once in the archive (seal notes).
+
+Each commit also carries, in its metadata, how far the partition's receipts were acknowledged
+(:mod:`~coffre_vault.acknowledged`): a vault given the partition (after a restart, or again in a
+rebalance) reads its unsealed events again without sending their receipts again.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
 
 from coffre.adapters.archive import archive_storage, signer
 from coffre.adapters.journal import JournalSet
@@ -49,6 +54,7 @@ from coffre.domain.witness import load_public_keys
 from coffre.logs import bind
 from coffre.ops import BrokerCheck, Ops, in_thread, writable_dir
 
+from . import acknowledged
 from .evidence import EvidenceCollector, collector
 from .recorder import RecordCounts, Recorder, VaultHalt
 from .sealer import ArchiveMismatch, Sealer, SealerThread
@@ -238,20 +244,25 @@ async def _run(
     topics = settings.topics
     keys = recorder.keys
     assert keys is not None
-    consumed: dict[int, int] = {}  # partition -> the next offset to read, its records acknowledged
-    committed: dict[int, int] = {}
+    consumed: dict[int, int] = {}  # partition -> the next offset to read, its records' receipts acknowledged
+    committed: dict[int, tuple[int, int]] = {}  # partition -> (offset, acknowledged position) handed over
 
-    def commit_filter(offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def commit_filter(offsets: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndMetadata]:
+        # Stream.run calls this once the batch's receipts are acknowledged: only then may the
+        # acknowledged position (the metadata) move past its records
         consumed.update((tp.partition, offset) for tp, offset in offsets.items())
         return allowed()
 
-    def allowed() -> dict[TopicPartition, int]:
-        found = {
-            TopicPartition(topics.normalized, p): offset
-            for p, offset in recorder.commit_offsets(consumed).items()
-            if committed.get(p) != offset
-        }
-        committed.update((tp.partition, offset) for tp, offset in found.items())
+    def allowed() -> dict[TopicPartition, OffsetAndMetadata]:
+        """The commits that move: never past an unsealed event, with the acknowledged position."""
+        found = {}
+        for p, offset in recorder.commit_offsets(consumed).items():
+            position = consumed[p]
+            if committed.get(p) == (offset, position):
+                continue
+            committed[p] = (offset, position)
+            metadata = acknowledged.encode(keys, topics.normalized, p, offset, position)
+            found[TopicPartition(topics.normalized, p)] = OffsetAndMetadata(offset, metadata)
         return found
 
     async def step(batch: Batch) -> list[Record]:
@@ -276,7 +287,12 @@ async def _run(
             consumed.pop(p, None)
             committed.pop(p, None)
 
-    handover = Handover(s.lock, recorder, journals, sealing, lease, settings.partitions, moved_away)
+    async def positions(assigned: list[TopicPartition]) -> dict[int, int]:
+        return await acknowledged.read_positions(s.consumer, keys, assigned)
+
+    handover = Handover(
+        s.lock, recorder, journals, sealing, lease, settings.partitions, moved_away, acknowledged=positions
+    )
     await s.run(step, stop, listener=handover, tick=tick, commit_filter=commit_filter)
 
 
@@ -288,7 +304,11 @@ class Handover(ConsumerRebalanceListener):
     opened since the last revocation. Such a coffre is opened again when its next event comes, and
     its journal aligned with the archive then (:meth:`Sealer.align`): another replica may have sealed
     it in between, and a vault that continued from its older alignment passed over every event after
-    that replica's lot as "ahead of the chain" and committed past them (the coffre stalled for good)."""
+    that replica's lot as "ahead of the chain" and committed past them (the coffre stalled for good).
+
+    ``acknowledged`` reads the acknowledged positions of the assigned partitions (their committed
+    offsets' metadata, :func:`coffre_vault.acknowledged.read_positions`) for the recorder, before any
+    of their records is recorded: the receipts below them are not sent again."""
 
     def __init__(
         self,
@@ -299,6 +319,8 @@ class Handover(ConsumerRebalanceListener):
         lease: GroupLease,
         partitions: int,
         moved_away: Callable[[set[int]], None] = lambda _: None,
+        *,
+        acknowledged: Callable[[list[TopicPartition]], Awaitable[dict[int, int]]] | None = None,
     ):
         self.lock = lock
         self.recorder = recorder
@@ -307,6 +329,7 @@ class Handover(ConsumerRebalanceListener):
         self.lease = lease
         self.partitions = partitions
         self.moved_away = moved_away
+        self.acknowledged = acknowledged
         self.held: set[int] = set()
         """The partitions assigned here and not revoked since."""
 
@@ -327,6 +350,8 @@ class Handover(ConsumerRebalanceListener):
         async with self.lock:  # no step in flight: what it appended is synced and acknowledged
             moved = await self.let_go(partitions)
             self.held -= partitions
+            for p in partitions:
+                self.recorder.acknowledged.pop(p, None)
             self.moved_away(partitions)
         log.info(
             "partitions %s moved away: %d coffre(s) no longer sealed here", sorted(partitions), len(moved)
@@ -334,11 +359,18 @@ class Handover(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         mine = {tp.partition for tp in assigned}
-        async with self.lock:
+        async with self.lock:  # no step runs before the positions are known
             await self.let_go(set(range(self.partitions)) - self.held)
             self.held = mine
+            if self.acknowledged is not None:
+                self.recorder.acknowledged = await self.acknowledged(sorted(assigned))
         self.lease.renew()
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in assigned) or "nothing")
+        if self.recorder.acknowledged:
+            log.info(
+                "receipts acknowledged below offsets %s (partition: offset): not sent again",
+                dict(sorted(self.recorder.acknowledged.items())),
+            )
 
 
 def run(settings: Settings) -> None:
