@@ -89,3 +89,48 @@ def test_compact_dates_are_strftime(digits, fmt):
     for _ in range(2000):
         moment = start + timedelta(seconds=rng.randrange(100 * 366 * 86400))
         assert write(moment) == moment.strftime(fmt)
+
+
+def _xs_datetime_by_timezone(text: str):
+    """xs:dateTime read as coffre read it before issue 34: the local time in its zone, then
+    ``astimezone(UTC)`` (the reference the faster reading is held to)."""
+    from datetime import timezone
+
+    m = types_module._XS_DATETIME.fullmatch(text)
+    if not m:
+        return None
+    hour, extra = int(m["h"]), timedelta(0)
+    if hour == 24 and m["mi"] == "00" and m["s"] == "00":
+        hour, extra = 0, timedelta(days=1)
+    tz = UTC
+    if m["tz"] and m["tz"] != "Z":
+        sign = 1 if m["tz"][0] == "+" else -1
+        tz = timezone(sign * timedelta(hours=int(m["tz"][1:3]), minutes=int(m["tz"][4:6])))
+    try:
+        local = datetime(int(m["y"]), int(m["mo"]), int(m["d"]), hour, int(m["mi"]), int(m["s"]), tzinfo=tz)
+    except ValueError:
+        return None
+    return (local + extra).astimezone(UTC)
+
+
+def _outcome(read, text: str):
+    try:
+        return ("value", read(text))
+    except Exception as exc:  # the same kind of failure either way (a bad zone, an overflow)
+        return (type(exc).__name__,)
+
+
+def test_xs_datetimes_read_as_before_zones_midnight_24_and_bad_dates_included():
+    rng = random.Random(34)
+    zones = ["", ".5", "Z", "+01:00", "-23:59", "+24:00", "-99:99", "+00:00", "-12:30", "+14:00"]
+    valid = 0
+    for _ in range(20_000):
+        text = (
+            f"{rng.choice(['0001', '2026', '9999', '2000'])}-{rng.randrange(0, 14):02d}-{rng.randrange(0, 33):02d}"
+            f"T{rng.choice([rng.randrange(0, 26), 24]):02d}:{rng.choice([0, rng.randrange(0, 61)]):02d}"
+            f":{rng.choice([0, rng.randrange(0, 61)]):02d}{rng.choice(zones)}"
+        )
+        expected = _outcome(_xs_datetime_by_timezone, text)
+        assert _outcome(types_module._parse_xs_datetime, text) == expected, text
+        valid += expected[0] == "value" and expected[1] is not None
+    assert valid > 3_000  # the draw reaches real dates, not only refusals

@@ -416,17 +416,22 @@ def _parse_xs_datetime(text: str) -> datetime | None:
     extra = None
     if hour == 24 and minute == 0 and second == 0:
         hour, extra = 0, timedelta(days=1)  # xs:dateTime allows 24:00:00, the next day's midnight
-    tz = UTC
-    if zone and zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        tz = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
+    offset = _zone_offset(zone) if zone and zone != "Z" else None
     try:
-        moment = datetime(int(year), int(month), int(day), hour, minute, second, tzinfo=tz)
+        moment = datetime(int(year), int(month), int(day), hour, minute, second, tzinfo=UTC)
     except ValueError:
         return None
     if extra is not None:
         moment += extra
-    return moment if tz is UTC else moment.astimezone(UTC)
+    return moment if offset is None else moment - offset  # the local time's instant, in UTC
+
+
+@lru_cache(maxsize=256)
+def _zone_offset(zone: str) -> timedelta:
+    """The offset a ``±hh:mm`` zone names, as :class:`datetime.timezone` takes it (which refuses, with
+    ValueError, one of 24 hours or more)."""
+    sign = 1 if zone[0] == "+" else -1
+    return timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))).utcoffset(None)
 
 
 def _compact_writer(fmt: str) -> Callable[[datetime], str]:
