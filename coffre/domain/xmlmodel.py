@@ -615,11 +615,11 @@ _ATTRIBUTE_ESCAPES = str.maketrans(
 class _Output:
     """What :func:`canonical_text` needs of a model, looked up once: its attribute fields in the
     order exclusive C14N writes them (by name), its text field, then its flag and element fields in
-    schema order as (name, is a flag, many, is a substitution group)."""
+    schema order as (name, is a flag, many, is a substitution group, start tag, end tag)."""
 
     attributes: tuple[tuple[str, Any], ...]
     text_field: str | None
-    children: tuple[tuple[str, bool, bool, bool], ...]
+    children: tuple[tuple[str, bool, bool, bool, str, str], ...]
 
 
 @cache
@@ -627,7 +627,7 @@ def _output(cls: type[XmlModel]) -> _Output:
     b = binding(cls)
     attributes = tuple(sorted((fb.name, fb.default) for fb in b.fields if fb.kind == "attribute"))
     children = tuple(
-        (fb.name, fb.kind == "flag", fb.many, fb.members is not None)
+        (fb.name, fb.kind == "flag", fb.many, fb.members is not None, f"<{fb.name}>", f"</{fb.name}>")
         for fb in b.fields
         if fb.kind in ("flag", "element")
     )
@@ -653,39 +653,41 @@ def _write(parts: list[str], model: XmlModel, tag: str, replace: dict[str, Any] 
     values = model.__dict__
     if replace:
         values = {**values, **replace}
+    append = parts.append
     start = "<" + tag
     for name, default in out.attributes:
         value = values[name]
         if value is None or value == default:
             continue
-        text = _text_of(value)
+        text = value if value.__class__ is str else xml_text(value)
         if _ATTRIBUTE_SPECIAL.search(text):
             text = text.translate(_ATTRIBUTE_ESCAPES)
         start += f' {name}="{text}"'
-    parts.append(start + ">")
+    append(start + ">")
     if out.text_field is not None:
         value = values[out.text_field]
         if value is not None:
-            parts.append(_escaped(_text_of(value)))
-    for name, flag, many, members in out.children:
+            append(_escaped(value if value.__class__ is str else xml_text(value)))
+    for name, flag, many, members, start_tag, end_tag in out.children:
         value = values[name]
         if value is None:
             continue
         if flag:
             if value:
-                parts.append(f"<{name}></{name}>")
+                append(start_tag + end_tag)
             continue
         for item in value if many else (value,):
-            if isinstance(item, XmlModel):
+            if item.__class__ is str:
+                text = item
+            elif isinstance(item, XmlModel):
                 _write(parts, item, item.xml_tag if members else name)
+                continue
             else:
-                parts.append(f"<{name}>{_escaped(_text_of(item))}</{name}>")
-    parts.append(f"</{tag}>")
-
-
-def _text_of(value: Any) -> str:
-    """:func:`xml_text`, with the most common case (a str) first."""
-    return value if value.__class__ is str else xml_text(value)
+                text = xml_text(item)
+            if _TEXT_SPECIAL.search(text):
+                text = text.translate(_TEXT_ESCAPES)
+            append(start_tag + text + end_tag)
+    append(f"</{tag}>")
 
 
 def _escaped(text: str) -> str:
