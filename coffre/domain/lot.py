@@ -177,26 +177,43 @@ def format_time(moment: datetime) -> str:
 
 
 def build_lot(header: LotHeader, events: list[LotEvent]) -> etree._Element:
-    """The unsigned lot element. The caller signs it (the signature is appended as the last child)."""
-    root = etree.Element(LOT_TAG, version=FORMAT_VERSION)
-    root.text = "\n"
-    head = etree.SubElement(root, "Entete")
-    head.text = head.tail = "\n"
-    for tag, name in _HEADER_FIELDS:
-        field = etree.SubElement(head, tag)
-        field.text = str(header.count) if name is None else _text(getattr(header, name))
-        field.tail = "\n"
-    body = etree.SubElement(root, "Evenements")
-    body.text = "\n"
-    body.tail = "\n"
-    parser = _parser()
+    """The unsigned lot element. The caller signs it (the signature is appended as the last child).
+
+    Written as text and parsed once: the events are canonical bytes already, and a tree built
+    element by element, each event parsed on its own, cost three times as much (17.7 ms a lot of
+    1,000 POINSCRIT). Each event must be one element: the parsed tree is checked to hold one
+    ``Evenement`` per event, each with its one element and nothing else, so that bytes that are not
+    one element are refused (ValueError) rather than read into the lot's structure."""
+    head = "".join(
+        f"<{tag}>{_escaped(str(header.count) if name is None else _text(getattr(header, name)))}</{tag}>\n"
+        for tag, name in _HEADER_FIELDS
+    )
+    parts = [f'<{LOT_TAG} version="{FORMAT_VERSION}">\n<Entete>\n{head}</Entete>\n<Evenements>\n'.encode()]
     for event in events:
-        holder = etree.SubElement(
-            body, "Evenement", IDEvt=str(event.id_evt), HashChaine=event.chain_hash.hex()
+        parts.append(
+            b'<Evenement IDEvt="%d" HashChaine="%s">' % (event.id_evt, event.chain_hash.hex().encode())
         )
-        holder.append(etree.fromstring(event.canonical, parser))
-        holder.tail = "\n"
+        parts.append(event.canonical)
+        parts.append(b"</Evenement>\n")
+    parts.append(f"</Evenements>\n</{LOT_TAG}>".encode())
+    try:
+        root = etree.fromstring(b"".join(parts), hardened_parser(keep_pis=True, huge_tree=True))
+    except etree.XMLSyntaxError as exc:
+        raise ValueError(f"an event of the lot is not well-formed XML: {exc}") from exc
+    body = root[1]
+    if len(body) != len(events) or any(
+        holder.tag != "Evenement" or len(holder) != 1 or holder.text is not None or holder[0].tail is not None
+        for holder in body
+    ):
+        raise ValueError("an event of the lot is not one element")
     return root
+
+
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def _escaped(text: str) -> str:
+    return text.translate(_ESCAPES)
 
 
 def lot_header_from_events(
