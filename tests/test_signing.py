@@ -618,3 +618,25 @@ def test_load_signer_errors(tmp_path: Path, ec: Pair, other: Pair) -> None:
     cert.write_bytes(ec.cert_pem)
     key.write_bytes(ec.key_pem)
     assert load_signer(key, cert).key_id == key_id(ec.cert)
+
+
+def test_sign_built_signs_the_tree_itself_as_sign_signs_a_copy(pair: Pair, tmp_path: Path) -> None:
+    """sign_built (the sealer's: a tree built to be signed) appends the signature to its input and
+    signs exactly what sign() signs: the same SignedInfo (digest, algorithms, key name); coffre's
+    verifier and xmlsec1 accept it, and a change to the content is caught."""
+    root = tree(DOC)
+    signed = pair.signer.sign_built(root)
+    assert signed is root and root[-1].tag == f"{{{DS_NS}}}Signature"
+    by_copy = pair.signer.sign(tree(DOC))
+    info = f"{{{DS_NS}}}SignedInfo"
+    assert etree.tostring(signed.find(f".//{info}"), method="c14n", exclusive=True) == etree.tostring(
+        by_copy.find(f".//{info}"), method="c14n", exclusive=True
+    )
+    document = dump(signed)
+    assert etree.tostring(verify(document, pair.trust, pair.now)) == DOC
+    result = xmlsec1_verify(document, pair.cert_pem, tmp_path)
+    assert result.returncode == 0, result.stderr
+    tampered = document.replace(b'IDEvt="2"', b'IDEvt="3"')
+    with pytest.raises(SignatureInvalid):
+        verify(tampered, pair.trust, pair.now)
+    assert xmlsec1_verify(tampered, pair.cert_pem, tmp_path).returncode != 0

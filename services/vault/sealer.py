@@ -458,7 +458,7 @@ class Sealer:
                 self.storage.create(note.key, note.encode())  # the claim on this lot number
             except ObjectExists:
                 return self._claim_lost(state, note.key)
-        document = serialize(self.signer.sign(build_lot(header, events)))
+        document = serialize(self.signer.sign_built(build_lot(header, events)))
         try:
             self.storage.create(note.lot_key, document)
         except ObjectExists:
@@ -505,7 +505,7 @@ class Sealer:
 
     def _write_checkpoint(self, header: LotHeader, lot_digest: bytes) -> None:
         checkpoint = checkpoint_after(header, lot_digest, self.clock())
-        document = serialize(self.signer.sign(build_checkpoint(checkpoint)))
+        document = serialize(self.signer.sign_built(build_checkpoint(checkpoint)))
         try:
             self.storage.create(checkpoint_key(header.id_oper, header.id_coffre, header.number), document)
         except ObjectExists:
