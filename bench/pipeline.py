@@ -59,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -273,6 +274,9 @@ class AcquittalReader:
         self.bootstrap = bootstrap
         self.tps = [TopicPartition(topic, p) for p in range(partitions)]
         self.arrived: dict[str, float] = {}  # correlation id -> perf_counter at arrival
+        self.arrived_at: dict[
+            str, float
+        ] = {}  # correlation id -> time.time() at arrival (the records' clock)
         self.status: dict[str, str] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -298,13 +302,14 @@ class AcquittalReader:
         assert self._consumer
         while True:
             batches = await self._consumer.getmany(timeout_ms=100)
-            now = time.perf_counter()
+            now, wall = time.perf_counter(), time.time()
             for records in batches.values():
                 for record in records:
                     cid = header(list(record.headers or ()), CORRELATION_ID)
                     if cid is None or cid in self.arrived:
                         continue
                     self.arrived[cid] = now
+                    self.arrived_at[cid] = wall
                     self.status[cid] = Acquittal.decode(record.value).status
 
     async def wait_for(self, ids: Collection[str], timeout: float, check: Callable[[], None]) -> bool:
@@ -434,12 +439,13 @@ HOPS = (
 
 
 async def hop_latencies(
-    bootstrap: str, topics: object, prefixes: Collection[str]
+    bootstrap: str, topics: object, prefixes: Collection[str], arrived_at: dict[str, float] | None = None
 ) -> dict[str, dict[str, list[float]]]:
     """Per correlation-id prefix, per service, the delays (ms) between an event's record on its input
     topic and the record it caused on its output topic, from the broker's record timestamps
     (CreateTime, set by each producer's clock: one machine, one clock). Where the end-to-end latency
-    goes, hop by hop."""
+    goes, hop by hop. With ``arrived_at`` (the reader's arrival times), the last hop too: from the
+    acquittal's record to the platform's consumer (the broker's append, the fetch)."""
     stamps: dict[str, dict[str, dict[str, int]]] = {prefix: {} for prefix in prefixes}
     for name in ("events_in", "normalized", "receipts", "acquittals"):
         for record in await drain(bootstrap, getattr(topics, name), security=security()):
@@ -448,13 +454,63 @@ async def hop_latencies(
                 prefix = cid.split("-", 1)[0] + "-"
                 if prefix in stamps:
                     stamps[prefix].setdefault(cid, {})[name] = record.timestamp
-    return {
+    hops = {
         prefix: {
             label: sorted(float(s[b] - s[a]) for s in by_cid.values() if a in s and b in s)
             for a, b, label in HOPS
         }
         for prefix, by_cid in stamps.items()
     }
+    if arrived_at is not None:
+        for prefix, by_cid in stamps.items():
+            hops[prefix][DELIVERY] = sorted(
+                arrived_at[cid] * 1000 - s["acquittals"]
+                for cid, s in by_cid.items()
+                if "acquittals" in s and cid in arrived_at
+            )
+    return hops
+
+
+DELIVERY = "delivery: acquittals -> platform"
+FSYNC = "vault: journal fsync (bucket bound)"
+
+
+def fsync_buckets(stack: Stack) -> dict[float, float] | None:
+    """The vault's ``coffre_fsync_seconds{store="vault_journal"}`` histogram (cumulative count per
+    upper bound, seconds) from its metrics endpoint; None when it does not answer."""
+    port = stack.ops_port("vault") if "vault" in stack.children else 0
+    if not port:
+        return None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return None
+    found: dict[float, float] = {}
+    for line in text.splitlines():
+        m = FSYNC_BUCKET.match(line)
+        if m:
+            found[math.inf if m["le"] == "+Inf" else float(m["le"])] = float(m["count"])
+    return found or None
+
+
+FSYNC_BUCKET = re.compile(
+    r'coffre_fsync_seconds_bucket\{(?=[^}]*store="vault_journal")[^}]*le="(?P<le>[^"]+)"[^}]*\} (?P<count>\S+)'
+)
+
+
+def fsync_delays(before: dict[float, float] | None, after: dict[float, float] | None) -> list[float]:
+    """The group fsyncs between two readings of :func:`fsync_buckets`, each given its bucket's upper
+    bound in ms (the histogram keeps no more): percentiles read "at most"."""
+    if not before or not after:
+        return []
+    delays: list[float] = []
+    below = 0.0
+    for bound in sorted(after):
+        count = after[bound] - before.get(bound, 0.0)
+        delays += [bound * 1000 if bound != math.inf else math.inf] * int(count - below)
+        below = count
+    return delays
 
 
 @dataclass
@@ -618,12 +674,16 @@ async def main_stack_phases(
                     f"end to end: only {results.e2e_recorded:,} of {len(batch):,} acquittals say recorded"
                 )
 
+        fsyncs: list[float] = []
+
         async def latency_phase() -> None:
             """Latency at a fixed offered load."""
             await asyncio.sleep(1.0)  # let the pipeline settle
             say(f"latency: {args.rate:,.0f} events/s for {args.seconds:g} s…")
             batch = messages("l", max(1, round(args.rate * args.seconds)), args.coffres, start=LATENCY_START)
+            before = await asyncio.to_thread(fsync_buckets, stack)
             results.latency = await session.load(batch, "latency")
+            fsyncs[:] = fsync_delays(before, await asyncio.to_thread(fsync_buckets, stack))
 
         if args.auditor:  # first, while the partitions are small (the other phases grow them)
             auditor = AuditorPhase()
@@ -649,8 +709,12 @@ async def main_stack_phases(
             results.errors.append(f"regulator phase: {stress.error}")
             results.status = 1
 
-        hops = await hop_latencies(session.bootstrap, session.topics, ("l-", "g-", "b-", "a-", "z-"))
+        hops = await hop_latencies(
+            session.bootstrap, session.topics, ("l-", "g-", "b-", "a-", "z-"), session.reader.arrived_at
+        )
         results.hops = hops["l-"]
+        if fsyncs:
+            results.hops[FSYNC] = fsyncs
         stress.hops = hops["g-"]
         if results.auditor:
             results.auditor.hops = {"without": hops["b-"], "with": hops["a-"], "after": hops["z-"]}

@@ -907,3 +907,27 @@ def test_players_found_by_the_start_of_their_identifier(archive, index_at):
     assert hashes and search.players_starting(hashes[0][:6], hashes=True) == [
         h for h in hashes if h.startswith(hashes[0][:6])
     ]
+
+
+def test_the_index_thread_yields_to_the_recording_path():
+    """The console index's thread runs nicer than the process (issue 34): on a shared machine its
+    reading of every sealed lot waits for ingest, the vault and acquittal, not the other way."""
+    import os
+    import threading
+
+    from coffre_regulator.event_index import INDEX_NICE, yield_to_recording
+
+    seen: dict[str, int | bool] = {}
+
+    def body() -> None:
+        tid = threading.get_native_id()
+        before = os.getpriority(os.PRIO_PROCESS, tid)
+        seen["lowered"] = yield_to_recording()
+        seen["before"], seen["after"] = before, os.getpriority(os.PRIO_PROCESS, tid)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen["lowered"] is True
+    assert seen["after"] == min(19, seen["before"] + INDEX_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == seen["before"]  # the process (its other threads) unchanged
