@@ -1463,7 +1463,8 @@ def measure(args: argparse.Namespace, code: Code, broker_kind: str = "embedded")
             topic_prefix=f"bench{run}.",
             data_dir=data / "main",
             partitions=args.partitions,
-            ops_port=0,
+            # the services' metrics: the vault's journal fsyncs during the latency phase
+            ops_port=free_port_block(5 + args.ingest_replicas),
             api_port=free_port_block(1),
             lot_max_events=args.lot_events,
         )
