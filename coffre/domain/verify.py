@@ -54,6 +54,7 @@ from .lot import (
     read_checkpoint,
     read_lot,
 )
+from .lot_bytes import read_signed_lot as _read_signed_lot
 from .merkle import HASH_SIZE, MerkleAccumulator
 from .merkle import root as merkle_root
 from .signing import SignatureInvalid, TrustStore, verify_canonical
@@ -239,6 +240,20 @@ def _open_signed(
         return _Opened(path, digest(document), root, True, [], canonical)
     except SignatureInvalid as exc:
         return _Opened(path, digest(document), unverified, False, [Failure(path, "signature", str(exc))])
+
+
+def _open_lot(path: str, source: Source, trust: TrustStore) -> tuple[_Opened, _Events | None]:
+    """A lot file as read: from its bytes alone when :func:`read_signed_lot` proves that reads
+    as the tree does (its events then come with it), else parsed (:func:`_open_signed`)."""
+    try:
+        document = source() if callable(source) else source
+    except LotFormatError as exc:
+        return _Opened(path, b"", None, False, [Failure(path, "format", str(exc))]), None
+    lot = _read_signed_lot(document, trust)
+    if lot is None:
+        return _open_signed(path, document, trust, _lot_time), None
+    opened = _Opened(path, digest(document), None, True, [])
+    return opened, _Events(lot.header, lot.ids, lot.claimed, lot.canonical)
 
 
 def _lot_time(root: etree._Element) -> datetime:
@@ -719,6 +734,20 @@ def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
     )
 
 
+_digest = type(_sha256()).digest
+
+
+def _hashes(data: Iterable[bytes]) -> list[bytes]:
+    """The SHA-256 of each, in C loops (no bytecode an item: this is most of a lot's hashing)."""
+    return list(map(_digest, map(_sha256, data)))
+
+
+def _nodes(lefts: list[bytes], rights: list[bytes]) -> list[bytes]:
+    """RFC 9162's interior node of each pair (``rights`` may be one shorter: the last left alone
+    is left out, as ``zip`` does)."""
+    return _hashes(map(bytes.__add__, map(_NODE.__add__, lefts), rights))
+
+
 def _lot_root_and_extend(tree: MerkleAccumulator, leaves: list[bytes]) -> bytes:
     """RFC 9162's MTH over ``leaves`` (the lot's root), and ``tree`` (the coffre's) extended by
     them, as :meth:`MerkleAccumulator.append` of each would.
@@ -733,10 +762,7 @@ def _lot_root_and_extend(tree: MerkleAccumulator, leaves: list[bytes]) -> bytes:
     levels = [leaves]
     level = leaves
     while len(level) > 1:
-        up = [
-            _sha256(_NODE + left + right).digest()
-            for left, right in zip(level[::2], level[1::2], strict=False)
-        ]
+        up = _nodes(level[::2], level[1::2])
         if len(level) & 1:
             up.append(level[-1])
         levels.append(up)
@@ -752,10 +778,7 @@ def _lot_root_and_extend(tree: MerkleAccumulator, leaves: list[bytes]) -> bytes:
         shared = min(j, (offset & -offset).bit_length() - 1) if offset else j
         block = levels[shared][offset >> shared : (offset >> shared) + (1 << (j - shared))]
         while len(block) > 1:
-            block = [
-                _sha256(_NODE + left + right).digest()
-                for left, right in zip(block[::2], block[1::2], strict=True)
-            ]
+            block = _nodes(block[::2], block[1::2])
         node, carry = block[0], size >> j
         while carry & 1:
             node = _sha256(_NODE + frontier.pop() + node).digest()
@@ -923,12 +946,13 @@ class CoffreWalk:
         ``own``, its checkpoints; report what fails and move on past it whatever happens."""
         report = self.report
         report.lots += 1
-        opened = _open_signed(path, source, self.trust, _lot_time)
+        opened, events = _open_lot(path, source, self.trust)
         report.failures += opened.failures
         try:
-            if opened.root is None:
-                raise LotFormatError("unreadable")
-            events = _read_events_fast(opened.root, opened.canonical) if opened.canonical else None
+            if events is None:
+                if opened.root is None:
+                    raise LotFormatError("unreadable")
+                events = _read_events_fast(opened.root, opened.canonical) if opened.canonical else None
             if events is None:
                 events = _Events.of(read_lot(opened.root))
             h = events.header
@@ -1019,7 +1043,7 @@ class CoffreWalk:
         the lot's own."""
         report, canon, claimed = self.report, events.canonical, events.claimed
         links = [h.previous_chain_hash, *claimed[:-1]]
-        computed = [_sha256(chain + event).digest() for chain, event in zip(links, canon, strict=True)]
+        computed = _hashes(map(bytes.__add__, links, canon))
         found: dict[int, list[Failure]] = {}
         for index in events.strangers(h):
             oper, coffre, id_evt = (
@@ -1051,7 +1075,7 @@ class CoffreWalk:
                     found.setdefault(index, []).append(Failure(path, "schema", error, events.ids[index]))
         for index in sorted(found):
             report.failures += found[index]
-        leaves = [_sha256(_LEAF + event).digest() for event in canon]
+        leaves = _hashes(map(_LEAF.__add__, canon))
         events.lot_root = _lot_root_and_extend(self.tree, leaves)
         report.leaves.extend_packed(b"".join(leaves))
         report.chain.extend_packed(b"".join(claimed))

@@ -1,0 +1,204 @@
+"""coffre verify's lot read from its file's bytes (:mod:`coffre.domain.lot_bytes`): no libxml2 tree of
+the events, no C14N of the lot. It must read exactly what the signature check and
+:func:`coffre.domain.lot.read_lot` read from the parsed file, or decline (the walk then parses).
+
+Checked here on the lots of tests/test_verify_fast.py shaped to make slicing go wrong, and on
+files whose bytes were changed without changing what they mean (the signature still holds over
+them: an empty-element tag, a character reference, a comment, a CDATA section, attributes in
+another order or quoted otherwise...), on an event nested deeper than a lot may be, on shapes
+learnt across lots and coffres, and on whole archives tampered with then signed again.
+"""
+
+from __future__ import annotations
+
+import pytest
+import test_verify_fast as fast_tests
+from test_archive import lots, resign
+from test_verify_fast import CASES, SEALED, TAMPERS, lot_of, poinscrit, reports, signed_bytes
+
+from coffre.domain import lot_bytes
+from coffre.domain.limits import MAX_DEPTH
+from coffre.domain.lot import parse_document, read_lot
+from coffre.domain.signing import SignatureInvalid, TrustStore, verify_canonical
+
+signer, pristine, archive = fast_tests.signer, fast_tests.pristine, fast_tests.archive
+"""The fixtures of tests/test_verify_fast.py: the same key, the same archive."""
+
+
+def trust_of(signer) -> TrustStore:
+    return TrustStore.from_pem_files([signer[1]])
+
+
+def as_parsed(signer, document: bytes):
+    """What the signature check and read_lot read from the parsed file (SignatureInvalid or
+    LotFormatError when they refuse it)."""
+    root, _ = verify_canonical(document, trust_of(signer), SEALED, parsed=parse_document(document), take=True)
+    return read_lot(root)
+
+
+def assert_reads_the_same(signer, document: bytes) -> bool:
+    """The bytes reader declines, or reads what the parsed file holds; True when it read it."""
+    lot = lot_bytes.read_signed_lot(document, trust_of(signer))
+    try:
+        slow = as_parsed(signer, document)
+    except Exception as exc:  # refused when parsed: the bytes reader must have declined
+        assert lot is None, exc
+        return False
+    if lot is None:
+        return False
+    assert lot.header == slow.header
+    assert lot.ids == [e.id_evt for e in slow.events]
+    assert lot.claimed == [e.chain_hash for e in slow.events]
+    assert lot.canonical == [e.canonical for e in slow.events]
+    h = slow.header
+    # read: each event's own identity is the lot's and its Evenement's
+    assert [e.stated for e in slow.events] == [
+        (h.id_oper, str(h.id_coffre), str(e.id_evt)) for e in slow.events
+    ]
+    return True
+
+
+def test_a_lot_as_the_sealer_writes_it_is_read_from_its_bytes(signer):
+    assert assert_reads_the_same(signer, signed_bytes(signer, lot_of([poinscrit(i) for i in range(1, 6)])))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_bytes_reader_reads_what_read_lot_reads_or_declines(signer, case):
+    canonicals, change, raw = CASES[case]
+    document = signed_bytes(
+        signer, lot_of(canonicals), change or (lambda root: None), raw or (lambda data: data)
+    )
+    assert_reads_the_same(signer, document)
+
+
+def _event_text(data: bytes, old: bytes, new: bytes) -> bytes:
+    assert old in data, old
+    return data.replace(old, new, 1)
+
+
+# Changes to a lot file's bytes that leave its meaning (hence its C14N, hence the signature) as it
+# was, or that make it another document: the bytes reader reads what the parsed file holds, or
+# declines.
+SAME_MEANING = {
+    "an empty-element tag (as lxml writes it)": (b"<Vide></Vide>", b"", b""),
+    "an empty-element tag with a space": (b"<Vide></Vide>", b"<Vide/>", b"<Vide />"),
+    "an empty element as start and end tags": (b"<Vide></Vide>", b"<Vide/>", b"<Vide></Vide>"),
+    "a character reference": (b"", b"<IDJoueur>p-2</IDJoueur>", b"<IDJoueur>&#112;-2</IDJoueur>"),
+    "a hex character reference": (b"", b"<IDJoueur>p-2</IDJoueur>", b"<IDJoueur>&#x70;-2</IDJoueur>"),
+    "a raw greater-than sign": (b"<T>a&gt;b</T>", b"a&gt;b", b"a>b"),
+    "a raw quote as a reference": (b'<T>a"b</T>', b'a"b', b"a&quot;b"),
+    "an apostrophe reference": (b"<T>a'b</T>", b"a'b", b"a&apos;b"),
+    "a comment in an event": (b"", b"<IDJoueur>p-2</IDJoueur>", b"<IDJoueur>p-<!-- x -->2</IDJoueur>"),
+    "a CDATA section": (b"", b"<IDJoueur>p-2</IDJoueur>", b"<IDJoueur><![CDATA[p-2]]></IDJoueur>"),
+    "a processing instruction in an event": (
+        b"",
+        b"<IDJoueur>p-2</IDJoueur>",
+        b"<IDJoueur>p-2<?pi x?></IDJoueur>",
+    ),
+    "a space in an end tag": (b"", b"</IDJoueur><", b"</IDJoueur ><"),
+    "the holder's attributes in C14N order": (
+        b"",
+        b'<Evenement IDEvt="2" HashChaine="',
+        b'<Evenement HashChaine="',
+    ),
+    "the holder's attributes in single quotes": (b"", b'<Evenement IDEvt="2"', b"<Evenement IDEvt='2'"),
+    "a carriage return before a line feed": (
+        b"",
+        b'</Evenement>\n<Evenement IDEvt="3"',
+        b'</Evenement>\r\n<Evenement IDEvt="3"',
+    ),
+    "a tab between two events": (
+        b"",
+        b'</Evenement>\n<Evenement IDEvt="3"',
+        b'</Evenement>\n\t<Evenement IDEvt="3"',
+    ),
+    "a carriage return as lxml writes it": (b"<T>a&#xD;b</T>", b"", b""),
+    "a carriage return as C14N writes it": (b"<T>a&#xD;b</T>", b"a&#13;b", b"a&#xD;b"),
+    "a line feed in an event": (b"<T>a\nb</T>", b"", b""),
+    "a tab in an event": (b"<T>a\tb</T>", b"", b""),
+    "text with every escape": (b"<T>&lt;/Evenement&gt; &amp; &#xD; \xc3\xa9</T>", b"", b""),
+    "whitespace between an event's elements": (b"<A> <B>1</B> </A>", b"", b""),
+    "an XML declaration in double quotes": (
+        b"",
+        b"<?xml version='1.0' encoding='UTF-8'?>",
+        b'<?xml version="1.0" encoding="UTF-8"?>',
+    ),
+    "no XML declaration": (b"", b"<?xml version='1.0' encoding='UTF-8'?>\n", b""),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_MEANING))
+def test_bytes_changed_without_changing_the_meaning_read_the_same_or_decline(signer, case):
+    extra, old, new = SAME_MEANING[case]
+    document = signed_bytes(
+        signer,
+        lot_of([poinscrit(1), poinscrit(2, extra.decode()), poinscrit(3)]),
+    )
+    if old:
+        document = _event_text(document, old, new)
+    if case == "the holder's attributes in C14N order":  # move IDEvt after HashChaine
+        start = document.index(b'<Evenement HashChaine="')
+        end = document.index(b'">', start)
+        document = document[:end] + b'" IDEvt="2' + document[end:]
+    assert_reads_the_same(signer, document)
+
+
+def test_a_changed_meaning_is_not_read(signer):
+    """A byte changed after signing: the parsed file fails its signature, and the bytes reader
+    declines (it never reads a lot whose signature does not hold)."""
+    document = signed_bytes(signer, lot_of([poinscrit(i) for i in range(1, 4)]))
+    forged = _event_text(document, b"<IDJoueur>p-2</IDJoueur>", b"<IDJoueur>p-9</IDJoueur>")
+    with pytest.raises(SignatureInvalid):
+        as_parsed(signer, forged)
+    assert lot_bytes.read_signed_lot(forged, trust_of(signer)) is None
+
+
+def test_an_event_too_deep_for_a_lot_is_declined(signer):
+    """An event of MAX_DEPTH + 1 levels makes the lot deeper than parse_document allows."""
+    deep = (
+        "".join(f"<L{i}>" for i in range(MAX_DEPTH))
+        + "x"
+        + "".join(f"</L{i}>" for i in reversed(range(MAX_DEPTH)))
+    )
+    document = signed_bytes(signer, lot_of([poinscrit(1), poinscrit(2, deep), poinscrit(3)]))
+    assert lot_bytes.read_signed_lot(document, trust_of(signer)) is None
+    with pytest.raises(Exception, match="nested more than"):
+        parse_document(document)
+    shallow = (
+        "".join(f"<L{i}>" for i in range(MAX_DEPTH - 2))
+        + "x"
+        + "".join(f"</L{i}>" for i in reversed(range(MAX_DEPTH - 2)))
+    )
+    assert assert_reads_the_same(
+        signer, signed_bytes(signer, lot_of([poinscrit(1), poinscrit(2, shallow), poinscrit(3)]))
+    )
+
+
+def test_shapes_are_learnt_per_coffre_and_bounded(signer, monkeypatch):
+    monkeypatch.setattr(lot_bytes, "_patterns", {})
+    shapes = [poinscrit(i, f"<X{i % 5}>v</X{i % 5}>") for i in range(1, 21)]
+    assert assert_reads_the_same(signer, signed_bytes(signer, lot_of(shapes)))
+    assert len(lot_bytes._patterns[("0099", 7)][0]) == 5
+    # a lot with a new shape is learnt again, the old ones kept
+    assert assert_reads_the_same(
+        signer, signed_bytes(signer, lot_of([poinscrit(1, "<Y>1</Y>"), poinscrit(2)]))
+    )
+    assert len(lot_bytes._patterns[("0099", 7)][0]) == 7
+    monkeypatch.setattr(lot_bytes, "MAX_SKELETONS", 7)
+    document = signed_bytes(signer, lot_of([poinscrit(1, "<Z>1</Z>")]))
+    assert lot_bytes.read_signed_lot(document, trust_of(signer)) is None  # an eighth shape: declined
+    assert as_parsed(signer, document).events  # the slow path reads it
+
+
+def test_a_genuine_archive_is_read_from_its_bytes(archive, signer, monkeypatch):
+    fast, slow, taken = reports(archive, signer[1], monkeypatch)
+    assert fast == slow
+    assert taken == 6  # every lot of both coffres
+
+
+@pytest.mark.parametrize("tamper", sorted(TAMPERS))
+def test_a_tampered_event_is_reported_as_the_slow_path_reports_it(archive, signer, monkeypatch, tamper):
+    resign(lots(archive)[1], signer[0], TAMPERS[tamper])
+    fast, slow, _ = reports(archive, signer[1], monkeypatch)
+    assert fast == slow
+    assert any("0099-7-0000000002.xml" in line for line in fast), fast
