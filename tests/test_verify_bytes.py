@@ -11,12 +11,17 @@ learnt across lots and coffres, and on whole archives tampered with then signed 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import test_verify_fast as fast_tests
+from lxml import etree
 from test_archive import lots, resign
-from test_verify_fast import CASES, SEALED, TAMPERS, lot_of, poinscrit, reports, signed_bytes
+from test_verify_fast import CASES, SEALED, TAMPERS, c14n, lot_of, poinscrit, reports, signed_bytes
 
 from coffre.domain import lot_bytes
+from coffre.domain.codec import split_documents
 from coffre.domain.limits import MAX_DEPTH
 from coffre.domain.lot import parse_document, read_lot
 from coffre.domain.signing import SignatureInvalid, TrustStore, verify_canonical
@@ -123,6 +128,12 @@ SAME_MEANING = {
         b"<?xml version='1.0' encoding='UTF-8'?>",
         b'<?xml version="1.0" encoding="UTF-8"?>',
     ),
+    "attributes in C14N order": (b'<T a="1" b="2">x</T>', b"", b""),
+    "attributes in another order": (b'<T a="1" b="2">x</T>', b'<T a="1" b="2">', b'<T b="2" a="1">'),
+    "an attribute in single quotes": (b'<T a="1">x</T>', b'<T a="1">', b"<T a='1'>"),
+    "a greater-than sign in an attribute (lxml escapes it)": (b'<T a="1&gt;2">x</T>', b"", b""),
+    "a greater-than sign in an attribute, raw": (b'<T a="1&gt;2">x</T>', b'a="1&gt;2"', b'a="1>2"'),
+    "an attribute on the event": (b"", b"<POINSCRIT>", b'<POINSCRIT test="true">'),
     "no XML declaration": (b"", b"<?xml version='1.0' encoding='UTF-8'?>\n", b""),
 }
 
@@ -176,6 +187,7 @@ def test_an_event_too_deep_for_a_lot_is_declined(signer):
 
 def test_shapes_are_learnt_per_coffre_and_bounded(signer, monkeypatch):
     monkeypatch.setattr(lot_bytes, "_patterns", {})
+    monkeypatch.setattr(lot_bytes, "_resting", {})
     shapes = [poinscrit(i, f"<X{i % 5}>v</X{i % 5}>") for i in range(1, 21)]
     assert assert_reads_the_same(signer, signed_bytes(signer, lot_of(shapes)))
     assert len(lot_bytes._patterns[("0099", 7)][0]) == 5
@@ -185,9 +197,17 @@ def test_shapes_are_learnt_per_coffre_and_bounded(signer, monkeypatch):
     )
     assert len(lot_bytes._patterns[("0099", 7)][0]) == 7
     monkeypatch.setattr(lot_bytes, "MAX_SKELETONS", 7)
-    document = signed_bytes(signer, lot_of([poinscrit(1, "<Z>1</Z>")]))
-    assert lot_bytes.read_signed_lot(document, trust_of(signer)) is None  # an eighth shape: declined
-    assert as_parsed(signer, document).events  # the slow path reads it
+    # an eighth shape: the oldest is forgotten
+    assert assert_reads_the_same(signer, signed_bytes(signer, lot_of([poinscrit(1, "<Z>1</Z>")])))
+    assert lot_bytes._patterns[("0099", 7)][0][-1].endswith(b"<Z></Z></POINSCRIT>")
+    assert len(lot_bytes._patterns[("0099", 7)][0]) == 7
+    # a lot of more shapes than that is read the slow way, and the coffre's next lot too
+    many = signed_bytes(signer, lot_of([poinscrit(i, f"<W{i}>1</W{i}>") for i in range(1, 9)]))
+    assert lot_bytes.read_signed_lot(many, trust_of(signer)) is None
+    assert as_parsed(signer, many).events  # the slow path reads it
+    simple = signed_bytes(signer, lot_of([poinscrit(1)]))
+    assert lot_bytes.read_signed_lot(simple, trust_of(signer)) is None  # resting
+    assert assert_reads_the_same(signer, simple)
 
 
 def test_a_genuine_archive_is_read_from_its_bytes(archive, signer, monkeypatch):
@@ -202,3 +222,43 @@ def test_a_tampered_event_is_reported_as_the_slow_path_reports_it(archive, signe
     fast, slow, _ = reports(archive, signer[1], monkeypatch)
     assert fast == slow
     assert any("0099-7-0000000002.xml" in line for line in fast), fast
+
+
+def fixture_events() -> list[bytes]:
+    """tests/fixtures/expected's events (every family of the schema set), each made event i of
+    coffre 0099/7 (its own IDOper, IDCoffre and IDEvt set), in canonical form."""
+    out = []
+    documents = [
+        document
+        for path in sorted((Path(__file__).parent / "fixtures" / "expected").rglob("*.xml"))
+        for document in split_documents(path.read_bytes())
+    ]
+    for document in documents:
+        event = etree.fromstring(document)
+        for name, value in (("IDOper", "0099"), ("IDCoffre", "7"), ("IDEvt", str(len(out) + 1))):
+            found = event.find(name)
+            if found is None:
+                break
+            found.text = value
+        else:
+            out.append(etree.tostring(event, method="c14n", exclusive=True, with_comments=False))
+    return out
+
+
+def test_every_family_of_event_is_read_from_its_bytes(signer):
+    """The regulator's events as the vault seals them (empty elements written <a/> by lxml,
+    nested players' IDOper, any order of the identity): read from the bytes, not declined."""
+    events = fixture_events()
+    assert len(events) > 50
+    assert any(b"></" in e and re.search(rb"<(\w+)></\1>", e) for e in events)  # empty elements
+    document = signed_bytes(signer, lot_of(events))
+    assert b"/>" in document.split(b"<ds:Signature")[0]
+    assert assert_reads_the_same(signer, document)
+
+
+def test_an_empty_identity_is_not_vouched_for(signer):
+    stranger = c14n("<P><IDOper></IDOper><IDCoffre>7</IDCoffre><IDEvt>2</IDEvt></P>")
+    document = signed_bytes(signer, lot_of([poinscrit(1), stranger, poinscrit(3)]))
+    assert b"<IDOper/>" in document
+    assert lot_bytes.read_signed_lot(document, trust_of(signer)) is None
+    assert as_parsed(signer, document).events[1].stated == ("", "7", "2")

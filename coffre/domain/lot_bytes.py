@@ -15,13 +15,15 @@ The proof that it is the same outcome, for a lot it accepts:
   its own canonical form and the point after it is inside the content of ``Evenements``.
 - ``BODY`` is tiled by lines ``<Evenement IDEvt="N" HashChaine="H">E</Evenement>\\n`` (the match
   lengths sum to its length), ``N`` and ``H`` as :func:`read_lot` accepts them. Each ``E`` matches
-  one *skeleton* (:func:`_fragment`) of the coffre's regular expression: a sequence of start and
-  end tags with neither attribute nor prefix, which libxml2 parsed once as a single element no
-  deeper than :data:`~coffre.domain.limits.MAX_DEPTH`, with text between any two tags made only of
-  characters XML allows and that need no escaping, and the references ``&amp;`` ``&lt;`` ``&gt;``
-  ``&#xD;``. Such an ``E`` is a well-formed element whose exclusive C14N is ``E`` itself (C14N
-  escapes exactly those four characters in text, and an element with no attribute nor namespace
-  inherits nothing); the body is valid UTF-8 without U+FFFE or U+FFFF. Its own ``IDOper``,
+  one *skeleton* (:func:`_fragment`) of the coffre's regular expression: a sequence of start, end
+  and empty-element tags (``<a/>``, as lxml writes an empty element) with neither attribute nor
+  prefix, which libxml2 parsed once as a single element no deeper than
+  :data:`~coffre.domain.limits.MAX_DEPTH`, with text between any two tags made only of characters
+  XML allows and that need no escaping, and the references ``&amp;`` ``&lt;`` ``&gt;`` ``&#xD;``
+  (or ``&#13;``, as lxml writes it). Such an ``E`` is a well-formed element whose exclusive C14N
+  is ``E`` with each ``<a/>`` written ``<a></a>`` and ``&#13;`` written ``&#xD;`` (C14N escapes
+  exactly those four characters in text, and an element with no attribute nor namespace inherits
+  nothing; :func:`_canonical`); the body is valid UTF-8 without U+FFFE or U+FFFF. Its own ``IDOper``,
   ``IDCoffre`` and ``IDEvt`` are its root's only children of those names, text only, and the
   expression spells them as the lot's header and the Evenement's ``N``: the identity is proven.
 - So the file's tree is the tree of ``PREFIX REST`` (the *shell*, parsed by
@@ -29,12 +31,13 @@ The proof that it is the same outcome, for a lot it accepts:
   elements inserted in ``Evenements`` after its text ``\\n``, each followed by ``\\n``; the
   document is as deep as the deeper of the two. Its exclusive C14N without the signature is the
   shell's with, right after ``<Evenements>\\n``, each line canonical: ``HashChaine`` before
-  ``IDEvt`` (C14N sorts attributes), ``E`` as it is. That is what the signature's digest is
-  checked against (``splice``), with every other check of the signature made on the shell.
+  ``IDEvt`` (C14N sorts attributes), ``E`` in its canonical form. That is what the signature's
+  digest is checked against (``splice``), with every other check of the signature made on the shell.
 
-Anything else (a tag with attributes, an empty-element tag ``<a/>`` as lxml writes it, an event
-holding a line feed or ``&#13;``, a comment, an unknown shape beyond :data:`MAX_SKELETONS`, a
-signature that does not hold) declines: the slow path then reads the lot and reports.
+Anything else (a tag with attributes or a space, an event holding a line feed or a character
+reference other than those, a comment, a CDATA section, an unknown shape beyond
+:data:`MAX_SKELETONS`, a signature that does not hold) declines: the slow path then reads the
+lot and reports.
 """
 
 from __future__ import annotations
@@ -59,8 +62,10 @@ from .lot import (
 from .signing import SignatureInvalid, TrustStore, verify_canonical
 
 HASH_SIZE = 32
-MAX_SKELETONS = 64
-"""Distinct event shapes one coffre's expression holds; a lot with more is read the slow way."""
+MAX_SKELETONS = 256
+"""Distinct event shapes one coffre's expression holds (the most recent ones); a lot with more is
+read the slow way, and the next lots of its coffre too for a while (:data:`_resting`)."""
+MAX_REST = 64
 MAX_EVENT_BYTES = 1 << 20
 """An event longer than this is read the slow way (libxml2's limits on a text node are far above)."""
 
@@ -77,20 +82,31 @@ _ANY_LINE = re.compile(
     rb'<Evenement IDEvt="[1-9][0-9]{0,18}" HashChaine="[0-9a-f]{64}">([^\n]*)</Evenement>\n'
 )
 _TEXT_RUN = re.compile(rb">[^<\n]+<")
-_SKELETON = re.compile(rb"(?:</?[A-Za-z_][A-Za-z0-9._-]*>)+")
-_TAG = re.compile(rb"</?([A-Za-z_][A-Za-z0-9._-]*)>")
+_NAME = rb"[A-Za-z_][A-Za-z0-9._-]*"
+_ATTRIBUTES = rb"(?: " + _NAME + rb'="[^"<>&\x00-\x1f]*")*'
+_SKELETON = re.compile(rb"(?:</" + _NAME + rb">|<" + _NAME + _ATTRIBUTES + rb"/?>)+")
+_TAG = re.compile(rb"<(/?)(" + _NAME + rb")(" + _ATTRIBUTES + rb")(/?)>")
+"""A tag of a skeleton: end mark, name, attributes, empty-element mark."""
+_EMPTY = re.compile(rb"<(" + _NAME + rb")(" + _ATTRIBUTES + rb")/>")
+_FILE_CR = b"&#13;"
+"""How lxml writes a carriage return in text (the sealer's serializer); C14N writes ``&#xD;``."""
 _PLAIN = rb"[^<>&\x00-\x08\x0a-\x1f]*+"
-_TEXT = _PLAIN + rb"(?:&(?:amp|lt|gt|#xD);" + _PLAIN + rb")*+"
-"""Text in canonical form on one line: no character C14N escapes nor any XML refuses (tab is the
-only control character left; line feed is left out, the line is the event), the four references
-C14N writes."""
+_TEXT = _PLAIN + rb"(?:&(?:amp|lt|gt|#xD|#13);" + _PLAIN + rb")*+"
+"""Text on one line as C14N or lxml's serializer writes it: no character C14N escapes nor any XML
+refuses (tab is the only control character left; line feed is left out, the line is the event),
+the four references C14N writes, and ``&#13;`` as lxml writes ``&#xD;``."""
 _IDENTITY = (b"IDOper", b"IDCoffre", b"IDEvt")
 _NONCHARACTERS = (b"\xef\xbf\xbe", b"\xef\xbf\xbf")
 
 _skeletons: dict[bytes, bool] = {}
 """Each skeleton met, and whether it holds (parsed once by libxml2)."""
-_patterns: dict[tuple[str, int], tuple[list[bytes], re.Pattern[bytes]]] = {}
-"""Each coffre's skeletons and its line expression."""
+_resting: dict[tuple[str, int], tuple[int, int]] = {}
+"""A coffre whose last lot had too many shapes: (lots still to read the slow way, the next rest),
+doubled up to :data:`MAX_REST` while its lots keep having too many (a lot that does not hold is
+otherwise read twice)."""
+_patterns: dict[tuple[str, int], tuple[list[bytes], re.Pattern[bytes], re.Pattern[bytes]]] = {}
+"""Each coffre's skeletons and its line expressions: with text as :data:`_TEXT`, and as
+:data:`_PLAIN` for a body without ``&`` (the same lines, matched about a sixth faster)."""
 
 
 class _Decline(Exception):
@@ -136,6 +152,7 @@ def _read(document: bytes, trust: TrustStore) -> SignedLot:
     ids_text = [event[0] for event in found]
     hashes = [event[1] for event in found]
     events = [event[2] for event in found]
+    canonical_events = _canonical(body, events)
     if len(found) > MAX_LOT_EVENTS:
         raise _Decline
     if _LINE_FIXED * len(found) + sum(map(len, ids_text)) + sum(map(len, events)) != len(body):
@@ -157,7 +174,7 @@ def _read(document: bytes, trust: TrustStore) -> SignedLot:
             raise _Decline
         parts = [b'<Evenement HashChaine="', b"", b'" IDEvt="', b"", b'">', b"", b"</Evenement>\n"]
         parts *= len(found)
-        parts[1::7], parts[3::7], parts[5::7] = hashes, ids_text, events
+        parts[1::7], parts[3::7], parts[5::7] = hashes, ids_text, canonical_events
         return canonical[:cut] + b"".join(parts) + canonical[cut:]
 
     at = parse_time(root.findtext("Entete/DateScellement") or "", "DateScellement")
@@ -167,44 +184,63 @@ def _read(document: bytes, trust: TrustStore) -> SignedLot:
         header,
         list(map(int, ids_text)),
         [packed[i : i + HASH_SIZE] for i in range(0, len(packed), HASH_SIZE)],
-        events,
+        canonical_events,
     )
+
+
+def _canonical(body: bytes, events: list[bytes]) -> list[bytes]:
+    """Each event's exclusive C14N from its bytes in the file, which differ only where lxml's
+    serializer writes an empty element ``<a/>`` (C14N: ``<a></a>``) and a carriage return
+    ``&#13;`` (C14N: ``&#xD;``); any ``<`` in an event is a tag, so every ``<a/>`` is one."""
+    if b"/>" not in body and _FILE_CR not in body:
+        return events
+    return [
+        _EMPTY.sub(rb"<\1\2></\1>", event).replace(_FILE_CR, b"&#xD;")
+        if b"/>" in event or _FILE_CR in event
+        else event
+        for event in events
+    ]
 
 
 def _events(header: LotHeader, body: bytes) -> list[tuple[bytes, bytes, bytes]]:
     """(IDEvt, HashChaine, event) of each line the coffre's expression matches; the coffre's
     skeletons are learnt from ``body`` when its lines do not all match (then matched again)."""
     key = (header.id_oper, header.id_coffre)
-    known = _patterns.get(key)
-    if known is not None:
-        found = known[1].findall(body)
-        if len(found) == body.count(b"\n"):
-            return found
-    shapes = list(known[0]) if known is not None else []
-    events = _ANY_LINE.findall(body)
-    for shape in dict.fromkeys(_TEXT_RUN.sub(b"><", b"\n".join(events)).split(b"\n")):
-        if shape not in shapes:
-            if not _holds(shape):
-                raise _Decline
-            shapes.append(shape)
-    if known is not None and len(shapes) == len(known[0]):
-        raise _Decline  # no new shape: the lines that did not match do not hold
-    if not shapes or len(shapes) > MAX_SKELETONS:
+    resting = _resting.get(key)
+    if resting is not None and resting[0] > 0:
+        _resting[key] = (resting[0] - 1, resting[1])
         raise _Decline
+    known = _patterns.get(key)
+    plain = b"&" not in body
+    if known is not None:
+        found = known[2 if plain else 1].findall(body)
+        if len(found) == header.count:  # the caller checks that they tile the body
+            return found
+    events = _ANY_LINE.findall(body)
+    mine = list(dict.fromkeys(_TEXT_RUN.sub(b"><", b"\n".join(events)).split(b"\n")))
+    if len(mine) > MAX_SKELETONS:
+        rest = min(2 * resting[1], MAX_REST) if resting is not None else 1
+        _resting[key] = (rest, rest)
+        raise _Decline
+    _resting.pop(key, None)
+    if not all(_holds(shape) for shape in mine):
+        raise _Decline
+    if known is not None and set(mine) <= set(known[0]):
+        raise _Decline  # no new shape: the lines that did not match do not hold
+    older = [shape for shape in (known[0] if known is not None else []) if shape not in set(mine)]
+    shapes = (older + mine)[-MAX_SKELETONS:]  # this lot's shapes, and the most recent others
     if len(_patterns) > 1024:
         _patterns.clear()
-    pattern = re.compile(
-        rb'<Evenement IDEvt="([1-9][0-9]{0,18})" HashChaine="([0-9a-f]{64})">((?:'
-        + b"|".join(_fragment(shape, header) for shape in shapes)
-        + rb"))</Evenement>\n"
-    )
-    _patterns[key] = (shapes, pattern)
-    return pattern.findall(body)
+    patterns = [_expression(shapes, header, text) for text in (_TEXT, _PLAIN)]
+    _patterns[key] = (shapes, *patterns)
+    return patterns[1 if plain else 0].findall(body)
 
 
 def _holds(shape: bytes) -> bool:
     """Whether a skeleton is one element of tags alone, as libxml2 parses it, no deeper than
-    MAX_DEPTH, whose root has exactly one child of each identity name, text only."""
+    MAX_DEPTH, in canonical form but for ``<a/>`` (its exclusive C14N is itself with each ``<a/>``
+    written ``<a></a>``: attributes sorted, quoted and escaped as C14N does, no namespace), whose
+    root has exactly one child of each identity name, text only and written ``<IDOper>``."""
     held = _skeletons.get(shape)
     if held is None:
         held = False
@@ -213,7 +249,14 @@ def _holds(shape: bytes) -> bool:
                 element = etree.fromstring(shape, hardened_parser(keep_pis=True))
             except etree.XMLSyntaxError:
                 element = None
-            held = element is not None and _depth(shape) <= MAX_DEPTH and _identity_held(element)
+            held = (
+                element is not None
+                and _depth(shape) <= MAX_DEPTH
+                and _identity_held(element)
+                and _identity_written(shape)
+                and etree.tostring(element, method="c14n", exclusive=True, with_comments=False)
+                == _EMPTY.sub(rb"<\1\2></\1>", shape)
+            )
         if len(_skeletons) > 4096:
             _skeletons.clear()
         _skeletons[shape] = held
@@ -221,47 +264,76 @@ def _holds(shape: bytes) -> bool:
 
 
 def _identity_held(element: etree._Element) -> bool:
+    """The root has exactly one child of each identity name, without children nor attributes
+    (and, checked by the caller, written ``<IDOper>``, not ``<IDOper/>``: its start tag is then
+    followed by its end tag, where :func:`_expression` spells its text)."""
     for name in _IDENTITY:
         children = [child for child in element if child.tag == name.decode()]
-        if len(children) != 1 or len(children[0]):
+        if len(children) != 1 or len(children[0]) or children[0].attrib:
             return False
+    return True
+
+
+def _identity_written(shape: bytes) -> bool:
+    """The root's children of an identity name are written with a start and an end tag (an
+    empty-element tag ``<IDOper/>`` would not be spelt by :func:`_expression`)."""
+    depth = 0
+    for tag in _TAG.finditer(shape):
+        if tag[4]:
+            if depth == 1 and tag[2] in _IDENTITY:
+                return False
+            continue
+        depth += -1 if tag[1] else 1
     return True
 
 
 def _depth(shape: bytes) -> int:
     depth = deepest = 0
     for tag in _TAG.finditer(shape):
-        depth += -1 if tag[0][1:2] == b"/" else 1
+        if tag[4]:  # <a/>
+            deepest = max(deepest, depth + 1)
+            continue
+        depth += -1 if tag[1] else 1
         deepest = max(deepest, depth)
     return deepest
 
 
-def _fragment(shape: bytes, header: LotHeader) -> bytes:
-    """The expression of one skeleton: its tags, canonical text between any two of them, the
-    root's IDOper, IDCoffre and IDEvt spelt as the lot's and the Evenement's (group 1)."""
+def _expression(shapes: list[bytes], header: LotHeader, text: bytes) -> re.Pattern[bytes]:
+    """The coffre's line expression: the Evenement's start tag (IDEvt: group 1, HashChaine:
+    group 2), one of ``shapes`` (group 3) and the Evenement's end tag. Each shape is its tags with
+    ``text`` between any two, the root's IDOper, IDCoffre and IDEvt spelt as the lot's and the
+    Evenement's (group 1); the shapes are merged tag by tag into a tree (a trie), so that what
+    they share is matched once and a branch is taken on its first tag."""
     spelt = {
         b"IDOper": re.escape(header.id_oper.encode()),
         b"IDCoffre": str(header.id_coffre).encode(),
         b"IDEvt": rb"\1",
     }
-    tags = _TAG.findall(shape)
-    tokens = [token[0] for token in _TAG.finditer(shape)]
-    out = []
-    depth = 0
-    for index, token in enumerate(tokens):
-        out.append(re.escape(token))
-        closing = token[1:2] == b"/"
-        depth += -1 if closing else 1
-        if index + 1 == len(tokens):
-            break
-        identity = (
-            not closing
-            and depth == 2
-            and tags[index] in spelt
-            and tokens[index + 1] == b"</" + tags[index] + b">"
-        )
-        out.append(spelt[tags[index]] if identity else _TEXT)
-    return b"".join(out)
+    trie: dict[bytes, dict] = {}
+    for shape in shapes:
+        tags = list(_TAG.finditer(shape))
+        node = trie
+        depth = 0
+        for index, tag in enumerate(tags):
+            token = re.escape(tag[0])
+            if not tag[4]:
+                depth += -1 if tag[1] else 1
+            if index + 1 < len(tags):
+                identity = not tag[1] and not tag[4] and depth == 2 and tag[2] in spelt
+                token += spelt[tag[2]] if identity else text
+            node = node.setdefault(token, {})
+
+    def emit(node: dict[bytes, dict]) -> bytes:
+        if not node:
+            return b""
+        branches = [token + emit(child) for token, child in node.items()]
+        return branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
+
+    return re.compile(
+        rb'<Evenement IDEvt="([1-9][0-9]{0,18})" HashChaine="([0-9a-f]{64})">('
+        + emit(trie)
+        + rb")</Evenement>\n"
+    )
 
 
 __all__ = ["MAX_SKELETONS", "SignedLot", "read_signed_lot"]
