@@ -13,6 +13,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from lxml import etree
@@ -36,12 +37,16 @@ from coffre.domain.signing import TrustStore
 from coffre.domain.timestamp import load_trust_files
 from coffre.domain.verify import (
     TSA_MAX_DELAY,
+    CheckpointItem,
+    CheckpointRead,
     CoffreReport,
     EvidencePolicy,
     LotSummary,
     SchemaCheck,
     Source,
+    checkpoint_items,
     numbered_lots,
+    read_checkpoint_alone,
     summarize_lot,
     verify_coffre,
 )
@@ -219,7 +224,7 @@ def verify_archive(
         if jobs > 1 and sum(len(task.lots) for task in tasks) > 1:
             feed = stack.enter_context(_LotFeed(setting, tasks, jobs))
         for key, task in zip(keys_in_order, tasks, strict=True):
-            coffre = task.run(trust, schema, policy, feed.take if feed is not None else None)
+            coffre = task.run(trust, schema, policy, feed)
             if key in witnessed:
                 check_witnessed(coffre, witnessed[key], keys, witness_name)
             check_seal_notes(coffre, seal_notes.pop((key[0], str(key[1])), []))
@@ -390,7 +395,7 @@ class _CoffreTask:
         trust: TrustStore,
         schema: SchemaCheck | None,
         policy: EvidencePolicy,
-        summaries: Callable[[list[tuple[int, str, Source]]], Iterator[LotSummary]] | None = None,
+        feed: _LotFeed | None = None,
     ) -> CoffreReport:
         return verify_coffre(
             self.key[0],
@@ -405,7 +410,8 @@ class _CoffreTask:
             keep=self.keep,
             wanted=self.wanted,
             wanted_lots=self.wanted_lots,
-            summaries=summaries,
+            summaries=feed.take if feed is not None else None,
+            checkpoints_read=feed.take_checkpoints if feed is not None else None,
         )
 
 
@@ -421,37 +427,58 @@ def _note_numbers(notes: Sequence[tuple[str, Path]]) -> Iterator[int]:
             yield int(found[1])
 
 
-_worker: tuple[TrustStore, SchemaCheck | None] | None = None
+_worker: tuple[TrustStore, SchemaCheck | None, EvidencePolicy] | None = None
 
 
 def _init_worker(setting: _Setting) -> None:
     global _worker
+    keys = [key for file in setting.witness_keys for key in load_public_keys(Path(file).read_bytes())]
+    policy = EvidencePolicy(
+        tsa_roots=load_trust_files(setting.tsa_certs) if setting.tsa_certs else (),
+        tsa_max_delay=setting.tsa_max_delay,
+        witness_keys=keys,
+    )
     schema = schema_check(setting.xsd_dir) if setting.xsd_dir is not None else None
-    _worker = (TrustStore.from_pem_files(list(setting.certificates)), schema)
+    _worker = (TrustStore.from_pem_files(list(setting.certificates)), schema, policy)
 
 
-def _summarize_in_worker(key: tuple[str, int], number: int, path: str, source: Source) -> LotSummary:
+def _read_many_in_worker(tasks: list[tuple[object, ...]]) -> list[LotSummary | CheckpointRead]:
+    return [_read_in_worker(*task) for task in tasks]  # type: ignore[arg-type]
+
+
+def _read_in_worker(kind: str, key: tuple[str, int], *task: object) -> LotSummary | CheckpointRead:
+    """A lot (``number, path, source``) or a checkpoint (a :data:`CheckpointItem`) of coffre ``key``."""
     assert _worker is not None
-    trust, schema = _worker
-    return summarize_lot(number, path, source, trust, schema, key[0], key[1], keep_events=False)
+    trust, schema, policy = _worker
+    if kind == "checkpoint":
+        return read_checkpoint_alone(key[0], key[1], task[0], trust, policy)  # type: ignore[arg-type]
+    number, path, source = task
+    return summarize_lot(number, path, source, trust, schema, key[0], key[1], keep_events=False)  # type: ignore[arg-type]
+
+
+BATCH = 4
+"""Lots or checkpoints sent to a worker at a time: fewer round trips (each costs this process
+about a millisecond), still a small share of a coffre."""
 
 
 class _LotFeed:
-    """Every coffre's lots read by ``jobs`` worker processes (:func:`summarize_lot`), in the
-    order the coffres and their lots are linked here, at most a few per worker ahead (a summary
-    is 64 bytes an event): the workers read the next coffre's first lots while this process
-    reads its checkpoints."""
+    """Every coffre's checkpoints and lots read by ``jobs`` worker processes
+    (:func:`read_checkpoint_alone`, :func:`summarize_lot`), in the order this process checks them
+    (coffre by coffre: its checkpoints, then its lots), at most a few per worker ahead (a lot's
+    summary is 64 bytes an event): the workers read the next coffre while this one is linked."""
 
     def __init__(self, setting: _Setting, tasks: Sequence[_CoffreTask], jobs: int) -> None:
         from coffre.adapters.audit_workers import start_method
 
-        self._lots = [
-            (task.key, number, path, source)
-            for task in tasks
-            for number, path, source in numbered_lots(task.lots)[0]
-        ]
+        self._tasks: list[tuple[object, ...]] = []
+        for task in tasks:
+            for item in checkpoint_items(*task.key, task.checkpoints, task.evidence):
+                self._tasks.append(("checkpoint", task.key, item))
+            for number, path, source in numbered_lots(task.lots)[0]:
+                self._tasks.append(("lot", task.key, number, path, source))
         self._ahead = 4 * jobs
-        self._pending: collections.deque[Future[LotSummary]] = collections.deque()
+        self._pending: collections.deque[Future[list[Any]]] = collections.deque()
+        self._ready: collections.deque[Any] = collections.deque()
         self._next = 0
         context = multiprocessing.get_context(start_method())
         self._executor = ProcessPoolExecutor(
@@ -468,15 +495,29 @@ class _LotFeed:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
     def _fill(self) -> None:
-        while self._next < len(self._lots) and len(self._pending) < self._ahead:
-            self._pending.append(self._executor.submit(_summarize_in_worker, *self._lots[self._next]))
-            self._next += 1
+        while self._next < len(self._tasks) and len(self._pending) < self._ahead:
+            batch = self._tasks[self._next : self._next + BATCH]
+            self._pending.append(self._executor.submit(_read_many_in_worker, batch))
+            self._next += len(batch)
+
+    def _result(self) -> Any:
+        if not self._ready:
+            self._ready.extend(self._pending.popleft().result())
+            self._fill()
+        return self._ready.popleft()
+
+    def take_checkpoints(self, items: list[CheckpointItem]) -> Iterator[CheckpointRead]:
+        """One coffre's checkpoints as read, ``items`` as :func:`checkpoint_items` orders them."""
+        for path, _, _ in items:
+            read = self._result()
+            if read[0].opened.path != path:  # pragma: no cover
+                raise RuntimeError(f"checkpoint {path} read out of order ({read[0].opened.path})")
+            yield read
 
     def take(self, numbered: list[tuple[int, str, Source]]) -> Iterator[LotSummary]:
-        """The summaries of one coffre's lots, ``numbered`` as :func:`numbered_lots` orders them."""
+        """One coffre's lots summarized, ``numbered`` as :func:`numbered_lots` orders them."""
         for number, path, _ in numbered:
-            summary = self._pending.popleft().result()
-            self._fill()
+            summary = self._result()
             if (summary.number, summary.path) != (number, path):  # pragma: no cover
                 raise RuntimeError(f"lot {path} read out of order ({summary.path})")
             yield summary

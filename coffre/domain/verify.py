@@ -865,6 +865,7 @@ def verify_coffre(
     wanted: Iterable[int] = (),
     wanted_lots: Iterable[int] = (),
     summaries: Callable[[list[tuple[int, str, Source]]], Iterator[LotSummary]] | None = None,
+    checkpoints_read: Callable[[list[CheckpointItem]], Iterator[CheckpointRead]] | None = None,
 ) -> CoffreReport:
     """Verify one coffre from its lot files and checkpoint files, given as (path, bytes or reader).
 
@@ -879,7 +880,8 @@ def verify_coffre(
     the checks need: the trees of its checkpoints and of ``wanted`` sizes, the spans of
     ``wanted_lots``. ``summaries`` reads the lots on their own (:func:`summarize_lot`), in the
     order given (:func:`numbered_lots`), e.g. in ``--jobs`` workers; by default they are read
-    here one after the other.
+    here one after the other. ``checkpoints_read`` likewise reads the archive's checkpoints, each
+    with the evidence beside it (:func:`read_checkpoint_alone`), in path order.
     """
     report = CoffreReport(id_oper, id_coffre, keep=keep, wanted=set(wanted), wanted_lots=set(wanted_lots))
     walk = CoffreWalk(report, trust, schema, policy=policy)
@@ -887,10 +889,19 @@ def verify_coffre(
     report.failures += misnamed
 
     beside, misplaced = _evidence_by_checkpoint(id_oper, id_coffre, evidence)
-    read = [
-        walk.checkpoint(path, source, evidence=beside.pop(path, ()))
+    items = [
+        (path, source, tuple(beside.pop(path, ())))
         for path, source in sorted(checkpoints, key=lambda entry: entry[0])
     ]
+    if checkpoints_read is None:
+        read = [walk.checkpoint(path, source, evidence=near) for path, source, near in items]
+    else:
+        read = []
+        for one, tokens, cosignatures in checkpoints_read(items):
+            report.checkpoints += 1
+            report.tokens += tokens
+            report.cosignatures += cosignatures
+            read.append(one)
     if policy is not None and policy.witness_keys:
         _check_newest_cosigned(report, read, policy.witness_keys)
     if older_checkpoint is not None:
@@ -915,6 +926,42 @@ def verify_coffre(
             )
     report.failures += misplaced
     return report
+
+
+CheckpointItem = tuple[str, Source, tuple["_Evidence", ...]]
+"""A checkpoint file of the archive (its path, its bytes or reader) and the evidence beside it."""
+CheckpointRead = tuple["_ReadCheckpoint", int, int]
+"""A checkpoint as read (:func:`read_checkpoint_alone`), with the tokens and cosignatures counted."""
+
+
+def read_checkpoint_alone(
+    id_oper: str,
+    id_coffre: int,
+    item: CheckpointItem,
+    trust: TrustStore,
+    policy: EvidencePolicy | None,
+) -> CheckpointRead:
+    """A checkpoint of the archive read and checked with the evidence beside it, as
+    :meth:`CoffreWalk.checkpoint` does, outside any walk (a ``--jobs`` worker)."""
+    counted = CoffreReport(id_oper, id_coffre)
+    path, source, evidence = item
+    read = _read_checkpoint(counted, path, source, trust, in_archive=True, evidence=evidence, policy=policy)
+    return read, counted.tokens, counted.cosignatures
+
+
+def checkpoint_items(
+    id_oper: str,
+    id_coffre: int,
+    checkpoints: Iterable[tuple[str, Source]],
+    evidence: Iterable[tuple[str, Source]],
+) -> list[CheckpointItem]:
+    """A coffre's checkpoint files in the order :func:`verify_coffre` reads them, each with the
+    evidence beside it."""
+    beside, _ = _evidence_by_checkpoint(id_oper, id_coffre, evidence)
+    return [
+        (path, source, tuple(beside.get(path, ())))
+        for path, source in sorted(checkpoints, key=lambda entry: entry[0])
+    ]
 
 
 def numbered_lots(
@@ -1457,6 +1504,8 @@ def _span(ids: list[int]) -> str:
 __all__ = [
     "TSA_MAX_DELAY",
     "TSA_SKEW",
+    "CheckpointItem",
+    "CheckpointRead",
     "CoffreReport",
     "CoffreWalk",
     "EvidencePolicy",
@@ -1465,7 +1514,9 @@ __all__ = [
     "LotSummary",
     "SchemaCheck",
     "Source",
+    "checkpoint_items",
     "numbered_lots",
+    "read_checkpoint_alone",
     "summarize_lot",
     "verify_coffre",
 ]
