@@ -30,6 +30,14 @@ signer, pristine, archive = fast_tests.signer, fast_tests.pristine, fast_tests.a
 """The fixtures of tests/test_verify_fast.py: the same key, the same archive."""
 
 
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    """Each test learns its coffre's shapes from nothing (they are kept per process)."""
+    monkeypatch.setattr(lot_bytes, "_patterns", {})
+    monkeypatch.setattr(lot_bytes, "_resting", {})
+    monkeypatch.setattr(lot_bytes, "_learnt", {})
+
+
 def trust_of(signer) -> TrustStore:
     return TrustStore.from_pem_files([signer[1]])
 
@@ -188,6 +196,7 @@ def test_an_event_too_deep_for_a_lot_is_declined(signer):
 def test_shapes_are_learnt_per_coffre_and_bounded(signer, monkeypatch):
     monkeypatch.setattr(lot_bytes, "_patterns", {})
     monkeypatch.setattr(lot_bytes, "_resting", {})
+    monkeypatch.setattr(lot_bytes, "_learnt", {})
     shapes = [poinscrit(i, f"<X{i % 5}>v</X{i % 5}>") for i in range(1, 21)]
     assert assert_reads_the_same(signer, signed_bytes(signer, lot_of(shapes)))
     assert len(lot_bytes._patterns[("0099", 7)][0]) == 5
@@ -197,6 +206,7 @@ def test_shapes_are_learnt_per_coffre_and_bounded(signer, monkeypatch):
     )
     assert len(lot_bytes._patterns[("0099", 7)][0]) == 7
     monkeypatch.setattr(lot_bytes, "MAX_SKELETONS", 7)
+    assert assert_reads_the_same(signer, signed_bytes(signer, lot_of([poinscrit(1)])))  # nothing new
     # an eighth shape: the oldest is forgotten
     assert assert_reads_the_same(signer, signed_bytes(signer, lot_of([poinscrit(1, "<Z>1</Z>")])))
     assert lot_bytes._patterns[("0099", 7)][0][-1].endswith(b"<Z></Z></POINSCRIT>")
@@ -208,6 +218,21 @@ def test_shapes_are_learnt_per_coffre_and_bounded(signer, monkeypatch):
     simple = signed_bytes(signer, lot_of([poinscrit(1)]))
     assert lot_bytes.read_signed_lot(simple, trust_of(signer)) is None  # resting
     assert assert_reads_the_same(signer, simple)
+
+
+def test_a_coffre_whose_shapes_keep_changing_rests(signer, monkeypatch):
+    """Compiling the coffre's expression costs more than a lot read the slow way: a third lot in a
+    row bringing new shapes is read the slow way (and the next one), then learning resumes."""
+    monkeypatch.setattr(lot_bytes, "_patterns", {})
+    monkeypatch.setattr(lot_bytes, "_resting", {})
+    monkeypatch.setattr(lot_bytes, "_learnt", {})
+    new = [signed_bytes(signer, lot_of([poinscrit(1, f"<N{i}>1</N{i}>")])) for i in range(5)]
+    assert assert_reads_the_same(signer, new[0])
+    assert assert_reads_the_same(signer, new[1])
+    assert lot_bytes.read_signed_lot(new[2], trust_of(signer)) is None
+    assert lot_bytes.read_signed_lot(new[3], trust_of(signer)) is None  # resting
+    assert assert_reads_the_same(signer, new[4])
+    assert assert_reads_the_same(signer, new[0])  # known: read, and the count starts again
 
 
 def test_a_genuine_archive_is_read_from_its_bytes(archive, signer, monkeypatch):
@@ -262,3 +287,11 @@ def test_an_empty_identity_is_not_vouched_for(signer):
     assert b"<IDOper/>" in document
     assert lot_bytes.read_signed_lot(document, trust_of(signer)) is None
     assert as_parsed(signer, document).events[1].stated == ("", "7", "2")
+
+
+def test_a_shape_of_thousands_of_tags_is_read(signer, caplog):
+    """A long event (a poker hand has hundreds of tags): its expression is built without recursion."""
+    long = "".join(f"<A{i % 7}>{i}</A{i % 7}>" for i in range(1500))
+    document = signed_bytes(signer, lot_of([poinscrit(1), poinscrit(2, long), poinscrit(3, long)]))
+    assert assert_reads_the_same(signer, document)
+    assert "slow way" not in caplog.text

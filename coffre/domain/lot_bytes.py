@@ -43,6 +43,7 @@ lot and reports.
 from __future__ import annotations
 
 import binascii
+import logging
 import re
 from dataclasses import dataclass
 
@@ -62,10 +63,21 @@ from .lot import (
 from .signing import SignatureInvalid, TrustStore, verify_canonical
 
 HASH_SIZE = 32
+log = logging.getLogger("coffre.verify")
 MAX_SKELETONS = 256
 """Distinct event shapes one coffre's expression holds (the most recent ones); a lot with more is
 read the slow way, and the next lots of its coffre too for a while (:data:`_resting`)."""
 MAX_REST = 64
+MAX_NEW_SKELETONS = 128
+"""New shapes one lot may bring (learning costs about what reading it the slow way does)."""
+MAX_TAGS = 4096
+"""Tags in a coffre's shapes, all told: bounds the expression's size and its compilation (Python
+compiles about 5,000 tags a second: learning big shapes pays only when they come back)."""
+MAX_LEARNT_IN_A_ROW = 2
+"""Lots in a row that may bring new shapes: a coffre whose shapes keep changing (a poker coffre's
+hands) rests instead of compiling its expression again for every lot."""
+MAX_BRANCHES = 48
+"""Nested branches of the expression (shapes that part, meet no more, part again...)."""
 MAX_EVENT_BYTES = 1 << 20
 """An event longer than this is read the slow way (libxml2's limits on a text node are far above)."""
 
@@ -104,6 +116,8 @@ _resting: dict[tuple[str, int], tuple[int, int]] = {}
 """A coffre whose last lot had too many shapes: (lots still to read the slow way, the next rest),
 doubled up to :data:`MAX_REST` while its lots keep having too many (a lot that does not hold is
 otherwise read twice)."""
+_learnt: dict[tuple[str, int], int] = {}
+"""Lots in a row of each coffre that brought new shapes."""
 _patterns: dict[tuple[str, int], tuple[list[bytes], re.Pattern[bytes], re.Pattern[bytes]]] = {}
 """Each coffre's skeletons and its line expressions: with text as :data:`_TEXT`, and as
 :data:`_PLAIN` for a body without ``&`` (the same lines, matched about a sixth faster)."""
@@ -132,6 +146,9 @@ def read_signed_lot(document: bytes, trust: TrustStore) -> SignedLot | None:
     try:
         return _read(document, trust)
     except (_Decline, LotFormatError, SignatureInvalid):
+        return None
+    except Exception:  # an accelerator: whatever goes wrong, the slow path decides
+        log.warning("a lot read from its bytes failed; read it the slow way", exc_info=True)
         return None
 
 
@@ -215,24 +232,38 @@ def _events(header: LotHeader, body: bytes) -> list[tuple[bytes, bytes, bytes]]:
     if known is not None:
         found = known[2 if plain else 1].findall(body)
         if len(found) == header.count:  # the caller checks that they tile the body
+            _learnt.pop(key, None)
             return found
+    in_a_row = _learnt.get(key, 0)
     events = _ANY_LINE.findall(body)
     mine = list(dict.fromkeys(_TEXT_RUN.sub(b"><", b"\n".join(events)).split(b"\n")))
-    if len(mine) > MAX_SKELETONS:
+    before = set(known[0]) if known is not None else set()
+    tags = [shape.count(b"<") for shape in mine]
+    if (
+        len(mine) > MAX_SKELETONS
+        or sum(tags) > MAX_TAGS
+        or sum(1 for shape in mine if shape not in before) > MAX_NEW_SKELETONS
+        or in_a_row >= MAX_LEARNT_IN_A_ROW
+    ):
         rest = min(2 * resting[1], MAX_REST) if resting is not None else 1
         _resting[key] = (rest, rest)
+        _learnt.pop(key, None)
         raise _Decline
     _resting.pop(key, None)
     if not all(_holds(shape) for shape in mine):
         raise _Decline
-    if known is not None and set(mine) <= set(known[0]):
+    if set(mine) <= before:
         raise _Decline  # no new shape: the lines that did not match do not hold
-    older = [shape for shape in (known[0] if known is not None else []) if shape not in set(mine)]
-    shapes = (older + mine)[-MAX_SKELETONS:]  # this lot's shapes, and the most recent others
+    shapes, room = list(mine), MAX_TAGS - sum(tags)
+    for shape in reversed(known[0] if known is not None else []):  # then the most recent others
+        if shape not in mine and len(shapes) < MAX_SKELETONS and shape.count(b"<") <= room:
+            shapes.insert(0, shape)
+            room -= shape.count(b"<")
     if len(_patterns) > 1024:
         _patterns.clear()
     patterns = [_expression(shapes, header, text) for text in (_TEXT, _PLAIN)]
     _patterns[key] = (shapes, *patterns)
+    _learnt[key] = in_a_row + 1
     return patterns[1 if plain else 0].findall(body)
 
 
@@ -323,15 +354,30 @@ def _expression(shapes: list[bytes], header: LotHeader, text: bytes) -> re.Patte
                 token += spelt[tag[2]] if identity else text
             node = node.setdefault(token, {})
 
-    def emit(node: dict[bytes, dict]) -> bytes:
+    # the trie written children first (no recursion: a shape may have thousands of tags)
+    order, stack = [], [trie]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.values())
+    written: dict[int, tuple[bytes, int]] = {}
+    for node in reversed(order):
         if not node:
-            return b""
-        branches = [token + emit(child) for token, child in node.items()]
-        return branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
-
+            written[id(node)] = (b"", 0)
+            continue
+        branches = [(token + written[id(child)][0], written[id(child)][1]) for token, child in node.items()]
+        nested = max(depth for _, depth in branches)
+        if len(branches) == 1:
+            written[id(node)] = branches[0]
+        else:
+            joined = b"(?:" + b"|".join(branch for branch, _ in branches) + b")"
+            written[id(node)] = (joined, nested + 1)
+    expression, nested = written[id(trie)]
+    if nested > MAX_BRANCHES:
+        raise _Decline
     return re.compile(
         rb'<Evenement IDEvt="([1-9][0-9]{0,18})" HashChaine="([0-9a-f]{64})">('
-        + emit(trie)
+        + expression
         + rb")</Evenement>\n"
     )
 
