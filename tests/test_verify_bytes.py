@@ -33,6 +33,7 @@ signer, pristine, archive = fast_tests.signer, fast_tests.pristine, fast_tests.a
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
     """Each test learns its coffre's shapes from nothing (they are kept per process)."""
+    monkeypatch.setattr(lot_bytes, "_has_empty", {})
     monkeypatch.setattr(lot_bytes, "_patterns", {})
     monkeypatch.setattr(lot_bytes, "_resting", {})
     monkeypatch.setattr(lot_bytes, "_learnt", {})
