@@ -201,8 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="processes that verify the coffres, one coffre each at a time (default: the CPUs available; "
-        "the report is the same whatever N)",
+        help="processes that read and check the lots and checkpoints, a single coffre's too (default: "
+        "the CPUs available; the report is the same whatever N)",
     )
     p.set_defaults(command_module="verify")
 

@@ -339,8 +339,9 @@ def test_a_removed_lot(archive, trusted):
 
 
 def test_the_coffres_verified_in_workers_give_the_serial_report(archive, trusted):
-    """``coffre verify --jobs N``: each coffre in a worker process, the report line for line the
-    serial one, on an archive tampered in both coffres and around them."""
+    """``coffre verify --jobs N``: the lots read in worker processes, the report line for line the
+    serial one, on an archive tampered in both coffres and around them (with and without every
+    event's hashes kept)."""
     path = lots(archive)[1]
     path.write_bytes(path.read_bytes().replace(b"a-7-5<", b"a-7-X<"))
     lots(archive, 8)[2].unlink()
@@ -348,12 +349,14 @@ def test_the_coffres_verified_in_workers_give_the_serial_report(archive, trusted
     (archive / "0099" / "8" / "notes.txt").write_text("not part of the archive")
     (archive / "0099" / "9").mkdir()
     shutil.copy(lots(archive, 7)[0], archive / "0099" / "9" / "0099-9-0000000001.xml")
-    serial = verify_archive(archive, [trusted[1]])
+    serial = verify_archive(archive, [trusted[1]], keep=True)
     assert not serial.ok
     assert {c.id_coffre for c in serial.coffres} == {7, 8, 9}
+    assert verify_archive(archive, [trusted[1]]).lines() == serial.lines()  # no hash kept: the same
     for jobs in (2, 3, 8):
-        parallel = verify_archive(archive, [trusted[1]], jobs=jobs)
+        parallel = verify_archive(archive, [trusted[1]], jobs=jobs, keep=True)
         assert parallel.lines() == serial.lines()
+        assert verify_archive(archive, [trusted[1]], jobs=jobs).lines() == serial.lines()
         for one, other in zip(serial.coffres, parallel.coffres, strict=True):
             assert (list(one.leaves), list(one.chain), one.roots, one.spans) == (
                 list(other.leaves),

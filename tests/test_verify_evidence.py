@@ -213,14 +213,16 @@ def witness_serving(setting: Setting, notes: dict[tuple[str, int], bytes]) -> It
 def check(
     root: Path, setting: Setting, *, tsa: bool = True, keys: bool = True, url: str | None = None
 ) -> list[str]:
-    return verify_archive(
-        root,
-        [setting.cert],
-        tsa_certs=[setting.tsa_root] if tsa else [],
-        witness_keys=[setting.witness_pub] if keys else [],
-        witness=WitnessClient(url).checkpoints() if url else None,
-        witness_name=url or "--witness",
-    ).lines()
+    options = {
+        "tsa_certs": [setting.tsa_root] if tsa else [],
+        "witness_keys": [setting.witness_pub] if keys else [],
+        "witness": WitnessClient(url).checkpoints() if url else None,
+        "witness_name": url or "--witness",
+    }
+    lines = verify_archive(root, [setting.cert], **options).lines()
+    # --jobs: the checkpoints, their evidence and the lots read in workers, the same report
+    assert verify_archive(root, [setting.cert], jobs=2, **options).lines() == lines
+    return lines
 
 
 def failures(lines: list[str]) -> list[str]:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import multiprocessing
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from lxml import etree
@@ -33,10 +37,17 @@ from coffre.domain.signing import TrustStore
 from coffre.domain.timestamp import load_trust_files
 from coffre.domain.verify import (
     TSA_MAX_DELAY,
+    CheckpointItem,
+    CheckpointRead,
     CoffreReport,
     EvidencePolicy,
+    LotSummary,
     SchemaCheck,
     Source,
+    checkpoint_items,
+    numbered_lots,
+    read_checkpoint_alone,
+    summarize_lot,
     verify_coffre,
 )
 from coffre.domain.witness import CosignatureInvalid, cosigned_by_any, load_public_keys, note_body_of, origin
@@ -114,6 +125,7 @@ def verify_archive(
     witness: Sequence[WitnessedCheckpoint] | None = None,
     witness_name: str = "--witness",
     jobs: int = 1,
+    keep: bool = False,
 ) -> ArchiveReport:
     """Every coffre whose lots are under ``path`` (the archive's root, or any folder inside it).
 
@@ -128,8 +140,14 @@ def verify_archive(
     last for each coffre (:meth:`WitnessClient.checkpoints`, reported as ``witness_name``): the
     archive must extend each of those checkpoints.
 
-    ``jobs`` above 1 verifies the coffres in that many worker processes (``coffre verify --jobs``):
-    each worker reads and checks whole coffres, and the report is the serial one, line for line."""
+    ``jobs`` above 1 reads the lots in that many worker processes (``coffre verify --jobs``), one
+    coffre's lots as well as many coffres': each worker checks a lot on its own (its signature,
+    its events, its tree) and hands back a summary (:class:`~coffre.domain.verify.LotSummary`);
+    this process reads the checkpoints and checks each lot against the one before, in order. The
+    report is the serial one, line for line.
+
+    ``keep`` keeps every event's leaf and chain hash in the coffres' reports (proofs need them:
+    :func:`archive_proof`); without it the memory used does not grow with the coffres' events."""
     report = ArchiveReport()
     trust = TrustStore.from_pem_files(list(certificates))
     keys = [key for file in witness_keys for key in load_public_keys(Path(file).read_bytes())]
@@ -187,6 +205,9 @@ def verify_archive(
             checkpoints.get(key, []),
             older.get(key),
             evidence.get(key, []),
+            keep,
+            (witnessed[key].size,) if key in witnessed else (),
+            tuple(_note_numbers(seal_notes.get((key[0], str(key[1])), []))),
         )
         for key in keys_in_order
     ]
@@ -197,16 +218,17 @@ def verify_archive(
         tuple(Path(k) for k in witness_keys),
         xsd_dir,
     )
-    if jobs > 1 and len(tasks) > 1:
-        coffres = _verify_in_workers(setting, tasks, jobs)
-    else:
-        schema = schema_check(xsd_dir) if xsd_dir is not None else None
-        coffres = (task.run(trust, schema, policy) for task in tasks)
-    for key, coffre in zip(keys_in_order, coffres, strict=True):
-        if key in witnessed:
-            check_witnessed(coffre, witnessed[key], keys, witness_name)
-        check_seal_notes(coffre, seal_notes.pop((key[0], str(key[1])), []))
-        report.coffres.append(coffre)
+    schema = schema_check(xsd_dir) if xsd_dir is not None else None
+    with contextlib.ExitStack() as stack:
+        feed = None
+        if jobs > 1 and sum(len(task.lots) for task in tasks) > 1:
+            feed = stack.enter_context(_LotFeed(setting, tasks, jobs))
+        for key, task in zip(keys_in_order, tasks, strict=True):
+            coffre = task.run(trust, schema, policy, feed)
+            if key in witnessed:
+                check_witnessed(coffre, witnessed[key], keys, witness_name)
+            check_seal_notes(coffre, seal_notes.pop((key[0], str(key[1])), []))
+            report.coffres.append(coffre)
     for files in seal_notes.values():
         report.problems.extend(
             f"{relative}: location: a seal note of no coffre of the archive" for relative, _ in files
@@ -278,7 +300,7 @@ def check_witnessed(
                 f"witness key ({exc}): it is no evidence",
             )
             return
-    if not coffre.lots and not coffre.leaves:
+    if not coffre.lots and not coffre.held:
         coffre.fail(
             where,
             "witness",
@@ -287,7 +309,7 @@ def check_witnessed(
         return
     if not coffre.complete:
         return  # a lot could not be read: the coffre's tree is unknown, and that is reported
-    held = len(coffre.leaves)
+    held = coffre.held
     if held < size:
         coffre.fail(
             where,
@@ -296,7 +318,10 @@ def check_witnessed(
             "events were removed (pull again if the vault sealed since)",
         )
         return
-    if merkle_root(coffre.leaves.prefix(size)) != entry.root:
+    root = coffre.roots.get(size)
+    if root is None and coffre.keep:
+        root = merkle_root(coffre.leaves.prefix(size))
+    if root != entry.root:
         coffre.fail(
             where,
             "witness",
@@ -359,8 +384,19 @@ class _CoffreTask:
     checkpoints: list[tuple[str, Source]]
     older: tuple[str, bytes] | None
     evidence: list[tuple[str, Source]]
+    keep: bool = False
+    wanted: tuple[int, ...] = ()
+    """Tree sizes checked after the walk (a witness's checkpoint): their roots are kept."""
+    wanted_lots: tuple[int, ...] = ()
+    """Lots whose seal notes are checked after the walk: their spans and roots are kept."""
 
-    def run(self, trust: TrustStore, schema: SchemaCheck | None, policy: EvidencePolicy) -> CoffreReport:
+    def run(
+        self,
+        trust: TrustStore,
+        schema: SchemaCheck | None,
+        policy: EvidencePolicy,
+        feed: _LotFeed | None = None,
+    ) -> CoffreReport:
         return verify_coffre(
             self.key[0],
             self.key[1],
@@ -371,7 +407,24 @@ class _CoffreTask:
             schema=schema,
             evidence=self.evidence,
             policy=policy,
+            keep=self.keep,
+            wanted=self.wanted,
+            wanted_lots=self.wanted_lots,
+            summaries=feed.take if feed is not None else None,
+            checkpoints_read=feed.take_checkpoints if feed is not None else None,
         )
+
+
+_NOTE_NAME = re.compile(r"[0-9]{4}-[0-9]+-([0-9]{10})\.json")
+
+
+def _note_numbers(notes: Sequence[tuple[str, Path]]) -> Iterator[int]:
+    """The lot numbers in the seal notes' file names (a note that names another lot inside is
+    reported by :func:`check_seal_notes` before its lot is looked up)."""
+    for _, file in notes:
+        found = _NOTE_NAME.fullmatch(file.name)
+        if found:
+            yield int(found[1])
 
 
 _worker: tuple[TrustStore, SchemaCheck | None, EvidencePolicy] | None = None
@@ -389,24 +442,85 @@ def _init_worker(setting: _Setting) -> None:
     _worker = (TrustStore.from_pem_files(list(setting.certificates)), schema, policy)
 
 
-def _run_in_worker(task: _CoffreTask) -> CoffreReport:
+def _read_many_in_worker(tasks: list[tuple[object, ...]]) -> list[LotSummary | CheckpointRead]:
+    return [_read_in_worker(*task) for task in tasks]  # type: ignore[arg-type]
+
+
+def _read_in_worker(kind: str, key: tuple[str, int], *task: object) -> LotSummary | CheckpointRead:
+    """A lot (``number, path, source``) or a checkpoint (a :data:`CheckpointItem`) of coffre ``key``."""
     assert _worker is not None
-    return task.run(*_worker)
+    trust, schema, policy = _worker
+    if kind == "checkpoint":
+        return read_checkpoint_alone(key[0], key[1], task[0], trust, policy)  # type: ignore[arg-type]
+    number, path, source = task
+    return summarize_lot(number, path, source, trust, schema, key[0], key[1], keep_events=False)  # type: ignore[arg-type]
 
 
-def _verify_in_workers(setting: _Setting, tasks: list[_CoffreTask], jobs: int) -> Iterator[CoffreReport]:
-    """Each coffre's report, in the order of ``tasks``, from ``jobs`` worker processes (the
-    largest coffres first, so that none is left to run alone at the end)."""
-    from coffre.adapters.audit_workers import start_method
+BATCH = 4
+"""Lots or checkpoints sent to a worker at a time: fewer round trips (each costs this process
+about a millisecond), still a small share of a coffre."""
 
-    context = multiprocessing.get_context(start_method())
-    with ProcessPoolExecutor(
-        min(jobs, len(tasks)), mp_context=context, initializer=_init_worker, initargs=(setting,)
-    ) as executor:
-        order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].lots))
-        futures = {i: executor.submit(_run_in_worker, tasks[i]) for i in order}
-        for i in range(len(tasks)):
-            yield futures[i].result()
+
+class _LotFeed:
+    """Every coffre's checkpoints and lots read by ``jobs`` worker processes
+    (:func:`read_checkpoint_alone`, :func:`summarize_lot`), in the order this process checks them
+    (coffre by coffre: its checkpoints, then its lots), at most a few per worker ahead (a lot's
+    summary is 64 bytes an event): the workers read the next coffre while this one is linked."""
+
+    def __init__(self, setting: _Setting, tasks: Sequence[_CoffreTask], jobs: int) -> None:
+        from coffre.adapters.audit_workers import start_method
+
+        self._tasks: list[tuple[object, ...]] = []
+        for task in tasks:
+            for item in checkpoint_items(*task.key, task.checkpoints, task.evidence):
+                self._tasks.append(("checkpoint", task.key, item))
+            for number, path, source in numbered_lots(task.lots)[0]:
+                self._tasks.append(("lot", task.key, number, path, source))
+        self._ahead = 4 * jobs
+        self._pending: collections.deque[Future[list[Any]]] = collections.deque()
+        self._ready: collections.deque[Any] = collections.deque()
+        self._next = 0
+        context = multiprocessing.get_context(start_method())
+        self._executor = ProcessPoolExecutor(
+            jobs, mp_context=context, initializer=_init_worker, initargs=(setting,)
+        )
+
+    def __enter__(self) -> _LotFeed:
+        self._fill()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for future in self._pending:
+            future.cancel()
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def _fill(self) -> None:
+        while self._next < len(self._tasks) and len(self._pending) < self._ahead:
+            batch = self._tasks[self._next : self._next + BATCH]
+            self._pending.append(self._executor.submit(_read_many_in_worker, batch))
+            self._next += len(batch)
+
+    def _result(self) -> Any:
+        if not self._ready:
+            self._ready.extend(self._pending.popleft().result())
+            self._fill()
+        return self._ready.popleft()
+
+    def take_checkpoints(self, items: list[CheckpointItem]) -> Iterator[CheckpointRead]:
+        """One coffre's checkpoints as read, ``items`` as :func:`checkpoint_items` orders them."""
+        for path, _, _ in items:
+            read = self._result()
+            if read[0].opened.path != path:  # pragma: no cover
+                raise RuntimeError(f"checkpoint {path} read out of order ({read[0].opened.path})")
+            yield read
+
+    def take(self, numbered: list[tuple[int, str, Source]]) -> Iterator[LotSummary]:
+        """One coffre's lots summarized, ``numbered`` as :func:`numbered_lots` orders them."""
+        for number, path, _ in numbered:
+            summary = self._result()
+            if (summary.number, summary.path) != (number, path):  # pragma: no cover
+                raise RuntimeError(f"lot {path} read out of order ({summary.path})")
+            yield summary
 
 
 def archive_proof(
@@ -420,7 +534,7 @@ def archive_proof(
 ) -> dict[str, object]:
     """An inclusion proof for ``id_evt``, or a consistency proof from the tree of ``since_size``
     events to the archive's whole tree, computed from an archive that verifies."""
-    report = verify_archive(path, certificates)
+    report = verify_archive(path, certificates, keep=True)
     coffre = next((c for c in report.coffres if (c.id_oper, c.id_coffre) == (id_oper, id_coffre)), None)
     if coffre is None:
         raise ValueError(f"no lot of coffre {id_oper}/{id_coffre} under {path}")

@@ -437,6 +437,7 @@ def verify_canonical(
     *,
     parsed: etree._Element | None = None,
     take: bool = False,
+    splice: Callable[[bytes], bytes] | None = None,
 ) -> tuple[etree._Element, bytes]:
     """:func:`verify`, and the signed bytes: the exclusive C14N of the returned element, which
     the signature's DigestValue covers (``coffre verify`` takes each event's canonical bytes from
@@ -445,6 +446,11 @@ def verify_canonical(
     ``take`` (with ``parsed``): the caller gives its parsed tree up, so the signature is taken
     out of it in place instead of a copy being made; the returned element is then ``parsed``
     itself. When the signature does not hold, ``parsed`` is given back as it was.
+
+    ``splice``: the document was parsed without a part the caller proved to be in canonical form
+    already (:mod:`coffre.domain.lot_bytes`: a lot's events); it puts that part back into the
+    exclusive C14N of the rest, and the digest is checked over what it returns (every other check
+    is made on ``document`` as given). What it raises goes through.
     """
     if at.tzinfo is None:
         raise ValueError("the verification time must be timezone-aware")
@@ -523,6 +529,8 @@ def verify_canonical(
         signed, put_back = _without_signature(root), None
     try:
         expected = etree.tostring(signed, method="c14n", exclusive=True, with_comments=False)
+        if splice is not None:
+            expected = splice(expected)
         _check_digest_and_value(
             expected, signed_info_bytes, signature_value, _digest_value, method, certificate
         )

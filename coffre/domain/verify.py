@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import binascii
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from copy import deepcopy
 from dataclasses import dataclass, field, replace
@@ -54,6 +54,7 @@ from .lot import (
     read_checkpoint,
     read_lot,
 )
+from .lot_bytes import read_signed_lot as _read_signed_lot
 from .merkle import HASH_SIZE, MerkleAccumulator
 from .merkle import root as merkle_root
 from .signing import SignatureInvalid, TrustStore, verify_canonical
@@ -179,16 +180,32 @@ class CoffreReport:
     checkpoints: int = 0
     failures: list[Failure] = field(default_factory=list)
     leaves: Hashes = field(default_factory=Hashes)
-    """The coffre's RFC 9162 leaf hashes in IDEvt order, as read (for proofs and older checkpoints)."""
+    """The coffre's RFC 9162 leaf hashes in IDEvt order, as read (for proofs), when :attr:`keep`."""
     chain: Hashes = field(default_factory=Hashes)
-    """The chain hash of each IDEvt, as recomputed."""
+    """The chain hash of each IDEvt, as the lots give it, when :attr:`keep`."""
+    keep: bool = True
+    """Whether every event's leaf and chain hash is kept (:attr:`leaves`, :attr:`chain`: 64 bytes
+    an event, for proofs and the regulator API). ``coffre verify`` keeps none: only the roots and
+    chain hashes at the sizes in :attr:`wanted` and the spans and roots of the lots in
+    :attr:`wanted_lots` (and of the newest lot), so that its memory does not grow with the coffre."""
+    wanted: set[int] = field(default_factory=set)
+    """Tree sizes whose root (:attr:`roots`) and chain hash (:attr:`chains`) are kept whatever
+    :attr:`keep` says: those of the checkpoints, of a witness's checkpoint."""
+    wanted_lots: set[int] = field(default_factory=set)
+    """Lot numbers whose span and root are kept whatever :attr:`keep` says (the seal notes')."""
+    chains: dict[int, bytes] = field(default_factory=dict)
+    """The chain hash of the last event of the tree of each size in :attr:`wanted`."""
+    walked: int = 0
+    """Events whose leaves this walk put in the coffre's tree (after :attr:`forgotten`)."""
     forgotten: int = 0
     """Events walked before the first of ``leaves`` and ``chain`` (a walk resumed by
     :meth:`CoffreWalk.resume` holds none of the events before it)."""
     roots: dict[int, bytes] = field(default_factory=dict)
-    """The coffre tree's root at the end of each lot read, by tree size."""
+    """The coffre tree's root at the end of each lot read, by tree size (only at the sizes in
+    :attr:`wanted` and the ends of :attr:`wanted_lots` when not :attr:`keep`)."""
     spans: list[tuple[int, int, int]] = field(default_factory=list)
-    """(lot number, first IDEvt, last IDEvt) of each lot read, in order."""
+    """(lot number, first IDEvt, last IDEvt) of each lot read, in order (only those of
+    :attr:`wanted_lots` and the newest when not :attr:`keep`)."""
     complete: bool = True
     """False once a lot could not be read: the coffre's tree is then unknown past it."""
     tree_agrees: bool = True
@@ -200,6 +217,26 @@ class CoffreReport:
 
     def fail(self, where: str, check: str, message: str, id_evt: int | None = None) -> None:
         self.failures.append(Failure(where, check, message, id_evt))
+
+    @property
+    def held(self) -> int:
+        """The size of the coffre's tree as walked."""
+        return self.forgotten + self.walked
+
+    def record_span(self, span: tuple[int, int, int]) -> None:
+        """A lot's span, after the lots before it: the newest one is always kept."""
+        spans = self.spans
+        if not self.keep and spans and spans[-1][0] not in self.wanted_lots:
+            spans.pop()
+        spans.append(span)
+
+    def chain_at(self, size: int) -> bytes | None:
+        """The chain hash of IDEvt ``size`` as the lots give it, when it is kept."""
+        if size in self.chains:
+            return self.chains[size]
+        if self.keep and self.forgotten < size <= self.held:
+            return self.chain[size - 1 - self.forgotten]
+        return None
 
 
 # -- reading signed documents ---------------------------------------------------------------------
@@ -239,6 +276,20 @@ def _open_signed(
         return _Opened(path, digest(document), root, True, [], canonical)
     except SignatureInvalid as exc:
         return _Opened(path, digest(document), unverified, False, [Failure(path, "signature", str(exc))])
+
+
+def _open_lot(path: str, source: Source, trust: TrustStore) -> tuple[_Opened, _Events | None]:
+    """A lot file as read: from its bytes alone when :func:`read_signed_lot` proves that reads
+    as the tree does (its events then come with it), else parsed (:func:`_open_signed`)."""
+    try:
+        document = source() if callable(source) else source
+    except LotFormatError as exc:
+        return _Opened(path, b"", None, False, [Failure(path, "format", str(exc))]), None
+    lot = _read_signed_lot(document, trust)
+    if lot is None:
+        return _open_signed(path, document, trust, _lot_time), None
+    opened = _Opened(path, digest(document), None, True, [])
+    return opened, _Events(lot.header, lot.ids, lot.claimed, lot.canonical)
 
 
 def _lot_time(root: etree._Element) -> datetime:
@@ -578,7 +629,9 @@ class _Events:
     holders: etree._Element | None = None
     """The lot's ``Evenements`` element, to read the identities from when they were not proven."""
     lot_root: bytes = b""
-    """The RFC 9162 root of the lot's events, once hashed (:meth:`CoffreWalk._check_events`)."""
+    """The RFC 9162 root of the lot's events, once hashed (:func:`_check_events`)."""
+    levels: list[list[bytes]] = field(default_factory=list)
+    """The lot's tree, level by level, while it is summarized (:func:`_levels`)."""
 
     @classmethod
     def of(cls, lot: Lot) -> _Events:
@@ -719,31 +772,57 @@ def _read_events_fast(root: etree._Element, canonical: bytes) -> _Events | None:
     )
 
 
+_digest = type(_sha256()).digest
+
+
+def _hashes(data: Iterable[bytes]) -> list[bytes]:
+    """The SHA-256 of each, in C loops (no bytecode an item: this is most of a lot's hashing)."""
+    return list(map(_digest, map(_sha256, data)))
+
+
+def _nodes(lefts: list[bytes], rights: list[bytes]) -> list[bytes]:
+    """RFC 9162's interior node of each pair (``rights`` may be one shorter: the last left alone
+    is left out, as ``zip`` does)."""
+    return _hashes(map(bytes.__add__, map(_NODE.__add__, lefts), rights))
+
+
 def _lot_root_and_extend(tree: MerkleAccumulator, leaves: list[bytes]) -> bytes:
     """RFC 9162's MTH over ``leaves`` (the lot's root), and ``tree`` (the coffre's) extended by
-    them, as :meth:`MerkleAccumulator.append` of each would.
-
-    The lot's tree is hashed level by level (an odd last node goes up as it is: the same root as
-    :func:`coffre.domain.merkle.root`); the coffre's takes the lot's leaves in the largest
-    aligned perfect blocks, each one's root taken from the lot's levels where the lot's and the
-    coffre's alignments agree (lots of 1,000 start on multiples of 8: seven hashes in eight are
-    shared), else folded from the largest level where they do."""
+    them, as :meth:`MerkleAccumulator.append` of each would (:func:`_levels`, :func:`_blocks`,
+    :func:`_fold_blocks`)."""
     if not leaves:
         return merkle_root(leaves)
+    levels = _levels(leaves)
+    _fold_blocks(tree, _blocks(levels, tree.size))
+    return levels[-1][0]
+
+
+def _levels(leaves: list[bytes]) -> list[list[bytes]]:
+    """The lot's tree level by level, leaves first, its root alone last (an odd last node goes up
+    as it is: the same root as :func:`coffre.domain.merkle.root`); [] for no leaf."""
+    if not leaves:
+        return []
     levels = [leaves]
     level = leaves
     while len(level) > 1:
-        up = [
-            _sha256(_NODE + left + right).digest()
-            for left, right in zip(level[::2], level[1::2], strict=False)
-        ]
+        up = _nodes(level[::2], level[1::2])
         if len(level) & 1:
             up.append(level[-1])
         levels.append(up)
         level = up
-    frontier, size = tree._frontier, tree._size
-    start = position = size
-    end = start + len(leaves)
+    return levels
+
+
+def _blocks(levels: list[list[bytes]], start: int) -> list[tuple[int, bytes]]:
+    """The lot's leaves as a coffre's tree of ``start`` leaves takes them: the largest aligned
+    perfect blocks, as (log2 of its size, its root), each root taken from the lot's levels where
+    the lot's and the coffre's alignments agree (lots of 1,000 start on multiples of 8: seven
+    hashes in eight are shared), else folded from the largest level where they do. Depends on
+    ``start`` only, not on the tree: a ``--jobs`` worker computes them."""
+    if not levels or start < 0:
+        return []
+    blocks = []
+    position, end = start, start + len(levels[0])
     while position < end:
         j = (position & -position).bit_length() - 1 if position else len(levels) - 1
         while position + (1 << j) > end:
@@ -752,19 +831,23 @@ def _lot_root_and_extend(tree: MerkleAccumulator, leaves: list[bytes]) -> bytes:
         shared = min(j, (offset & -offset).bit_length() - 1) if offset else j
         block = levels[shared][offset >> shared : (offset >> shared) + (1 << (j - shared))]
         while len(block) > 1:
-            block = [
-                _sha256(_NODE + left + right).digest()
-                for left, right in zip(block[::2], block[1::2], strict=True)
-            ]
-        node, carry = block[0], size >> j
+            block = _nodes(block[::2], block[1::2])
+        blocks.append((j, block[0]))
+        position += 1 << j
+    return blocks
+
+
+def _fold_blocks(tree: MerkleAccumulator, blocks: list[tuple[int, bytes]]) -> None:
+    """``tree`` extended by aligned perfect blocks (:func:`_blocks` for the tree's size)."""
+    frontier, size = tree._frontier, tree._size
+    for j, node in blocks:
+        carry = size >> j
         while carry & 1:
             node = _sha256(_NODE + frontier.pop() + node).digest()
             carry >>= 1
         frontier.append(node)
         size += 1 << j
-        position += 1 << j
     tree._size = size
-    return level[0]
 
 
 def verify_coffre(
@@ -778,6 +861,11 @@ def verify_coffre(
     schema: SchemaCheck | None = None,
     evidence: Iterable[tuple[str, Source]] = (),
     policy: EvidencePolicy | None = None,
+    keep: bool = True,
+    wanted: Iterable[int] = (),
+    wanted_lots: Iterable[int] = (),
+    summaries: Callable[[list[tuple[int, str, Source]]], Iterator[LotSummary]] | None = None,
+    checkpoints_read: Callable[[list[CheckpointItem]], Iterator[CheckpointRead]] | None = None,
 ) -> CoffreReport:
     """Verify one coffre from its lot files and checkpoint files, given as (path, bytes or reader).
 
@@ -787,23 +875,33 @@ def verify_coffre(
     ``older_checkpoint`` is one the regulator kept from before (``--checkpoint``). ``evidence``
     are the time-stamp tokens and cosignatures of the coffre's checkpoints (their file names
     say which), checked as ``policy`` asks.
+
+    ``keep`` False keeps no event's hashes in the report (:attr:`CoffreReport.keep`), only what
+    the checks need: the trees of its checkpoints and of ``wanted`` sizes, the spans of
+    ``wanted_lots``. ``summaries`` reads the lots on their own (:func:`summarize_lot`), in the
+    order given (:func:`numbered_lots`), e.g. in ``--jobs`` workers; by default they are read
+    here one after the other. ``checkpoints_read`` likewise reads the archive's checkpoints, each
+    with the evidence beside it (:func:`read_checkpoint_alone`), in path order.
     """
-    walk = CoffreWalk(CoffreReport(id_oper, id_coffre), trust, schema, policy=policy)
-    report = walk.report
-    numbered: list[tuple[int, str, Source]] = []
-    for path, source in lots:
-        parsed = parse_lot_name(path)
-        if parsed is None:
-            report.fail(path, "location", "not a lot file name (<IDOper>-<IDCoffre>-<10 digits>.xml)")
-            continue
-        numbered.append((parsed[2], path, source))
-    numbered.sort(key=lambda entry: (entry[0], entry[1]))
+    report = CoffreReport(id_oper, id_coffre, keep=keep, wanted=set(wanted), wanted_lots=set(wanted_lots))
+    walk = CoffreWalk(report, trust, schema, policy=policy)
+    numbered, misnamed = numbered_lots(lots)
+    report.failures += misnamed
 
     beside, misplaced = _evidence_by_checkpoint(id_oper, id_coffre, evidence)
-    read = [
-        walk.checkpoint(path, source, evidence=beside.pop(path, ()))
+    items = [
+        (path, source, tuple(beside.pop(path, ())))
         for path, source in sorted(checkpoints, key=lambda entry: entry[0])
     ]
+    if checkpoints_read is None:
+        read = [walk.checkpoint(path, source, evidence=near) for path, source, near in items]
+    else:
+        read = []
+        for one, tokens, cosignatures in checkpoints_read(items):
+            report.checkpoints += 1
+            report.tokens += tokens
+            report.cosignatures += cosignatures
+            read.append(one)
     if policy is not None and policy.witness_keys:
         _check_newest_cosigned(report, read, policy.witness_keys)
     if older_checkpoint is not None:
@@ -811,9 +909,15 @@ def verify_coffre(
     by_lot: dict[int | None, list[_ReadCheckpoint]] = {}
     for checkpoint in read:
         by_lot.setdefault(checkpoint.lot_number, []).append(checkpoint)
+        if checkpoint.evidence is not None:
+            report.wanted.add(checkpoint.evidence.tree_size)
 
-    for number, path, source in numbered:
-        walk.lot(number, path, source, by_lot.get(number, []))
+    if summaries is None:
+        read_here = (walk.summarize(number, path, source) for number, path, source in numbered)
+    else:
+        read_here = summaries(numbered)
+    for summary in read_here:
+        walk.link(summary, by_lot.get(summary.number, []))
     walk.finish(read)
     for checkpoint_path, items in sorted(beside.items()):
         for item in items:
@@ -822,6 +926,61 @@ def verify_coffre(
             )
     report.failures += misplaced
     return report
+
+
+CheckpointItem = tuple[str, Source, tuple["_Evidence", ...]]
+"""A checkpoint file of the archive (its path, its bytes or reader) and the evidence beside it."""
+CheckpointRead = tuple["_ReadCheckpoint", int, int]
+"""A checkpoint as read (:func:`read_checkpoint_alone`), with the tokens and cosignatures counted."""
+
+
+def read_checkpoint_alone(
+    id_oper: str,
+    id_coffre: int,
+    item: CheckpointItem,
+    trust: TrustStore,
+    policy: EvidencePolicy | None,
+) -> CheckpointRead:
+    """A checkpoint of the archive read and checked with the evidence beside it, as
+    :meth:`CoffreWalk.checkpoint` does, outside any walk (a ``--jobs`` worker)."""
+    counted = CoffreReport(id_oper, id_coffre)
+    path, source, evidence = item
+    read = _read_checkpoint(counted, path, source, trust, in_archive=True, evidence=evidence, policy=policy)
+    return read, counted.tokens, counted.cosignatures
+
+
+def checkpoint_items(
+    id_oper: str,
+    id_coffre: int,
+    checkpoints: Iterable[tuple[str, Source]],
+    evidence: Iterable[tuple[str, Source]],
+) -> list[CheckpointItem]:
+    """A coffre's checkpoint files in the order :func:`verify_coffre` reads them, each with the
+    evidence beside it."""
+    beside, _ = _evidence_by_checkpoint(id_oper, id_coffre, evidence)
+    return [
+        (path, source, tuple(beside.get(path, ())))
+        for path, source in sorted(checkpoints, key=lambda entry: entry[0])
+    ]
+
+
+def numbered_lots(
+    lots: Iterable[tuple[str, Source]],
+) -> tuple[list[tuple[int, str, Source]], list[Failure]]:
+    """A coffre's lot files as (number, path, source) in the order they are checked (by number,
+    then path), and a ``location`` failure for each file not named like a lot."""
+    numbered: list[tuple[int, str, Source]] = []
+    misnamed = []
+    for path, source in lots:
+        parsed = parse_lot_name(path)
+        if parsed is None:
+            misnamed.append(
+                Failure(path, "location", "not a lot file name (<IDOper>-<IDCoffre>-<10 digits>.xml)")
+            )
+            continue
+        numbered.append((parsed[2], path, source))
+    numbered.sort(key=lambda entry: (entry[0], entry[1]))
+    return numbered, misnamed
 
 
 def _evidence_by_checkpoint(
@@ -854,6 +1013,138 @@ def _evidence_by_checkpoint(
         )
         beside.setdefault(checkpoint, []).append(_Evidence(path, name.kind, source))
     return beside, misplaced
+
+
+@dataclass(slots=True)
+class LotSummary:
+    """One lot as read and checked on its own (:func:`summarize_lot`): what :meth:`CoffreWalk.link`
+    needs to check it against the lots before it and its checkpoints, small enough to come back
+    from a ``--jobs`` worker (64 bytes an event: its leaf and its chain hash, packed)."""
+
+    number: int
+    path: str
+    digest: bytes
+    opened: list[Failure]
+    """Reading and signature failures."""
+    header: LotHeader | None
+    """None when the lot could not be read (its failure then in :attr:`inner`)."""
+    location: list[Failure] = field(default_factory=list)
+    inner: list[Failure] = field(default_factory=list)
+    """The lot's own checks: IDEvt continuity inside it, each event, its last chain hash, its root."""
+    count: int = 0
+    leaves: bytes = b""
+    claimed: bytes = b""
+    start: int = -1
+    """The tree size the lot's header says it follows (``PremierIDEvt - 1``), :attr:`blocks`'s."""
+    blocks: list[tuple[int, bytes]] = field(default_factory=list)
+    """The lot's leaves as the coffre's tree takes them after :attr:`start` leaves (:func:`_blocks`)."""
+    events: _Events | None = None
+    """The lot's events (in the process that read it; not sent from a worker)."""
+
+
+def summarize_lot(
+    number: int,
+    path: str,
+    source: Source,
+    trust: TrustStore,
+    schema: SchemaCheck | None,
+    id_oper: str,
+    id_coffre: int,
+    *,
+    keep_events: bool = True,
+) -> LotSummary:
+    """Read lot ``number`` (from its file name) and check what needs no other lot: its signature,
+    its format, where it is filed, its IDEvt, each event's identity, chain hash and schema, its
+    last chain hash and its Merkle root; hash its leaves for the coffre's tree."""
+    opened, events = _open_lot(path, source, trust)
+    try:
+        if events is None:
+            if opened.root is None:
+                raise LotFormatError("unreadable")
+            events = _read_events_fast(opened.root, opened.canonical) if opened.canonical else None
+        if events is None:
+            events = _Events.of(read_lot(opened.root))
+    except LotFormatError as exc:
+        unreadable = [Failure(path, "format", str(exc))] if opened.root is not None else []
+        return LotSummary(number, path, opened.digest, opened.failures, None, inner=unreadable)
+    opened.root = opened.canonical = None
+    h = events.header
+    summary = LotSummary(number, path, opened.digest, opened.failures, h)
+    location = CoffreReport(id_oper, id_coffre)
+    _check_location(location, path, h, number, id_oper, id_coffre)
+    summary.location = location.failures
+    inner = CoffreReport(id_oper, id_coffre)
+    _check_ids(inner, path, h, events.ids)
+    leaves = _check_events(inner, path, h, events, schema)
+    if events.ids and h.last_chain_hash != events.claimed[-1]:
+        inner.fail(path, "chain", "HashChaineDernier is not the last event's chain hash", h.last_id_evt)
+    if events.lot_root != h.merkle_root:
+        inner.fail(path, "merkle root", "RacineMerkle does not recompute from the lot's events")
+    summary.inner = inner.failures
+    summary.count = len(events.ids)
+    summary.leaves = b"".join(leaves)
+    summary.claimed = b"".join(events.claimed)
+    summary.start = h.first_id_evt - 1
+    summary.blocks = _blocks(events.levels, summary.start)
+    events.levels = []
+    if keep_events:
+        summary.events = events
+    return summary
+
+
+def _check_events(
+    report: CoffreReport, path: str, h: LotHeader, events: _Events, schema: SchemaCheck | None
+) -> list[bytes]:
+    """Each event's identity, chain hash and schema (its failures in that order, event after
+    event); the lot's leaves returned, its tree's levels and root put in ``events``.
+
+    The chain hash recomputed for an event always starts from the chain hash the lot gives the
+    event before it (the lot's HashChainePrecedent for the first): where that one did not
+    recompute, it is reported and the chain goes on from it, so that each broken link is
+    reported once. Hence each event's link is checked on its own, and the report's chain is
+    the lot's own."""
+    canon, claimed = events.canonical, events.claimed
+    links = [h.previous_chain_hash, *claimed[:-1]]
+    computed = _hashes(map(bytes.__add__, links, canon))
+    found: dict[int, list[Failure]] = {}
+    for index in events.strangers(h):
+        oper, coffre, id_evt = (
+            value if value is not None else "?" for value in events.stated(index) or (None,) * 3
+        )
+        found.setdefault(index, []).append(
+            Failure(
+                path,
+                "event identity",
+                f"the event's own IDOper/IDCoffre/IDEvt are {oper}/{coffre}/{id_evt}, "
+                f"its lot's and Evenement's {h.id_oper}/{h.id_coffre}/{events.ids[index]}",
+                events.ids[index],
+            )
+        )
+    if computed != claimed:
+        for index, (again, given) in enumerate(zip(computed, claimed, strict=True)):
+            if again != given:
+                found.setdefault(index, []).append(
+                    Failure(
+                        path,
+                        "chain",
+                        "the chain hash does not recompute from the event's bytes",
+                        events.ids[index],
+                    )
+                )
+    if schema is not None:
+        for index, event in enumerate(canon):
+            for error in schema(event)[:3]:
+                found.setdefault(index, []).append(Failure(path, "schema", error, events.ids[index]))
+    for index in sorted(found):
+        report.failures += found[index]
+    leaves = _hashes(map(_LEAF.__add__, canon))
+    events.levels = _levels(leaves)
+    events.lot_root = events.levels[-1][0] if leaves else merkle_root(leaves)
+    return leaves
+
+
+def _unpack(packed: bytes) -> list[bytes]:
+    return [packed[i : i + HASH_SIZE] for i in range(0, len(packed), HASH_SIZE)]
 
 
 @dataclass
@@ -921,33 +1212,40 @@ class CoffreWalk:
     def lot(self, number: int, path: str, source: Source, own: Sequence[_ReadCheckpoint]) -> None:
         """Check lot ``number`` (from its file name) against the lots before it, and against
         ``own``, its checkpoints; report what fails and move on past it whatever happens."""
-        report = self.report
+        self.link(self.summarize(number, path, source), own)
+
+    def summarize(self, number: int, path: str, source: Source) -> LotSummary:
+        """What lot ``number`` says and how it holds on its own (:func:`summarize_lot`); the lot's
+        events are kept in :attr:`last_events`."""
+        summary = summarize_lot(
+            number, path, source, self.trust, self.schema, self.report.id_oper, self.report.id_coffre
+        )
+        if summary.events is not None:
+            self.last_events = summary.events
+            summary.events = None
+        return summary
+
+    def link(self, summary: LotSummary, own: Sequence[_ReadCheckpoint]) -> None:
+        """Check a lot's summary against the lots before it (in lot order) and against ``own``,
+        its checkpoints; report its failures and move on past it whatever happens. The failures
+        come in the order of a lot's checks, those of the lot on its own among them."""
+        report, number, path = self.report, summary.number, summary.path
         report.lots += 1
-        opened = _open_signed(path, source, self.trust, _lot_time)
-        report.failures += opened.failures
-        try:
-            if opened.root is None:
-                raise LotFormatError("unreadable")
-            events = _read_events_fast(opened.root, opened.canonical) if opened.canonical else None
-            if events is None:
-                events = _Events.of(read_lot(opened.root))
-            h = events.header
-        except LotFormatError as exc:
-            if opened.root is not None:
-                report.fail(path, "format", str(exc))
+        report.failures += summary.opened
+        h = summary.header
+        if h is None:
+            report.failures += summary.inner
             # What follows cannot be linked to this lot: the next lot is checked on its own header,
             # and the coffre's tree (hence the checkpoints) can no longer be recomputed.
             self.expected_number, self.rebase = number + 1, True
             report.complete = False
             return
-        opened.root = opened.canonical = None
-        self.last_events = events
         self.last_number = max(self.last_number, number)
         if self.rebase:
             self.previous = _Previous(h.previous_lot_digest, h.previous_chain_hash)
             self.expected_id = h.first_id_evt
             self.rebase = False
-        _check_location(report, path, h, number, report.id_oper, report.id_coffre)
+        report.failures += summary.location
         if number != self.expected_number:
             expected = self.expected_number
             missing = "" if number < expected else f"; lot(s) {expected}..{number - 1} missing"
@@ -960,21 +1258,26 @@ class CoffreWalk:
                 "IDEvt continuity",
                 f"the lot starts at IDEvt {h.first_id_evt}, expected {self.expected_id}",
             )
-        _check_ids(report, path, h, events.ids)
-        self._check_events(path, h, events)
-        report.events += len(events.ids)
-        report.spans.append((h.number, h.first_id_evt, h.last_id_evt))
-        if events.ids and h.last_chain_hash != events.claimed[-1]:
-            report.fail(path, "chain", "HashChaineDernier is not the last event's chain hash", h.last_id_evt)
-        if events.lot_root != h.merkle_root:
-            report.fail(path, "merkle root", "RacineMerkle does not recompute from the lot's events")
+        report.failures += summary.inner
         tree = self.tree
-        report.roots[tree.size] = tree.root()
-        if (
-            report.complete
-            and report.tree_agrees
-            and (h.tree_size != tree.size or h.tree_root != report.roots[tree.size])
-        ):
+        before = tree.size
+        self._record_within(summary, before)
+        if before == summary.start:
+            _fold_blocks(tree, summary.blocks)
+        else:  # the lot is not where its header says: its blocks are not the tree's
+            _lot_root_and_extend(tree, _unpack(summary.leaves))
+        report.walked += summary.count
+        if report.keep:
+            report.leaves.extend_packed(summary.leaves)
+            report.chain.extend_packed(summary.claimed)
+        report.events += summary.count
+        report.record_span((h.number, h.first_id_evt, h.last_id_evt))
+        root = tree.root()
+        if report.keep or tree.size in report.wanted or number in report.wanted_lots:
+            report.roots[tree.size] = root
+        if summary.count and tree.size in report.wanted:
+            report.chains[tree.size] = summary.claimed[-HASH_SIZE:]
+        if report.complete and report.tree_agrees and (h.tree_size != tree.size or h.tree_root != root):
             report.fail(
                 path,
                 "coffre tree",
@@ -989,7 +1292,7 @@ class CoffreWalk:
             report.fail(path, "checkpoint", f"no checkpoint in the archive for lot {number}")
         sealed = [c.evidence for c in own if c.evidence is not None]
         disagree = [
-            c.opened.path for c in own if c.evidence is not None and c.evidence.lot_digest != opened.digest
+            c.opened.path for c in own if c.evidence is not None and c.evidence.lot_digest != summary.digest
         ]
         if disagree:
             report.fail(
@@ -1001,60 +1304,28 @@ class CoffreWalk:
             if not checkpoint.checked:  # a second file for the same lot number is only compared
                 _check_against_archive(report, checkpoint, h)
         self.previous = _Previous(
-            opened.digest,
+            summary.digest,
             h.last_chain_hash,
             frozenset(c.lot_digest for c in sealed),
             frozenset(c.chain_hash for c in sealed),
         )
         self.expected_id = max(self.expected_id, h.last_id_evt) + 1
 
-    def _check_events(self, path: str, h: LotHeader, events: _Events) -> None:
-        """Each event's identity, chain hash and schema (its failures in that order, event after
-        event), then its leaf in the coffre's tree and its chain hash in the report.
-
-        The chain hash recomputed for an event always starts from the chain hash the lot gives the
-        event before it (the lot's HashChainePrecedent for the first): where that one did not
-        recompute, it is reported and the chain goes on from it, so that each broken link is
-        reported once. Hence each event's link is checked on its own, and the report's chain is
-        the lot's own."""
-        report, canon, claimed = self.report, events.canonical, events.claimed
-        links = [h.previous_chain_hash, *claimed[:-1]]
-        computed = [_sha256(chain + event).digest() for chain, event in zip(links, canon, strict=True)]
-        found: dict[int, list[Failure]] = {}
-        for index in events.strangers(h):
-            oper, coffre, id_evt = (
-                value if value is not None else "?" for value in events.stated(index) or (None,) * 3
-            )
-            found.setdefault(index, []).append(
-                Failure(
-                    path,
-                    "event identity",
-                    f"the event's own IDOper/IDCoffre/IDEvt are {oper}/{coffre}/{id_evt}, "
-                    f"its lot's and Evenement's {h.id_oper}/{h.id_coffre}/{events.ids[index]}",
-                    events.ids[index],
-                )
-            )
-        if computed != claimed:
-            for index, (again, given) in enumerate(zip(computed, claimed, strict=True)):
-                if again != given:
-                    found.setdefault(index, []).append(
-                        Failure(
-                            path,
-                            "chain",
-                            "the chain hash does not recompute from the event's bytes",
-                            events.ids[index],
-                        )
-                    )
-        if self.schema is not None:
-            for index, event in enumerate(canon):
-                for error in self.schema(event)[:3]:
-                    found.setdefault(index, []).append(Failure(path, "schema", error, events.ids[index]))
-        for index in sorted(found):
-            report.failures += found[index]
-        leaves = [_sha256(_LEAF + event).digest() for event in canon]
-        events.lot_root = _lot_root_and_extend(self.tree, leaves)
-        report.leaves.extend_packed(b"".join(leaves))
-        report.chain.extend_packed(b"".join(claimed))
+    def _record_within(self, summary: LotSummary, before: int) -> None:
+        """The tree's root and the chain hash at each wanted size inside this lot (not at its
+        end: that one is recorded after it) when the report keeps only those (rare: checkpoints
+        and witnesses name lot ends)."""
+        report = self.report
+        inside = [size for size in report.wanted if before < size < before + summary.count]
+        if report.keep or not inside:
+            return
+        leaves = _unpack(summary.leaves)
+        for size in inside:
+            partial = self.tree.copy()
+            _lot_root_and_extend(partial, leaves[: size - before])
+            report.roots[size] = partial.root()
+            at = (size - before - 1) * HASH_SIZE
+            report.chains[size] = summary.claimed[at : at + HASH_SIZE]
 
     def finish(self, checkpoints: Iterable[_ReadCheckpoint]) -> None:
         """Check the checkpoints no lot checked: an older one, or one whose lot is not there."""
@@ -1072,7 +1343,7 @@ class CoffreWalk:
         saved = (
             replace(self, tree=self.tree.copy()),
             (report.lots, report.events, report.checkpoints, report.complete, report.tree_agrees),
-            (len(report.failures), len(report.leaves), len(report.chain), len(report.spans)),
+            (len(report.failures), len(report.leaves), len(report.chain), len(report.spans), report.walked),
         )
         try:
             self.lot(number, path, source, [self.checkpoint(p, s) for p, s in checkpoints])
@@ -1085,7 +1356,10 @@ class CoffreWalk:
         return failures
 
     def _restore(
-        self, walk: CoffreWalk, counts: tuple[int, int, int, bool, bool], sizes: tuple[int, int, int, int]
+        self,
+        walk: CoffreWalk,
+        counts: tuple[int, int, int, bool, bool],
+        sizes: tuple[int, int, int, int, int],
     ) -> None:
         report = self.report
         self.tree, self.previous = walk.tree, walk.previous
@@ -1096,8 +1370,11 @@ class CoffreWalk:
         report.leaves.truncate(sizes[1])
         report.chain.truncate(sizes[2])
         del report.spans[sizes[3] :]
+        report.walked = sizes[4]
         for size in [size for size in report.roots if size > walk.tree.size]:
             del report.roots[size]
+        for size in [size for size in report.chains if size > walk.tree.size]:
+            del report.chains[size]
 
 
 def _check_location(
@@ -1176,7 +1453,7 @@ def _compare_with_archive(
             path, "checkpoint", f"TailleArbre {size} and DernierIDEvt {checkpoint.last_id_evt} differ"
         )
         return
-    held_events = report.forgotten + len(report.leaves)
+    held_events = report.held
     if size > held_events:
         of = "" if report.lots else f" of coffre {report.id_oper}/{report.id_coffre}"
         held = "of which the archive holds no lot" if not report.lots else f"the archive {held_events}"
@@ -1202,7 +1479,7 @@ def _compare_with_archive(
     if not report.tree_agrees:
         return  # the tree as read already differs from a signed one: that is reported
     root = report.roots.get(size)
-    if root is None and report.forgotten:  # a tree this walk no longer holds the leaves of
+    if root is None and (report.forgotten or not report.keep):  # leaves not (or no longer) held
         report.fail(path, "checkpoint", f"the tree of {size} events cannot be recomputed here")
         return
     if root is None:
@@ -1214,7 +1491,7 @@ def _compare_with_archive(
             f"the archive's first {size} events are not those the checkpoint signed; later trees are not compared",
         )
         report.tree_agrees = False
-    elif report.chain[size - 1 - report.forgotten] != checkpoint.chain_hash:
+    elif report.chain_at(size) != checkpoint.chain_hash:
         report.fail(
             path, "rewriting", f"the chain hash of IDEvt {size} is not the one the checkpoint signed", size
         )
@@ -1227,12 +1504,19 @@ def _span(ids: list[int]) -> str:
 __all__ = [
     "TSA_MAX_DELAY",
     "TSA_SKEW",
+    "CheckpointItem",
+    "CheckpointRead",
     "CoffreReport",
     "CoffreWalk",
     "EvidencePolicy",
     "Failure",
     "Hashes",
+    "LotSummary",
     "SchemaCheck",
     "Source",
+    "checkpoint_items",
+    "numbered_lots",
+    "read_checkpoint_alone",
+    "summarize_lot",
     "verify_coffre",
 ]
