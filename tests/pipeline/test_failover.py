@@ -31,11 +31,16 @@ from coffre.domain.messages import CORRELATION_ID, Acquittal
 
 from events import POINSCRIT
 from pipeline.acquittals import read_acquittals
+from pipeline.groups import wait_for_group
 from pipeline.stack_settings import stack_settings
 
 EVENTS = 3000  # at least; the platform goes on publishing until the last failure is over
 COFFRES = (21, 22, 23, 24, 25)
 RATE = 100  # events/s: the kills and the zombie all land mid-stream
+KILLS = 6
+"""Replicas killed and started again in turn, every replica by SIGKILL then by SIGTERM (with 2 or 3
+replicas, six kills cover each with both; ten drawn at random left one never killed), the zombie
+paused after the fifth."""
 RESUME_WITHIN = 10.0  # seconds: the issue's bound on how long a coffre waits after a failure
 SLACK = 2.0  # a loaded machine: the test runs 3 ingest replicas, the vault, the acquittal, the broker and a platform on 2 cores
 
@@ -129,13 +134,14 @@ def test_ingest_replicas_fail_over_without_a_gap_a_reuse_or_a_loss(
     rng = random.Random(20261123 + replicas)
     resumes: list[tuple[str, float]] = []
     try:
-        time.sleep(6)  # the replicas join their group
+        wait_for_group(kafka_bootstrap, f"{settings.topic_prefix}ingest", replicas)  # each has partitions
         publisher = threading.Thread(target=platform.publish, daemon=True)
         publisher.start()
         time.sleep(2)
-        for n in range(10):
-            victim = rng.choice(names)
-            sig = signal.SIGKILL if n % 2 == 0 else signal.SIGTERM
+        for n in range(KILLS):
+            # every replica in turn, each killed once by SIGKILL and once by SIGTERM
+            victim = names[n % len(names)]
+            sig = signal.SIGKILL if (n // len(names)) % 2 == 0 else signal.SIGTERM
             killed = time.monotonic()
             stack.kill(victim, sig)
             time.sleep(rng.uniform(0.2, 1.0))
