@@ -16,7 +16,7 @@ cd "$here"
     --sealing-lot-events 1000 "$@" > "$out/bench.txt" 2>&1 &
 bench=$!
 trap 'kill -TERM $bench 2>/dev/null || true' EXIT
-until grep -q "end to end: publishing" "$out/bench.txt"; do
+until grep -qs "end to end: publishing" "$out/bench.txt"; do
     kill -0 $bench 2>/dev/null || { echo "the bench stopped: see $out/bench.txt" >&2; exit 1; }
     sleep 0.2
 done
