@@ -19,3 +19,16 @@ def stack_settings(bootstrap: str, topic_prefix: str, data_dir: Path, **override
         data_dir=data_dir,
         **{"partitions": 3, "ops_port": 0, "api_port": 0, "record_keys": TEST_KEYS_TEXT, **overrides},
     )
+
+
+def two_coffres_per_partition(partitions: int) -> tuple[int, ...]:
+    """IDCoffre values from 30 on, two on each of ``partitions`` partitions (every vault or replica
+    that holds a partition has coffres to record and seal), in order."""
+    from coffre.domain.routing import coffre_partition
+
+    found: dict[int, list[int]] = {}
+    for coffre in range(30, 200):
+        kept = found.setdefault(coffre_partition(coffre, partitions), [])
+        if len(kept) < 2:
+            kept.append(coffre)
+    return tuple(sorted(c for cs in found.values() for c in cs))

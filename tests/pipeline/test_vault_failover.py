@@ -35,12 +35,11 @@ from coffre.config import Settings
 from coffre.domain.chain import GENESIS, chain_hash
 from coffre.domain.lot import parse_document, read_lot
 from coffre.domain.messages import CORRELATION_ID, Acquittal
-from coffre.domain.routing import coffre_partition
 
 from events import POINSCRIT
 from pipeline.acquittals import read_acquittals
 from pipeline.groups import wait_for_group
-from pipeline.stack_settings import stack_settings
+from pipeline.stack_settings import stack_settings, two_coffres_per_partition
 
 PARTITIONS = 3
 RATE = 60  # events/s
@@ -48,17 +47,7 @@ SESSION = 3.0  # the vaults' group session (seconds)
 RESUME_WITHIN = 15.0  # a loaded 2-core machine: the bound asserted; the figure is printed
 
 
-def spread_coffres() -> tuple[int, ...]:
-    """Two coffres on each partition."""
-    found: dict[int, list[int]] = {}
-    for coffre in range(30, 200):
-        found.setdefault(coffre_partition(coffre, PARTITIONS), [])
-        if len(found[coffre_partition(coffre, PARTITIONS)]) < 2:
-            found[coffre_partition(coffre, PARTITIONS)].append(coffre)
-    return tuple(sorted(c for cs in found.values() for c in cs))
-
-
-COFFRES = spread_coffres()
+COFFRES = two_coffres_per_partition(PARTITIONS)
 
 
 def event(n: int) -> bytes:

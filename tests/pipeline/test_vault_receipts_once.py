@@ -28,29 +28,18 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from coffre.adapters.kafka import committed_offsets
 from coffre.commands.stack import Stack
 from coffre.domain.messages import CORRELATION_ID, Receipt
-from coffre.domain.routing import coffre_partition
 
 from events import POINSCRIT
 from ingest_fold import TEST_KEYS
 from pipeline.groups import wait_for_group
-from pipeline.stack_settings import stack_settings
+from pipeline.stack_settings import stack_settings, two_coffres_per_partition
 
 PARTITIONS = 2
 BEFORE = 40  # events acknowledged before the restart
 AFTER = 6  # events published after it
 
 
-def coffres() -> tuple[int, ...]:
-    """Two coffres on each partition."""
-    found: dict[int, list[int]] = {}
-    for coffre in range(30, 200):
-        found.setdefault(coffre_partition(coffre, PARTITIONS), [])
-        if len(found[coffre_partition(coffre, PARTITIONS)]) < 2:
-            found[coffre_partition(coffre, PARTITIONS)].append(coffre)
-    return tuple(sorted(c for cs in found.values() for c in cs))
-
-
-COFFRES = coffres()
+COFFRES = two_coffres_per_partition(PARTITIONS)
 
 
 def publish(bootstrap: str, topic: str, first: int, count: int) -> None:
