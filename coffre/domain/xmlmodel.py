@@ -684,9 +684,7 @@ def _write(parts: list[str], model: XmlModel, tag: str, replace: dict[str, Any] 
                 continue
             else:
                 text = xml_text(item)
-            if _TEXT_SPECIAL.search(text):
-                text = text.translate(_TEXT_ESCAPES)
-            append(start_tag + text + end_tag)
+            append(start_tag + _escaped(text) + end_tag)
     append(f"</{tag}>")
 
 
